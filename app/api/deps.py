@@ -1,0 +1,52 @@
+"""What request handlers receive: a database session, the settings, the syncer, admin checks."""
+
+import secrets
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlmodel import Session
+
+from app.settings import Settings
+from catalog.errors import ForbiddenError, UnauthorizedError
+from catalog.sync import Syncer
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine) as session:
+        yield session
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_syncer(request: Request) -> Syncer:
+    syncer: Syncer = request.app.state.syncer
+    return syncer
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SyncerDep = Annotated[Syncer, Depends(get_syncer)]
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def require_admin(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Admin routes need `Authorization: Bearer $ENVHUB_ADMIN_TOKEN`."""
+    if settings.admin_token is None or not settings.admin_token.get_secret_value():
+        raise ForbiddenError("admin routes are off: set ENVHUB_ADMIN_TOKEN on the server to use them")
+    if credentials is None:
+        raise UnauthorizedError("send the admin token as 'Authorization: Bearer <ENVHUB_ADMIN_TOKEN>'")
+    expected = settings.admin_token.get_secret_value().encode()
+    if not secrets.compare_digest(credentials.credentials.encode(), expected):
+        raise UnauthorizedError("the bearer token is not this server's ENVHUB_ADMIN_TOKEN")
+
+
+AdminDep = Depends(require_admin)

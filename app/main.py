@@ -1,0 +1,110 @@
+"""Building the envhub application: database, Hub adapter, routers and background sync."""
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+
+from app.api import datasets, environments, health, sync
+from app.settings import Settings
+from catalog.db import create_db_engine, init_db
+from catalog.errors import ConflictError, EnvhubError
+from catalog.hub import Hub, HubClient
+from catalog.sync import Syncer, close_interrupted_runs
+from catalog.templates import index_templates
+
+log = logging.getLogger("envhub")
+
+
+def hub_from_settings(settings: Settings) -> HubClient:
+    return HubClient(
+        settings.hf_endpoint,
+        settings.hf_token.get_secret_value() if settings.hf_token else None,
+        timeout_s=settings.hub_timeout_s,
+        max_retries=settings.hub_max_retries,
+        backoff_s=settings.hub_backoff_s,
+    )
+
+
+def prepare_catalog(settings: Settings, engine: Engine) -> None:
+    """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
+    init_db(engine)
+    close_interrupted_runs(engine)
+    index_templates(engine, settings.template_roots())
+
+
+async def _sync_periodically(syncer: Syncer, interval_s: float) -> None:
+    while True:
+        try:
+            run = await asyncio.to_thread(syncer.run)
+        except ConflictError:
+            pass  # a sync asked for through the API is running; this round is covered
+        else:
+            if run.error:
+                log.warning("Hub sync failed, serving the catalog as it is: %s", run.error)
+            else:
+                log.info(run.summary())
+        # Jitter keeps several replicas from syncing in lockstep.
+        await asyncio.sleep(interval_s * random.uniform(0.9, 1.1))
+
+
+def _error_response(status_code: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status_code)
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = " ".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def create_app(settings: Settings | None = None, *, hub: Hub | None = None) -> FastAPI:
+    """The envhub app. Nothing connects until it starts serving."""
+    settings = settings or Settings()
+    engine = create_db_engine(settings.database_url)
+    syncer = Syncer(engine, hub or hub_from_settings(settings), workers=settings.hub_workers)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(prepare_catalog, settings, engine)
+        task = None
+        if settings.sync_interval_s > 0:
+            task = asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s))
+        try:
+            yield
+        finally:
+            syncer.stop()
+            if task is not None:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+            engine.dispose()
+
+    app = FastAPI(
+        title="envhub",
+        summary="Find, try and launch OpenEnv environments.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.syncer = syncer
+
+    @app.exception_handler(EnvhubError)
+    async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
+        return _error_response(exc.status_code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error_response(422, _describe_validation(exc))
+
+    for module in (environments, datasets, sync, health):
+        app.include_router(module.router)
+    return app

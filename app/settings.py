@@ -1,0 +1,37 @@
+"""envhub's configuration: one settings object read from the environment."""
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    """Every knob envhub reads; ENVHUB_* variables, plus the Hub's own HF_* names."""
+
+    model_config = SettingsConfigDict(env_prefix="ENVHUB_", populate_by_name=True, extra="ignore")
+
+    database_url: str = "sqlite:///./data/envhub.db"
+    admin_token: SecretStr | None = None
+    sync_interval_s: float = Field(default=3600, ge=0, description="0 turns the background sync off")
+    extra_templates: str = Field(
+        default="", description=":-separated folders whose subfolders are OpenEnv environments"
+    )
+    templates_dir: Path = REPO_ROOT / "spaces_templates"
+
+    hf_endpoint: str = Field(
+        default="https://huggingface.co",
+        validation_alias=AliasChoices("hf_endpoint", "HF_ENDPOINT"),
+    )
+    hf_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("hf_token", "HF_TOKEN"))
+    hub_timeout_s: float = Field(default=20, gt=0, description="per-request timeout")
+    hub_max_retries: int = Field(default=4, ge=0)
+    hub_backoff_s: float = Field(default=1, ge=0, description="first retry wait, doubling")
+    hub_workers: int = Field(default=8, ge=1, description="parallel file downloads in a sync")
+
+    def template_roots(self) -> list[Path]:
+        """The built-in templates folder first, then each extra folder."""
+        extra = [Path(p) for p in self.extra_templates.split(":") if p.strip()]
+        return [self.templates_dir, *extra]

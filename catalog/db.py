@@ -1,0 +1,94 @@
+"""Database engine, schema and the full-text index (FTS5 on SQLite)."""
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, event, make_url, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, SQLModel, create_engine
+
+from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+# The full-text index follows the environment table through triggers. Column weights
+# for bm25: a word in the title counts most, one in the README least.
+_FTS_DDL = [
+    """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
+        title, description, tags, author, readme, content='environment', content_rowid='rowid',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER IF NOT EXISTS environment_fts_insert AFTER INSERT ON environment BEGIN
+        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
+        VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS environment_fts_delete AFTER DELETE ON environment BEGIN
+        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
+        VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS environment_fts_update
+        AFTER UPDATE OF title, description, tags, author, readme ON environment BEGIN
+        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
+        VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
+        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
+        VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
+    END""",
+    "INSERT INTO environment_fts(environment_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 6.0, 3.0, 1.0)')",
+]
+
+
+def _json_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for any SQLAlchemy URL; SQLite files get their folder, WAL and FTS5."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, json_serializer=_json_dumps, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, json_serializer=_json_dumps, connect_args={"check_same_thread": False})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def init_db(engine: Engine) -> None:
+    """Create missing tables and, on SQLite, the full-text index and its triggers."""
+    SQLModel.metadata.create_all(engine)
+    if is_sqlite(engine):
+        with engine.begin() as conn:
+            for statement in _FTS_DDL:
+                conn.execute(text(statement))
+
+
+def upsert(session: Session, table: type[SQLModel], rows: Sequence[dict[str, Any]]) -> None:
+    """Insert rows, or update every given column of rows whose primary key exists."""
+    if not rows:
+        return
+    sa_table = table.__table__  # type: ignore[attr-defined]
+    insert = sqlite_insert if session.get_bind().dialect.name == "sqlite" else postgresql_insert
+    keys = [c.name for c in sa_table.primary_key.columns]
+    statement = insert(sa_table)
+    columns = [c for c in rows[0] if c not in keys]
+    if columns:
+        statement = statement.on_conflict_do_update(
+            index_elements=keys, set_={c: statement.excluded[c] for c in columns}
+        )
+    else:
+        statement = statement.on_conflict_do_nothing(index_elements=keys)
+    session.execute(statement, list(rows))

@@ -1,0 +1,35 @@
+"""The one exception family the domain raises; each carries the HTTP status it means."""
+
+
+class EnvhubError(Exception):
+    status_code = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFoundError(EnvhubError):
+    status_code = 404
+
+
+class InvalidInputError(EnvhubError):
+    status_code = 422
+
+
+class UnauthorizedError(EnvhubError):
+    status_code = 401
+
+
+class ForbiddenError(EnvhubError):
+    status_code = 403
+
+
+class ConflictError(EnvhubError):
+    status_code = 409
+
+
+class HubUnavailableError(EnvhubError):
+    """The Hub could not be reached or kept failing after retries."""
+
+    status_code = 503

@@ -1,0 +1,170 @@
+"""Catalog tables and the public shapes the API returns."""
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlmodel import JSON, Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Source(StrEnum):
+    HUB = "hub"
+    TEMPLATE = "template"
+    URL = "url"
+
+
+class EnvironmentBase(SQLModel):
+    """What a search result shows about an environment."""
+
+    id: str = Field(primary_key=True, description="owner/name for Hub Spaces, template:NAME for templates")
+    source: Source = Field(index=True)
+    title: str
+    emoji: str | None = None
+    description: str = ""
+    author: str | None = Field(default=None, index=True)
+    tags: list[str] = Field(default_factory=list, sa_type=JSON)
+    likes: int = Field(default=0, index=True)
+    trending_score: float = Field(default=0, index=True)
+    sdk: str | None = Field(default=None, index=True)
+    host: str | None = Field(default=None, description="base URL of the running environment")
+    runtime_stage: str | None = Field(default=None, index=True)
+    last_modified: datetime | None = Field(default=None, index=True)
+    license: str | None = None
+    problems: list[str] = Field(default_factory=list, sa_type=JSON)
+    removed_at: datetime | None = Field(default=None, index=True)
+
+
+class EnvironmentFull(EnvironmentBase):
+    """Everything stored about an environment."""
+
+    app_port: int | None = None
+    base_path: str | None = None
+    path: str | None = Field(default=None, description="local folder of a template")
+    sha: str | None = None
+    card: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    manifest: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    readme: str = ""
+    env_schema: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    tools: list[dict[str, Any]] | None = Field(default=None, sa_type=JSON)
+    tasks: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    health: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    indexed_at: datetime = Field(default_factory=utcnow)
+
+
+class Environment(EnvironmentFull, table=True):
+    pass
+
+
+class EnvironmentTag(SQLModel, table=True):
+    """One row per (environment, tag), so tag filters use an index on any database."""
+
+    environment_id: str = Field(primary_key=True, foreign_key="environment.id", ondelete="CASCADE")
+    tag: str = Field(primary_key=True, index=True)
+
+
+class LinkOrigin(StrEnum):
+    ENVIRONMENT = "environment"  # the Space's card lists the dataset
+    DATASET = "dataset"  # the dataset's card or tags name the Space
+
+
+class EnvironmentDataset(SQLModel, table=True):
+    """A link between an environment and a dataset, and whose card made it."""
+
+    environment_id: str = Field(primary_key=True)
+    dataset_id: str = Field(primary_key=True, index=True)
+    named_by: LinkOrigin = Field(primary_key=True)
+
+
+class EnvironmentPublic(EnvironmentBase):
+    pass
+
+
+class EnvironmentDetail(EnvironmentFull):
+    datasets: list[str] = Field(default_factory=list)
+
+
+class EnvironmentsPublic(SQLModel):
+    data: list[EnvironmentPublic]
+    count: int
+
+
+class DatasetBase(SQLModel):
+    id: str = Field(primary_key=True)
+    author: str | None = Field(default=None, index=True)
+    description: str = ""
+    tags: list[str] = Field(default_factory=list, sa_type=JSON)
+    likes: int = 0
+    downloads: int = 0
+    last_modified: datetime | None = None
+    problems: list[str] = Field(default_factory=list, sa_type=JSON)
+    removed_at: datetime | None = Field(default=None, index=True)
+
+
+class Dataset(DatasetBase, table=True):
+    sha: str | None = None
+    card: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    indexed_at: datetime = Field(default_factory=utcnow)
+
+
+class DatasetPublic(DatasetBase):
+    pass
+
+
+class DatasetDetail(DatasetBase):
+    card: dict[str, Any] = Field(default_factory=dict)
+    environments: list[str] = Field(default_factory=list)
+
+
+class DatasetsPublic(SQLModel):
+    data: list[DatasetPublic]
+    count: int
+
+
+class SyncStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+
+
+class SyncRunBase(SQLModel):
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    status: SyncStatus = SyncStatus.RUNNING
+    full: bool = False
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: int = 0
+    datasets: int = 0
+    requests: int = 0
+    seconds: float = 0
+    error: str | None = None
+
+
+class SyncRun(SyncRunBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+
+
+class SyncRunPublic(SyncRunBase):
+    id: int
+
+    def summary(self) -> str:
+        """The one line a person reads after a sync."""
+        if self.status == SyncStatus.FAILED:
+            return f"sync failed after {self.seconds:.1f} s ({self.requests} requests): {self.error}"
+        return (
+            f"sync {self.status.value}: {self.added} added, {self.updated} updated, "
+            f"{self.unchanged} unchanged, {self.removed} removed, {self.failed} failed, "
+            f"{self.datasets} datasets; {self.requests} requests in {self.seconds:.1f} s"
+        )
+
+
+class SyncRunsPublic(SQLModel):
+    data: list[SyncRunPublic]
+    count: int

@@ -1,0 +1,78 @@
+"""Shared fixtures: a fake Hub on loopback, a SQLite file per test, and the app built on both."""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from huggingface_hub import constants
+
+from app.main import create_app
+from app.settings import Settings
+from tests.fakehub import FakeHub
+
+ADMIN_TOKEN = "test-admin-token"
+
+
+def needs(what: str, available: bool, reason: str) -> pytest.MarkDecorator:
+    """Skip on a bare machine, but never in CI, where every service must be there."""
+    return pytest.mark.skipif(not available and os.environ.get("CI") != "true", reason=f"{what}: {reason}")
+
+
+@pytest.fixture(autouse=True)
+def _hf_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    # Both are read when huggingface_hub is imported, so the variables alone come too late.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    with FakeHub() as fake:
+        yield fake
+
+
+@pytest.fixture
+def templates_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
+    return Settings(
+        database_url=f"sqlite:///{tmp_path / 'data' / 'envhub.db'}",
+        hf_endpoint=hub.url,
+        hf_token=None,
+        admin_token=ADMIN_TOKEN,
+        sync_interval_s=0,
+        templates_dir=templates_dir,
+        extra_templates="",
+        hub_timeout_s=2,
+        hub_max_retries=2,
+        hub_backoff_s=0.01,
+    )
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def readme(front_matter: str, body: str = "# An environment\n\nIt does things.\n") -> str:
+    return f"---\n{front_matter.strip()}\n---\n{body}"
+
+
+def space_files(title: str, *, tags: str = "[openenv]", body: str = "", extra: str = "") -> dict[str, str]:
+    """README.md and openenv.yaml of a typical environment Space."""
+    name = title.lower().replace(" ", "_")
+    card = f"title: {title}\nemoji: 🎲\nsdk: docker\napp_port: 8000\nbase_path: /web\ntags: {tags}\n{extra}"
+    return {
+        "README.md": readme(card, body or f"# {title}\n\n{title} is an OpenEnv environment.\n"),
+        "openenv.yaml": f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n",
+    }
