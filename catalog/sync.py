@@ -286,7 +286,7 @@ class Syncer:
                 else:
                     refreshed.append({"id": listing.id, "removed_at": None, **values})
             for chunk in chunks(refreshed, _BATCH):
-                upsert(session, Environment, chunk)
+                session.execute(update(Environment), chunk)  # bulk UPDATE by primary key
                 replace_tags(session, chunk)
             counts.updated += len(refreshed)
             self._index_spaces(session, to_index, set(known), counts, progress)
@@ -339,7 +339,7 @@ class Syncer:
     def _write_failure(self, session: Session, indexed: Indexed, known: bool) -> None:
         values = _failure_values(indexed)
         if known:
-            session.execute(update(Environment).where(col(Environment.id) == indexed.listing.id).values(**values))
+            session.execute(update(Environment), [{"id": indexed.listing.id, **values}])
         else:
             title = indexed.listing.id.split("/", 1)[1]
             upsert(session, Environment, [{"id": indexed.listing.id, "source": Source.HUB, "title": title, **values}])

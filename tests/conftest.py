@@ -1,7 +1,8 @@
 """Shared fixtures: a fake Hub on loopback, a SQLite file per test, and the app built on both."""
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
         sync_interval_s=0,
         templates_dir=templates_dir,
         extra_templates="",
-        hub_timeout_s=2,
+        hub_timeout_s=1,
         hub_max_retries=2,
         hub_backoff_s=0.01,
     )
@@ -74,5 +75,15 @@ def space_files(title: str, *, tags: str = "[openenv]", body: str = "", extra: s
     card = f"title: {title}\nemoji: 🎲\nsdk: docker\napp_port: 8000\nbase_path: /web\ntags: {tags}\n{extra}"
     return {
         "README.md": readme(card, body or f"# {title}\n\n{title} is an OpenEnv environment.\n"),
-        "openenv.yaml": f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n",
+        "openenv.yaml": f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\n"
+        "app: server.app:app\nport: 8000\n",
     }
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
+    """Poll until the condition holds; fail the test if it does not within the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout_s} s")
+        time.sleep(0.01)

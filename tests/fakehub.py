@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import re
@@ -432,10 +433,8 @@ class FakeHub:
         with self._lock:
             conns = list(self._conns)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=2)
             self._thread = None

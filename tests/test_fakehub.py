@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from huggingface_hub import HfApi, constants
+from huggingface_hub import HfApi
 from huggingface_hub.errors import (
     HfHubHTTPError,
     RemoteEntryNotFoundError,
@@ -220,7 +221,7 @@ def test_body_fault_and_unretried_status(hub: FakeHub, api: HfApi) -> None:
     hub.add_space("org/env")
     hub.fail("GET", "/api/spaces/org/env", Fault(body=b"not json"), Fault(status=500))
 
-    with pytest.raises(ValueError):
+    with pytest.raises(json.JSONDecodeError):
         api.space_info("org/env")
     with pytest.raises(HfHubHTTPError) as excinfo:
         api.space_info("org/env")

@@ -1,0 +1,165 @@
+"""Search: ranking, filters, sorting and paging over a real SQLite catalog."""
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, update
+from sqlmodel import Session, col
+
+from app.settings import Settings
+from catalog.db import create_db_engine, init_db
+from catalog.models import Environment, Source
+from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
+from catalog.sync import write_environments
+
+BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def row(environment_id: str, title: str, **fields: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": environment_id,
+        "source": Source.HUB,
+        "title": title,
+        "emoji": None,
+        "description": "",
+        "author": environment_id.split("/")[0],
+        "tags": ["openenv"],
+        "likes": 0,
+        "trending_score": 0.0,
+        "sdk": "docker",
+        "host": None,
+        "runtime_stage": "RUNNING",
+        "last_modified": BASE_TIME,
+        "license": None,
+        "problems": [],
+        "removed_at": None,
+        "app_port": 8000,
+        "base_path": None,
+        "path": None,
+        "sha": "0" * 40,
+        "card": {},
+        "manifest": None,
+        "readme": "",
+        "indexed_at": BASE_TIME,
+    }
+    values.update(fields)
+    return values
+
+
+CATALOG = [
+    row(
+        "games/chess", "Chess", description="Play chess against a minimax opponent", tags=["openenv", "game"], likes=50
+    ),
+    row(
+        "games/connect4",
+        "Connect Four",
+        description="Drop discs",
+        tags=["openenv", "game"],
+        likes=80,
+        readme="A board game like chess, but simpler.",
+        trending_score=9.0,
+    ),
+    row("words/wordle", "Wordle", description="Guess the five-letter word", tags=["openenv", "word"], likes=10),
+    row(
+        "words/wordsmith",
+        "Wordsmith",
+        description="Build words from letters",
+        tags=["openenv", "word"],
+        likes=5,
+        last_modified=BASE_TIME + timedelta(days=3),
+        runtime_stage="SLEEPING",
+    ),
+    row("tools/calculator", "Calculator tools", description="An MCP tool environment", tags=["openenv", "mcp"]),
+    row("template:maze", "Maze", source=Source.TEMPLATE, author=None, sdk=None, runtime_stage=None, likes=0),
+    row("gone/chess-old", "Old chess", removed_at=BASE_TIME),
+]
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    engine = create_db_engine(settings.database_url)
+    init_db(engine)
+    with Session(engine) as session, session.begin():
+        write_environments(session, CATALOG, {})
+    yield engine
+    engine.dispose()
+
+
+def ids(engine: Engine, **query: Any) -> list[str]:
+    with Session(engine) as session:
+        found, count = search_environments(session, EnvironmentQuery.model_validate(query))
+    assert count >= len(found)
+    return [e.id for e in found]
+
+
+def test_title_match_ranks_above_readme_match(engine: Engine) -> None:
+    assert ids(engine, q="chess") == ["games/chess", "games/connect4"]
+
+
+def test_every_word_must_match(engine: Engine) -> None:
+    assert ids(engine, q="chess minimax") == ["games/chess"]
+    assert ids(engine, q="chess wordle") == []
+
+
+def test_last_word_matches_as_a_prefix_while_typing(engine: Engine) -> None:
+    assert sorted(ids(engine, q="word")) == ["words/wordle", "words/wordsmith"]
+    assert ids(engine, q="wordl") == ["words/wordle"]
+
+
+def test_stemming_and_case(engine: Engine) -> None:
+    assert ids(engine, q="DROPPING disc") == ["games/connect4"]
+
+
+def test_tag_author_source_sdk_and_stage_filters(engine: Engine) -> None:
+    assert ids(engine, tags=["game"], sort="likes") == ["games/connect4", "games/chess"]
+    assert ids(engine, tags=["game", "word"]) == []
+    assert ids(engine, author="words", sort="likes") == ["words/wordle", "words/wordsmith"]
+    assert ids(engine, source="template") == ["template:maze"]
+    assert ids(engine, sdk="docker", q="calculator") == ["tools/calculator"]
+    assert ids(engine, stage="SLEEPING") == ["words/wordsmith"]
+    assert ids(engine, q="mcp", tags=["mcp"]) == ["tools/calculator"]
+
+
+def test_sorts(engine: Engine) -> None:
+    assert ids(engine, sort=Sort.LIKES)[:3] == ["games/connect4", "games/chess", "words/wordle"]
+    assert ids(engine, sort=Sort.TRENDING)[0] == "games/connect4"
+    assert ids(engine, sort=Sort.UPDATED)[0] == "words/wordsmith"
+    assert ids(engine, q="chess", sort=Sort.LIKES) == ["games/connect4", "games/chess"]
+
+
+def test_paging_keeps_the_total(engine: Engine) -> None:
+    with Session(engine) as session:
+        first, total = search_environments(session, EnvironmentQuery(sort=Sort.LIKES, limit=2))
+        second, total_again = search_environments(session, EnvironmentQuery(sort=Sort.LIKES, limit=2, offset=2))
+    assert total == total_again == 6
+    assert len(first) == len(second) == 2
+    assert {e.id for e in first}.isdisjoint(e.id for e in second)
+
+
+def test_removed_entries_are_hidden_unless_asked_for(engine: Engine) -> None:
+    assert "gone/chess-old" not in ids(engine, q="chess")
+    assert "gone/chess-old" in ids(engine, q="chess", include_removed=True)
+
+
+@pytest.mark.parametrize(
+    "q", ['"', "chess AND", "NEAR(a b)", "col:umn", "*", "-chess", "((", "'; DROP TABLE environment; --", "é ü ß"]
+)
+def test_query_syntax_never_breaks_search(engine: Engine, q: str) -> None:
+    ids(engine, q=q)  # must not raise
+
+
+def test_punctuation_only_query_means_no_words(engine: Engine) -> None:
+    assert len(ids(engine, q="!!! ???")) == 6
+
+
+def test_search_follows_updates(engine: Engine) -> None:
+    with Session(engine) as session, session.begin():
+        session.execute(update(Environment).where(col(Environment.id) == "words/wordle").values(title="Lexicon puzzle"))
+    assert ids(engine, q="lexicon") == ["words/wordle"]
+    assert ids(engine, q="wordle") == []
+
+
+def test_fts_match_quotes_every_term() -> None:
+    assert fts_match('chess "AND" board-game') == '"chess" "and" "board" "game"*'
