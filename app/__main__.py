@@ -84,6 +84,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # envhub reports Hub failures itself, in one line; the client's per-retry warnings would repeat it.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     code: int = args.handler(Settings(), args)
     return code
 

@@ -10,12 +10,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from app.api import datasets, environments, health, sync
 from app.settings import Settings
 from catalog.db import create_db_engine, init_db
 from catalog.errors import ConflictError, EnvhubError
 from catalog.hub import Hub, HubClient
+from catalog.search import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
 
@@ -39,6 +41,11 @@ def prepare_catalog(settings: Settings, engine: Engine) -> None:
     index_templates(engine, settings.template_roots())
 
 
+def _count_listed(engine: Engine) -> int:
+    with Session(engine) as session:
+        return count_listed(session)
+
+
 async def _sync_periodically(syncer: Syncer, interval_s: float) -> None:
     while True:
         try:
@@ -47,7 +54,11 @@ async def _sync_periodically(syncer: Syncer, interval_s: float) -> None:
             pass  # a sync asked for through the API is running; this round is covered
         else:
             if run.error:
-                log.warning("Hub sync failed, serving the catalog as it is: %s", run.error)
+                listed = await asyncio.to_thread(_count_listed, syncer.engine)
+                plural = "" if listed == 1 else "s"
+                log.warning(
+                    "Hub sync failed; serving the %d environment%s in the catalog. %s", listed, plural, run.error
+                )
             else:
                 log.info(run.summary())
         # Jitter keeps several replicas from syncing in lockstep.

@@ -23,6 +23,16 @@ log = logging.getLogger(__name__)
 ENVIRONMENT_TAG = "openenv"
 DATASET_TAGS = ("openenv", "rl-environment")
 _REPO_GONE = ("RepoNotFound", "RevisionNotFound")
+# Retried: a Hub that answered slowly or broke off mid-answer. Not retried: one that cannot be
+# reached at all (offline, refused, no DNS); that fails at once and the next sync tries again.
+_TRANSIENT = (
+    httpx2.ReadTimeout,
+    httpx2.WriteTimeout,
+    httpx2.PoolTimeout,
+    httpx2.ReadError,
+    httpx2.WriteError,
+    httpx2.RemoteProtocolError,
+)
 _SPACE_EXPAND = [
     "author", "sha", "lastModified", "likes", "trendingScore", "sdk", "tags",
     "runtime", "subdomain", "private", "disabled",
@@ -164,6 +174,7 @@ class HubClient:
         self.endpoint = endpoint.rstrip("/")
         self._token = token
         self._timeout = timeout_s
+        self._http_timeout = httpx2.Timeout(timeout_s, connect=min(timeout_s, 5.0))
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._counter = itertools.count(1)
@@ -207,7 +218,8 @@ class HubClient:
                     url,
                     params=query,
                     headers=self._headers(),
-                    timeout=self._timeout,
+                    timeout=self._http_timeout,
+                    retry_on_exceptions=_TRANSIENT,
                     max_retries=self._max_retries,
                     base_wait_time=self._backoff_s,
                 )
@@ -251,7 +263,8 @@ class HubClient:
                 "GET",
                 url,
                 headers=self._headers(),
-                timeout=self._timeout,
+                timeout=self._http_timeout,
+                retry_on_exceptions=_TRANSIENT,
                 max_retries=self._max_retries,
                 base_wait_time=self._backoff_s,
             ) as response:

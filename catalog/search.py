@@ -170,3 +170,10 @@ def get_dataset(session: Session, dataset_id: str) -> DatasetDetail:
     detail = DatasetDetail.model_validate(dataset)
     detail.environments = _linked(session, dataset_id=dataset_id)
     return detail
+
+
+def count_listed(session: Session) -> int:
+    """Environments in the catalog that are not marked removed."""
+    listed = select(func.count()).select_from(Environment).where(col(Environment.removed_at).is_(None))
+    count: int = session.execute(listed).scalar_one()
+    return count

@@ -2,11 +2,10 @@
 
 from fastapi import APIRouter
 from pydantic import BaseModel
-from sqlalchemy import func, select
-from sqlmodel import col
 
 from app.api.deps import SessionDep, SettingsDep, SyncerDep
-from catalog.models import Environment, SyncRunPublic
+from catalog.models import SyncRunPublic
+from catalog.search import count_listed
 from catalog.sync import list_sync_runs
 
 router = APIRouter(prefix="/api/health", tags=["health"])
@@ -22,11 +21,10 @@ class Health(BaseModel):
 
 @router.get("")
 def read_health(session: SessionDep, settings: SettingsDep, syncer: SyncerDep) -> Health:
-    listed = select(func.count()).select_from(Environment).where(col(Environment.removed_at).is_(None))
     runs = list_sync_runs(session, limit=1)
     return Health(
         status="ok",
-        environments=session.execute(listed).scalar_one(),
+        environments=count_listed(session),
         hub_endpoint=settings.hf_endpoint,
         sync_running=syncer.running,
         last_sync=runs[0] if runs else None,

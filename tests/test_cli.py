@@ -1,0 +1,67 @@
+"""The command line, run as a user runs it: real subprocesses against the fake Hub."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from app.settings import REPO_ROOT
+from tests.conftest import space_files
+from tests.fakehub import FakeHub
+
+
+def cli_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVHUB_", "HF_"))}
+    return env | {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "ENVHUB_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "ENVHUB_TEMPLATES_DIR": str(tmp_path / "no-templates"),
+        "ENVHUB_HUB_BACKOFF_S": "0.01",
+        "ENVHUB_HUB_TIMEOUT_S": "2",
+    }
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_sync_then_search(hub: FakeHub, tmp_path: Path) -> None:
+    hub.add_space("alice/chess", files=space_files("Chess"), likes=4)
+    hub.add_space("bob/wordle", files=space_files("Wordle"), likes=2)
+    env = cli_env(tmp_path, hub.url)
+
+    synced = run_cli(env, "sync")
+
+    assert synced.returncode == 0, synced.stderr
+    assert synced.stdout.strip().splitlines()[-1] == (
+        "sync ok: 2 added, 0 updated, 0 unchanged, 0 removed, 0 failed, 0 datasets; "
+        + synced.stdout.split("datasets; ")[1].strip()
+    )
+    assert "requests in" in synced.stdout
+    assert "downloading cards" in synced.stderr  # the progress bar
+
+    again = run_cli(env, "sync")
+    assert "0 added, 0 updated, 2 unchanged" in again.stdout
+
+    found = run_cli(env, "search", "chess", "--json")
+    assert found.returncode == 0, found.stderr
+    body = json.loads(found.stdout)
+    assert (body["count"], body["data"][0]["id"]) == (1, "alice/chess")
+
+    table = run_cli(env, "search", "--sort", "likes")
+    assert table.stdout.index("alice/chess") < table.stdout.index("bob/wordle")
+    assert table.stdout.strip().endswith("2 found")
+
+
+def test_sync_against_an_unreachable_hub_says_why(tmp_path: Path) -> None:
+    failed = run_cli(cli_env(tmp_path, "http://127.0.0.1:9"), "sync", "--quiet")
+    assert failed.returncode == 1
+    last = failed.stdout.strip().splitlines()[-1]
+    assert last.startswith("sync failed after")
+    assert "listing spaces at http://127.0.0.1:9 failed" in last
+    assert "Traceback" not in failed.stderr
