@@ -131,17 +131,22 @@ class SyncStatus(StrEnum):
     FAILED = "failed"
 
 
-class SyncRunBase(SQLModel):
-    started_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
-    status: SyncStatus = SyncStatus.RUNNING
-    full: bool = False
+class SyncCounts(SQLModel):
+    """What a sync did to the catalog."""
+
     added: int = 0
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
     failed: int = 0
     datasets: int = 0
+
+
+class SyncRunBase(SyncCounts):
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    status: SyncStatus = SyncStatus.RUNNING
+    full: bool = False
     requests: int = 0
     seconds: float = 0
     error: str | None = None

@@ -27,6 +27,7 @@ from catalog.models import (
     EnvironmentTag,
     LinkOrigin,
     Source,
+    SyncCounts,
     SyncRun,
     SyncRunPublic,
     SyncStatus,
@@ -49,16 +50,6 @@ class Indexed:
     row: dict[str, Any] = field(default_factory=dict)
     datasets: list[str] = field(default_factory=list)
     error: str | None = None
-
-
-@dataclass
-class Counts:
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    failed: int = 0
-    datasets: int = 0
 
 
 LISTING_COLUMNS = ("author", "likes", "trending_score", "sdk", "tags", "runtime_stage", "host", "last_modified")
@@ -241,7 +232,7 @@ class Syncer:
         try:
             started = time.monotonic()
             requests_before = self.hub.requests
-            counts = Counts()
+            counts = SyncCounts()
             error: str | None = None
             try:
                 counts = self._index(run.full, progress)
@@ -252,7 +243,7 @@ class Syncer:
                 error = f"{type(exc).__name__}: {exc}"
             with Session(self.engine) as session:
                 record = session.get_one(SyncRun, run.id)
-                record.sqlmodel_update(vars(counts))
+                record.sqlmodel_update(counts.model_dump())
                 record.status = SyncStatus.FAILED if error else SyncStatus.OK
                 record.error = error and f"{error}. The catalog was left as it was; try again later"
                 record.requests = self.hub.requests - requests_before
@@ -264,10 +255,10 @@ class Syncer:
         finally:
             self._lock.release()
 
-    def _index(self, full: bool, progress: Progress | None) -> Counts:
+    def _index(self, full: bool, progress: Progress | None) -> SyncCounts:
         listings = list({s.id: s for s in self.hub.list_environment_spaces()}.values())
         datasets = list(self.hub.list_environment_datasets())
-        counts = Counts()
+        counts = SyncCounts()
         with Session(self.engine) as session, session.begin():
             columns = [col(getattr(Environment, c)) for c in ("id", "sha", "removed_at", *LISTING_COLUMNS)]
             known = {
@@ -304,7 +295,7 @@ class Syncer:
         session: Session,
         listings: list[SpaceListing],
         known: set[str],
-        counts: Counts,
+        counts: SyncCounts,
         progress: Progress | None,
     ) -> None:
         batch: list[Indexed] = []

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import constants
+from sqlalchemy import Engine
 
 from app.main import create_app
 from app.settings import Settings
+from catalog.db import create_db_engine, init_db
 from tests.fakehub import FakeHub
 
 ADMIN_TOKEN = "test-admin-token"
@@ -57,6 +59,15 @@ def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
         hub_max_retries=2,
         hub_backoff_s=0.01,
     )
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    """The test's SQLite catalog, created empty."""
+    engine = create_db_engine(settings.database_url)
+    init_db(engine)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Bad cards are data: every broken README or manifest is stored safely with a problem note."""
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pytest
 from sqlalchemy import Engine
@@ -9,7 +9,6 @@ from sqlmodel import Session
 from app.main import hub_from_settings
 from app.settings import Settings
 from catalog.cards import README_LIMIT, Manifest, card_fields, parse_manifest, parse_readme
-from catalog.db import create_db_engine, init_db
 from catalog.models import Environment, SyncStatus
 from catalog.search import EnvironmentQuery, search_environments
 from catalog.sync import Syncer
@@ -17,14 +16,6 @@ from tests.conftest import readme, space_files
 from tests.fakehub import FakeHub
 
 MANIFEST = "spec_version: 1\nname: env\napp: server.app:app\nport: 8000\n"
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(settings.database_url)
-    init_db(engine)
-    yield engine
-    engine.dispose()
 
 
 def sync_one(hub: FakeHub, settings: Settings, engine: Engine, files: Mapping[str, str | bytes]) -> Environment:

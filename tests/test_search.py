@@ -1,6 +1,5 @@
 """Search: ranking, filters, sorting and paging over a real SQLite catalog."""
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -8,8 +7,6 @@ import pytest
 from sqlalchemy import Engine, update
 from sqlmodel import Session, col
 
-from app.settings import Settings
-from catalog.db import create_db_engine, init_db
 from catalog.models import Environment, Source
 from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
 from catalog.sync import write_environments
@@ -78,13 +75,10 @@ CATALOG = [
 
 
 @pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(settings.database_url)
-    init_db(engine)
+def engine(engine: Engine) -> Engine:
     with Session(engine) as session, session.begin():
         write_environments(session, CATALOG, {})
-    yield engine
-    engine.dispose()
+    return engine
 
 
 def ids(engine: Engine, **query: Any) -> list[str]:

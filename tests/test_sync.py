@@ -1,28 +1,17 @@
 """Syncing the fake Hub into a real SQLite catalog: first, incremental, removals and faults."""
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.main import hub_from_settings
 from app.settings import Settings
-from catalog.db import create_db_engine, init_db
 from catalog.errors import ConflictError
 from catalog.models import Environment, SyncStatus
 from catalog.search import EnvironmentQuery, get_dataset, get_environment, search_environments
 from catalog.sync import Syncer, get_sync_run
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(settings.database_url)
-    init_db(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
