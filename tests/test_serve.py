@@ -1,6 +1,5 @@
 """`python -m app serve` as a user starts it: up at once, even with the Hub out of reach."""
 
-import socket
 import subprocess
 import sys
 import threading
@@ -12,15 +11,9 @@ import pytest
 
 from app.settings import REPO_ROOT
 from tests.conftest import wait_until
+from tests.serving import free_port
 from tests.test_cli import cli_env
 from tests.test_templates import make_template
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Server:
