@@ -6,17 +6,24 @@ import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from app import gateway
 from app.api import datasets, environments, health, sync
+from app.api import endpoints as endpoints_api
 from app.settings import Settings
 from catalog.db import create_db_engine, init_db
+from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.errors import ConflictError, EnvhubError
 from catalog.hub import Hub, HubClient
+from catalog.models import Backend
+from catalog.runtimes import Runtime
+from catalog.runtimes.process import ProcessRuntime
 from catalog.search import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
@@ -32,6 +39,26 @@ def hub_from_settings(settings: Settings) -> HubClient:
         max_retries=settings.hub_max_retries,
         backoff_s=settings.hub_backoff_s,
     )
+
+
+_HTTP_LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+_WATCH_INTERVAL_S = 2
+
+
+def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
+    """The launch backends this server offers."""
+    return {
+        Backend.PROCESS: ProcessRuntime(settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s),
+    }
+
+
+async def _watch_endpoints(endpoints: EndpointManager) -> None:
+    while True:
+        try:
+            await asyncio.to_thread(endpoints.watch)
+        except Exception:  # a failed check must not end the watching
+            log.exception("checking endpoints failed")
+        await asyncio.sleep(_WATCH_INTERVAL_S)
 
 
 def prepare_catalog(settings: Settings, engine: Engine) -> None:
@@ -77,26 +104,38 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def create_app(settings: Settings | None = None, *, hub: Hub | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, hub: Hub | None = None, runtimes: dict[Backend, Runtime] | None = None
+) -> FastAPI:
     """The envhub app. Nothing connects until it starts serving."""
     settings = settings or Settings()
     engine = create_db_engine(settings.database_url)
     syncer = Syncer(engine, hub or hub_from_settings(settings), workers=settings.hub_workers)
+    endpoints = EndpointManager(
+        engine,
+        runtimes_from_settings(settings) if runtimes is None else runtimes,
+        settings.data_dir / "endpoints",
+        EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(prepare_catalog, settings, engine)
-        task = None
+        await asyncio.to_thread(endpoints.reconcile)
+        tasks = [asyncio.create_task(_watch_endpoints(endpoints))]
         if settings.sync_interval_s > 0:
-            task = asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s))
+            tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s)))
+        app.state.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
         try:
             yield
         finally:
             syncer.stop()
-            if task is not None:
+            for task in tasks:
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
+            await app.state.http.aclose()
+            await asyncio.to_thread(endpoints.shutdown)
             engine.dispose()
 
     app = FastAPI(
@@ -107,6 +146,7 @@ def create_app(settings: Settings | None = None, *, hub: Hub | None = None) -> F
     app.state.settings = settings
     app.state.engine = engine
     app.state.syncer = syncer
+    app.state.endpoints = endpoints
 
     @app.exception_handler(EnvhubError)
     async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
@@ -116,6 +156,7 @@ def create_app(settings: Settings | None = None, *, hub: Hub | None = None) -> F
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error_response(422, _describe_validation(exc))
 
-    for module in (environments, datasets, sync, health):
+    for module in (environments, datasets, sync, endpoints_api, health):
         app.include_router(module.router)
+    app.include_router(gateway.router)
     return app

@@ -20,6 +20,13 @@ class Settings(BaseSettings):
         default="", description=":-separated folders whose subfolders are OpenEnv environments"
     )
     templates_dir: Path = REPO_ROOT / "spaces_templates"
+    data_dir: Path = Field(default=Path("./data"), description="endpoint logs and cached virtualenvs")
+    public_url: str | None = Field(default=None, description="base URL users reach envhub at, if not the request's")
+
+    max_endpoints: int = Field(default=20, ge=0)
+    max_endpoints_per_owner: int = Field(default=5, ge=0)
+    endpoint_idle_timeout_s: float = Field(default=1800, gt=0, description="stop endpoints without sessions this long")
+    launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
 
     hf_endpoint: str = Field(
         default="https://huggingface.co",

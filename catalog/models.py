@@ -173,3 +173,60 @@ class SyncRunPublic(SyncRunBase):
 class SyncRunsPublic(SQLModel):
     data: list[SyncRunPublic]
     count: int
+
+
+class Backend(StrEnum):
+    PROCESS = "process"
+    DOCKER = "docker"
+    SPACE = "space"
+
+
+class EndpointStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class EndpointBase(SQLModel):
+    id: str = Field(primary_key=True, description="short, URL-safe")
+    environment: str = Field(index=True)
+    backend: Backend
+    status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
+    message: str = Field(default="", description="what is happening now, or why it failed")
+    owner: str | None = Field(default=None, index=True)
+    options: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="secrets are not kept here")
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+
+class Endpoint(EndpointBase, table=True):
+    internal_url: str | None = None
+    handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
+    log_path: str | None = None
+
+
+class EndpointStats(SQLModel):
+    """Live traffic through the gateway since the endpoint started."""
+
+    active_sessions: int = 0
+    sessions: int = 0
+    requests: int = 0
+    steps: int = 0
+    errors: int = 0
+    step_p50_ms: float | None = None
+    step_p95_ms: float | None = None
+    last_active_at: datetime | None = None
+
+
+class EndpointPublic(EndpointBase):
+    url: str = Field(description="the gateway URL to give a trainer")
+    stats: EndpointStats = Field(default_factory=EndpointStats)
+    log_tail: list[str] = Field(default_factory=list)
+
+
+class EndpointsPublic(SQLModel):
+    data: list[EndpointPublic]
+    count: int

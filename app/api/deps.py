@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
 from app.settings import Settings
+from catalog.endpoints import EndpointManager
 from catalog.errors import ForbiddenError, UnauthorizedError
 from catalog.sync import Syncer
 
@@ -28,7 +29,13 @@ def get_syncer(request: Request) -> Syncer:
     return syncer
 
 
+def get_endpoints(request: Request) -> EndpointManager:
+    manager: EndpointManager = request.app.state.endpoints
+    return manager
+
+
 SessionDep = Annotated[Session, Depends(get_session)]
+EndpointsDep = Annotated[EndpointManager, Depends(get_endpoints)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SyncerDep = Annotated[Syncer, Depends(get_syncer)]
 

@@ -1,0 +1,51 @@
+"""Hosted endpoints: launch an environment on a backend, follow it, stop it."""
+
+from fastapi import APIRouter, Request, status
+
+from app.api.deps import EndpointsDep, SettingsDep
+from app.settings import Settings
+from catalog.endpoints import EndpointManager, LaunchRequest
+from catalog.models import Endpoint, EndpointPublic, EndpointsPublic
+from catalog.runtimes import log_tail
+
+router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
+
+
+def public_url(settings: Settings, request: Request, endpoint_id: str) -> str:
+    base = settings.public_url or str(request.base_url)
+    return f"{base.rstrip('/')}/endpoints/{endpoint_id}"
+
+
+def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
+    return EndpointPublic.model_validate(
+        endpoint.model_dump()
+        | {
+            "url": public_url(settings, request, endpoint.id),
+            "stats": manager.traffic(endpoint.id).snapshot(),
+            "log_tail": log_tail(manager.log_path(endpoint.id)),
+        }
+    )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def launch_endpoint(
+    body: LaunchRequest, request: Request, settings: SettingsDep, manager: EndpointsDep
+) -> EndpointPublic:
+    """Start an environment; it is `starting` until its server answers, then `running`."""
+    return present(manager.launch(body), manager, settings, request)
+
+
+@router.get("")
+def list_endpoints(request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointsPublic:
+    endpoints = [present(e, manager, settings, request) for e in manager.list()[:100]]
+    return EndpointsPublic(data=endpoints, count=len(endpoints))
+
+
+@router.get("/{endpoint_id}")
+def read_endpoint(endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointPublic:
+    return present(manager.get(endpoint_id), manager, settings, request)
+
+
+@router.delete("/{endpoint_id}")
+def stop_endpoint(endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointPublic:
+    return present(manager.stop(endpoint_id), manager, settings, request)

@@ -1,0 +1,194 @@
+"""The gateway: /endpoints/{id}/... proxies HTTP and WebSocket traffic to a running endpoint.
+
+It is the one URL a trainer is given. Frames stream through unbuffered, close codes and
+reasons pass through, and a dead endpoint answers at once: 502 JSON over HTTP, close
+code 1011 with a reason over WebSocket.
+"""
+
+import asyncio
+import json
+import time
+from contextlib import suppress
+
+import httpx
+import websockets
+from fastapi import APIRouter, Request, WebSocket
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.websockets import WebSocketDisconnect
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from catalog.endpoints import EndpointManager, Traffic
+
+router = APIRouter(tags=["gateway"])
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Hop-by-hop headers (RFC 9110 §7.6.1) and ones the proxy sets itself.
+_DROPPED = {
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length",
+}  # fmt: skip
+_MAX_FRAME = 100 * 1024 * 1024
+
+
+def _manager(scope_app: object) -> EndpointManager:
+    manager: EndpointManager = scope_app.state.endpoints  # type: ignore[attr-defined]
+    return manager
+
+
+def _not_found(endpoint_id: str) -> JSONResponse:
+    return JSONResponse({"detail": f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints"}, 404)
+
+
+def _down(manager: EndpointManager, endpoint_id: str) -> str | None:
+    """Why an endpoint cannot be reached, or None when it is unknown."""
+    try:
+        endpoint = manager.get(endpoint_id)
+    except Exception:
+        return None
+    return f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
+
+
+def _upstream_headers(headers: list[tuple[str, str]], request_url: str) -> dict[str, str]:
+    kept = {k: v for k, v in headers if k.lower() not in _DROPPED}
+    return kept | {"x-forwarded-prefix": request_url}
+
+
+@router.api_route("/endpoints/{endpoint_id}", methods=_METHODS, include_in_schema=False)
+@router.api_route("/endpoints/{endpoint_id}/{path:path}", methods=_METHODS, include_in_schema=False)
+async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Response:
+    manager = _manager(request.app)
+    upstream = manager.resolve(endpoint_id)
+    if upstream is None:
+        reason = _down(manager, endpoint_id)
+        return _not_found(endpoint_id) if reason is None else JSONResponse({"detail": reason}, 502)
+    traffic = manager.traffic(endpoint_id)
+    client: httpx.AsyncClient = request.app.state.http
+    url = f"{upstream}/{path}"
+    if request.url.query:
+        url += f"?{request.url.query}"
+    prefix = f"/endpoints/{endpoint_id}"
+    outbound = client.build_request(
+        request.method,
+        url,
+        headers=_upstream_headers(request.headers.items(), prefix),
+        content=request.stream(),
+    )
+    try:
+        response = await client.send(outbound, stream=True)
+    except httpx.HTTPError as exc:
+        traffic.request(failed=True)
+        manager.check_soon(endpoint_id)
+        detail = f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
+        return JSONResponse({"detail": detail}, 502)
+    traffic.request(failed=response.status_code >= 500)
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED}
+    location = headers.get("location")
+    if location is not None:
+        # Keep redirects (such as /web -> /web/) inside the gateway.
+        if location.startswith(upstream):
+            location = location[len(upstream) :]
+        if location.startswith("/"):
+            headers["location"] = prefix + location
+    return StreamingResponse(
+        response.aiter_raw(),
+        status_code=response.status_code,
+        headers=headers,
+        background=BackgroundTask(response.aclose),
+    )
+
+
+def _is_step(frame: str) -> bool:
+    if '"step"' not in frame[:200]:
+        return False
+    try:
+        return bool(json.loads(frame).get("type") == "step")
+    except (ValueError, AttributeError):
+        return False
+
+
+async def _client_to_upstream(websocket: WebSocket, upstream: ClientConnection, pending: list[float]) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            await upstream.close(code=message.get("code", 1000), reason=message.get("reason") or "")
+            return
+        text = message.get("text")
+        if text is not None:
+            if _is_step(text):
+                pending.append(time.perf_counter())
+            await upstream.send(text)
+        elif message.get("bytes") is not None:
+            await upstream.send(message["bytes"])
+
+
+async def _upstream_to_client(
+    websocket: WebSocket, upstream: ClientConnection, pending: list[float], traffic: Traffic
+) -> None:
+    async for frame in upstream:
+        if pending:
+            started = pending.pop(0)
+            failed = isinstance(frame, str) and frame.startswith('{"type":"error"')
+            traffic.step(time.perf_counter() - started, failed=failed)
+        if isinstance(frame, str):
+            await websocket.send_text(frame)
+        else:
+            await websocket.send_bytes(frame)
+
+
+@router.websocket("/endpoints/{endpoint_id}/{path:path}")
+async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
+    manager = _manager(websocket.app)
+    upstream_url = manager.resolve(endpoint_id)
+    await websocket.accept()
+    if upstream_url is None:
+        reason = _down(manager, endpoint_id) or f"no endpoint {endpoint_id!r}"
+        await websocket.close(code=1011 if _down(manager, endpoint_id) else 1008, reason=reason[:120])
+        return
+    target = "ws" + upstream_url.removeprefix("http") + f"/{path}"
+    if websocket.url.query:
+        target += f"?{websocket.url.query}"
+    traffic = manager.traffic(endpoint_id)
+    try:
+        upstream = await websockets.connect(
+            target, max_size=_MAX_FRAME, open_timeout=10, ping_interval=None, compression=None, proxy=None
+        )
+    except (OSError, InvalidHandshake, TimeoutError) as exc:
+        traffic.request(failed=True)
+        manager.check_soon(endpoint_id)
+        status = f" (HTTP {exc.response.status_code})" if isinstance(exc, InvalidStatus) else ""
+        await websocket.close(code=1011, reason=f"endpoint {endpoint_id} is not answering{status}")
+        return
+    traffic.session_opened()
+    pending: list[float] = []
+    pumps = [
+        asyncio.create_task(_client_to_upstream(websocket, upstream, pending)),
+        asyncio.create_task(_upstream_to_client(websocket, upstream, pending, traffic)),
+    ]
+    try:
+        done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for task in pumps:
+            task.cancel()
+        for task in done:
+            if task.exception() is not None and not isinstance(
+                task.exception(), (ConnectionClosed, WebSocketDisconnect)
+            ):
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        traffic.session_closed()
+        await upstream.close()
+    await _close_like_upstream(websocket, upstream, endpoint_id, manager)
+
+
+async def _close_like_upstream(
+    websocket: WebSocket, upstream: ClientConnection, endpoint_id: str, manager: EndpointManager
+) -> None:
+    """Pass the upstream's close code and reason on; an abrupt end becomes 1011 with a reason."""
+    if upstream.close_code is not None and upstream.close_code not in (1005, 1006):
+        code, reason = upstream.close_code, upstream.close_reason or ""
+    else:
+        manager.check_soon(endpoint_id)
+        code, reason = 1011, f"endpoint {endpoint_id} closed the connection unexpectedly"
+    with suppress(RuntimeError):  # the client may already have gone
+        await websocket.close(code=code, reason=reason)

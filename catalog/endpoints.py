@@ -1,0 +1,350 @@
+"""Hosted endpoints: launching environments on a backend, tracking them, stopping them.
+
+An endpoint row is the truth users see; the backend is asked what actually runs at
+start-up (reconcile) and every few seconds after (watch), so neither drifts.
+"""
+
+import logging
+import re
+import secrets
+import statistics
+import threading
+from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import Engine, func, select
+from sqlmodel import Session, col
+
+from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
+from catalog.models import (
+    Backend,
+    Endpoint,
+    EndpointStats,
+    EndpointStatus,
+    utcnow,
+)
+from catalog.runtimes import LaunchError, LaunchSpec, Runtime, log_tail
+from catalog.search import find_environment
+
+log = logging.getLogger(__name__)
+
+ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class LaunchOptions(BaseModel):
+    """What every backend accepts, plus the backend's own options (extra keys)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    env: dict[str, str] = Field(
+        default_factory=dict, description="variables for the server, e.g. OPENENV_MODE, ENABLE_WEB_INTERFACE"
+    )
+    secrets: dict[str, str] = Field(default_factory=dict, description="passed to the server, never stored or shown")
+
+    @field_validator("env", "secrets")
+    @classmethod
+    def _names_and_sizes(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, content in value.items():
+            if not _VARIABLE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if len(content) > 16_384:
+                raise ValueError(f"the value of {name} is over 16 KiB")
+        mode = value.get("OPENENV_MODE")
+        if mode is not None and mode not in ("simulation", "production"):
+            raise ValueError("OPENENV_MODE must be simulation or production")
+        return value
+
+
+class LaunchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    environment: str = Field(description="an environment id from the catalog")
+    backend: Backend = Backend.PROCESS
+    options: LaunchOptions = Field(default_factory=LaunchOptions)
+
+
+@dataclass(frozen=True)
+class EndpointLimits:
+    total: int = 20
+    per_owner: int = 5
+    idle_timeout_s: float = 1800
+
+
+class Traffic:
+    """Gateway counters for one endpoint, kept in memory."""
+
+    def __init__(self) -> None:
+        self.stats = EndpointStats()
+        self._latencies: deque[float] = deque(maxlen=2000)
+        self._lock = threading.Lock()
+
+    def touch(self) -> None:
+        self.stats.last_active_at = utcnow()
+
+    def session_opened(self) -> None:
+        with self._lock:
+            self.stats.active_sessions += 1
+            self.stats.sessions += 1
+            self.touch()
+
+    def session_closed(self) -> None:
+        with self._lock:
+            self.stats.active_sessions -= 1
+            self.touch()
+
+    def request(self, failed: bool = False) -> None:
+        self.stats.requests += 1
+        self.stats.errors += failed
+        self.touch()
+
+    def step(self, seconds: float, failed: bool = False) -> None:
+        with self._lock:
+            self.stats.steps += 1
+            self.stats.errors += failed
+            self._latencies.append(seconds * 1000)
+        self.touch()
+
+    def snapshot(self) -> EndpointStats:
+        with self._lock:
+            stats = self.stats.model_copy()
+            latencies = list(self._latencies)
+        if len(latencies) >= 2:
+            cuts = statistics.quantiles(latencies, n=20, method="inclusive")
+            stats.step_p50_ms, stats.step_p95_ms = round(cuts[9], 3), round(cuts[18], 3)
+        elif latencies:
+            stats.step_p50_ms = stats.step_p95_ms = round(latencies[0], 3)
+        return stats
+
+
+class EndpointManager:
+    def __init__(
+        self, engine: Engine, runtimes: dict[Backend, Runtime], logs_dir: Path, limits: EndpointLimits
+    ) -> None:
+        self.engine = engine
+        self.runtimes = runtimes
+        self.logs_dir = logs_dir
+        self.limits = limits
+        self._urls: dict[str, str] = {}
+        self._traffic: dict[str, Traffic] = {}
+        self._lock = threading.Lock()
+
+    # -- reading
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+        if endpoint is None:
+            raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
+        return endpoint
+
+    def list(self, *, owner: str | None = None, active_only: bool = False) -> list[Endpoint]:
+        statement = select(Endpoint).order_by(col(Endpoint.created_at).desc())
+        if owner is not None:
+            statement = statement.where(col(Endpoint.owner) == owner)
+        if active_only:
+            statement = statement.where(col(Endpoint.status).in_(ACTIVE))
+        with Session(self.engine) as session:
+            return list(session.execute(statement).scalars())
+
+    def traffic(self, endpoint_id: str) -> Traffic:
+        with self._lock:
+            return self._traffic.setdefault(endpoint_id, Traffic())
+
+    def log_path(self, endpoint_id: str) -> Path:
+        return self.logs_dir / f"{endpoint_id}.log"
+
+    def resolve(self, endpoint_id: str) -> str | None:
+        """The internal URL of a running endpoint, for the gateway; None when it is not running."""
+        url = self._urls.get(endpoint_id)
+        if url is not None:
+            return url
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+        if endpoint is None or endpoint.status != EndpointStatus.RUNNING or not endpoint.internal_url:
+            return None
+        self._urls[endpoint_id] = endpoint.internal_url
+        return endpoint.internal_url
+
+    # -- changing
+
+    def launch(self, request: LaunchRequest, owner: str | None = None) -> Endpoint:
+        """Check the request, record the endpoint as starting, and start it in the background."""
+        with Session(self.engine) as session:
+            environment = find_environment(session, request.environment)
+        if environment is None:
+            raise InvalidInputError(
+                f"no environment {request.environment!r} in the catalog; search GET /api/environments"
+            )
+        if environment.removed_at is not None:
+            raise InvalidInputError(f"{environment.id} was removed from the Hub and cannot be launched")
+        runtime = self.runtimes.get(request.backend)
+        if runtime is None:
+            raise InvalidInputError(f"the {request.backend.value} backend is not available on this server")
+        extra = dict(request.options.model_extra or {})
+        checked = runtime.check(environment, extra)
+        endpoint = Endpoint(
+            id=secrets.token_hex(5),
+            environment=environment.id,
+            backend=request.backend,
+            owner=owner,
+            options={"env": request.options.env, "secrets": sorted(request.options.secrets), **checked},
+            message="starting",
+        )
+        with self._lock, Session(self.engine) as session:
+            self._check_limits(session, owner)
+            endpoint.log_path = str(self.log_path(endpoint.id))
+            session.add(endpoint)
+            session.commit()
+            session.refresh(endpoint)
+        spec = LaunchSpec(
+            endpoint_id=endpoint.id,
+            environment=environment,
+            log_path=self.log_path(endpoint.id),
+            env=request.options.env | request.options.secrets,
+            options=checked,
+        )
+        threading.Thread(target=self._start, args=(runtime, spec), name=f"launch-{endpoint.id}", daemon=True).start()
+        return endpoint
+
+    def _check_limits(self, session: Session, owner: str | None) -> None:
+        active = select(func.count()).select_from(Endpoint).where(col(Endpoint.status).in_(ACTIVE))
+        if session.execute(active).scalar_one() >= self.limits.total:
+            raise LimitError(f"this server runs at most {self.limits.total} endpoints; stop one first")
+        mine = active.where(col(Endpoint.owner).is_(None) if owner is None else col(Endpoint.owner) == owner)
+        if session.execute(mine).scalar_one() >= self.limits.per_owner:
+            raise LimitError(
+                f"you have {self.limits.per_owner} endpoints running, the most allowed; "
+                "stop one with DELETE /api/endpoints/{id}"
+            )
+
+    def _update(self, endpoint_id: str, **values: Any) -> Endpoint | None:
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+            if endpoint is None:
+                return None
+            endpoint.sqlmodel_update(values)
+            session.add(endpoint)
+            session.commit()
+            session.refresh(endpoint)
+            return endpoint
+
+    def _note(self, endpoint_id: str, message: str) -> None:
+        self._update(endpoint_id, message=message)
+
+    def _start(self, runtime: Runtime, spec: LaunchSpec) -> None:
+        try:
+            launched = runtime.start(spec, lambda message: self._note(spec.endpoint_id, message))
+        except LaunchError as exc:
+            self._update(spec.endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            return
+        except Exception as exc:
+            log.exception("launching %s failed", spec.endpoint_id)
+            message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
+            self._update(spec.endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            return
+        current = self._update(spec.endpoint_id)
+        if current is None or current.status != EndpointStatus.STARTING:
+            runtime.stop(launched.handle)  # stopped while it was starting
+            return
+        self.traffic(spec.endpoint_id).touch()
+        self._urls[spec.endpoint_id] = launched.url
+        self._update(
+            spec.endpoint_id,
+            status=EndpointStatus.RUNNING,
+            message="running",
+            internal_url=launched.url,
+            handle=launched.handle,
+            started_at=utcnow(),
+        )
+
+    def stop(self, endpoint_id: str, reason: str = "stopped on request") -> Endpoint:
+        endpoint = self.get(endpoint_id)
+        if endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED):
+            return endpoint
+        self._urls.pop(endpoint_id, None)
+        self._update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
+        if endpoint.handle:
+            self.runtimes[endpoint.backend].stop(endpoint.handle)
+        stopped = self._update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
+        assert stopped is not None
+        return stopped
+
+    def _fail(self, endpoint: Endpoint, reason: str) -> None:
+        self._urls.pop(endpoint.id, None)
+        self.runtimes[endpoint.backend].stop(endpoint.handle)
+        self._update(endpoint.id, status=EndpointStatus.FAILED, message=reason, stopped_at=utcnow())
+
+    # -- keeping the rows true
+
+    def reconcile(self) -> None:
+        """At start-up: rows match what runs, and nothing runs that no row claims."""
+        for endpoint in self.list(active_only=True):
+            runtime = self.runtimes.get(endpoint.backend)
+            if (
+                runtime is not None
+                and endpoint.status == EndpointStatus.RUNNING
+                and runtime.is_running(endpoint.handle)
+            ):
+                continue
+            if runtime is not None and endpoint.handle:
+                runtime.stop(endpoint.handle)
+            self._update(
+                endpoint.id,
+                status=EndpointStatus.STOPPED,
+                message="envhub restarted while it ran; launch it again",
+                stopped_at=utcnow(),
+            )
+        claimed = {e.id for e in self.list(active_only=True)}
+        for backend, runtime in self.runtimes.items():
+            for orphan in runtime.running_endpoints() - claimed:
+                log.warning("stopping orphaned %s endpoint %s", backend.value, orphan)
+                runtime.stop({"endpoint": orphan})
+
+    def watch(self) -> None:
+        """Mark endpoints that died as failed, and stop those idle too long."""
+        now = utcnow()
+        idle_limit = timedelta(seconds=self.limits.idle_timeout_s)
+        for endpoint in self.list(active_only=True):
+            if endpoint.status != EndpointStatus.RUNNING:
+                continue
+            runtime = self.runtimes.get(endpoint.backend)
+            if runtime is None:
+                continue
+            if not runtime.is_running(endpoint.handle):
+                self._fail(endpoint, self._death_note(endpoint))
+                continue
+            stats = self.traffic(endpoint.id).snapshot()
+            last = stats.last_active_at or endpoint.started_at or now
+            if stats.active_sessions == 0 and now - last > idle_limit:
+                minutes = self.limits.idle_timeout_s / 60
+                self.stop(endpoint.id, f"stopped after {minutes:g} minutes without sessions")
+
+    def check_soon(self, endpoint_id: str) -> None:
+        """The gateway saw an endpoint fail to answer: find out now whether it died."""
+        threading.Thread(target=self._check, args=(endpoint_id,), daemon=True).start()
+
+    def _check(self, endpoint_id: str) -> None:
+        endpoint = self.get(endpoint_id)
+        runtime = self.runtimes.get(endpoint.backend)
+        if endpoint.status == EndpointStatus.RUNNING and runtime and not runtime.is_running(endpoint.handle):
+            self._fail(endpoint, self._death_note(endpoint))
+
+    @staticmethod
+    def _death_note(endpoint: Endpoint) -> str:
+        tail = log_tail(Path(endpoint.log_path) if endpoint.log_path else None, 5)
+        return "the server stopped unexpectedly" + ((": " + " | ".join(tail)) if tail else "")
+
+    def shutdown(self) -> None:
+        """Stop local processes with envhub; containers and Spaces are reconciled on the next start."""
+        for endpoint in self.list(active_only=True):
+            if endpoint.backend == Backend.PROCESS:
+                self.stop(endpoint.id, "envhub stopped")
+
+
+class LimitError(EnvhubError):
+    status_code = 429

@@ -1,0 +1,98 @@
+"""Launch backends: each starts an environment somewhere and hands back the URL it answers on."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from catalog.errors import EnvhubError
+from catalog.models import Backend, EnvironmentDetail
+
+__all__ = ["LaunchError", "LaunchSpec", "Launched", "Report", "Runtime", "log_tail", "wait_healthy"]
+
+Report = Callable[[str], None]
+
+
+class LaunchError(EnvhubError):
+    """The environment could not be started; the message says why and what to do."""
+
+    status_code = 502
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    endpoint_id: str
+    environment: EnvironmentDetail
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)  # variables and secrets for the server
+    options: dict[str, Any] = field(default_factory=dict)  # the backend's own, already checked
+
+
+@dataclass(frozen=True)
+class Launched:
+    url: str  # where envhub reaches the server; the gateway proxies to it
+    handle: dict[str, Any]  # what stop() and is_running() need, kept in the database
+
+
+class Runtime(Protocol):
+    name: Backend
+
+    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+        """The options this backend takes, validated; raises InvalidInputError with the reason."""
+        ...
+
+    def start(self, spec: LaunchSpec, report: Report) -> Launched:
+        """Start and wait until /health answers; raises LaunchError (with the log tail) otherwise."""
+        ...
+
+    def stop(self, handle: dict[str, Any]) -> None: ...
+
+    def is_running(self, handle: dict[str, Any]) -> bool: ...
+
+    def running_endpoints(self) -> set[str]:
+        """Ids of the endpoints this backend has running now, whatever the database says."""
+        ...
+
+
+def log_tail(path: Path | None, lines: int = 40) -> list[str]:
+    """The last lines of a log file, decoded leniently."""
+    if path is None or not path.is_file():
+        return []
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - 64 * 1024))
+        text = handle.read().decode("utf-8", errors="replace")
+    return text.splitlines()[-lines:]
+
+
+def wait_healthy(
+    url: str,
+    *,
+    timeout_s: float,
+    alive: Callable[[], bool],
+    what: str,
+    log_path: Path | None = None,
+) -> None:
+    """Poll GET {url}/health until it answers 200, the server dies, or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2) as client:
+        while True:
+            if not alive():
+                raise LaunchError(f"{what} exited before it answered /health" + _tail_note(log_path))
+            try:
+                if client.get(f"{url}/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise LaunchError(f"{what} did not answer GET /health within {timeout_s:g} s" + _tail_note(log_path))
+            time.sleep(0.1)
+
+
+def _tail_note(log_path: Path | None) -> str:
+    tail = log_tail(log_path, 12)
+    return "; last log lines:\n" + "\n".join(tail) if tail else ""

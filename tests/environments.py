@@ -1,0 +1,96 @@
+"""Small OpenEnv environment folders written for a test, in each import layout seen in the wild."""
+
+from pathlib import Path
+from textwrap import dedent
+
+MODELS = """
+from openenv.core.env_server.types import Action, Observation
+from pydantic import Field
+
+
+class CountAction(Action):
+    add: int = Field(ge=0, le=10, description="how much to add")
+
+
+class CountObservation(Observation):
+    total: int = 0
+"""
+
+ENVIRONMENT = """
+import os
+import uuid
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import State
+
+{import_models}
+
+GOAL = 10
+
+
+class CountEnvironment(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State(episode_id=str(uuid.uuid4()), step_count=0)
+        self._total = 0
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+        self._total = int(os.environ.get("COUNT_START", "0"))
+        return CountObservation(total=self._total, reward=0.0)
+
+    def step(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        self._total += action.add
+        done = self._total >= GOAL
+        return CountObservation(total=self._total, done=done, reward=1.0 if done else 0.0)
+
+    @property
+    def state(self):
+        return self._state
+"""
+
+APP = """
+from openenv.core.env_server.http_server import create_app
+
+{import_both}
+{crash}
+app = create_app(CountEnvironment, CountAction, CountObservation, env_name="count", max_concurrent_envs=64)
+"""
+
+LAYOUTS = {
+    # server/app.py imports `models` with the folder as the working directory
+    "plain": ("from models import CountAction, CountObservation",
+              "from models import CountAction, CountObservation\nfrom server.environment import CountEnvironment"),
+    # the folder is a package and its server imports it relatively
+    "relative": ("from ..models import CountAction, CountObservation",
+                 "from ..models import CountAction, CountObservation\nfrom .environment import CountEnvironment"),
+    # the folder is a package and its server imports it by name
+    "by_name": ("from {name}.models import CountAction, CountObservation",
+                "from {name}.models import CountAction, CountObservation\n"
+                "from {name}.server.environment import CountEnvironment"),
+}  # fmt: skip
+
+
+def write_count_env(
+    folder: Path,
+    *,
+    layout: str = "plain",
+    requirements: str = "openenv==0.10.0\n",
+    crash: bool = False,
+) -> Path:
+    """A counting game: add up to 10 per step, done at 10. Returns the folder."""
+    import_models, import_both = (text.format(name=folder.name) for text in LAYOUTS[layout])
+    (folder / "server").mkdir(parents=True)
+    if layout != "plain":
+        (folder / "__init__.py").write_text("")
+    (folder / "server" / "__init__.py").write_text("")
+    (folder / "models.py").write_text(dedent(MODELS))
+    (folder / "server" / "environment.py").write_text(dedent(ENVIRONMENT).format(import_models=import_models))
+    crash_line = 'raise RuntimeError("this server is broken on purpose")' if crash else ""
+    (folder / "server" / "app.py").write_text(dedent(APP).format(import_both=import_both, crash=crash_line))
+    (folder / "requirements.txt").write_text(requirements)
+    (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
+    (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\ntags: [openenv]\n---\nCounts to 10.\n")
+    return folder

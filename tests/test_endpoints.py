@@ -1,0 +1,274 @@
+"""Launching endpoints with the process backend and using them through the gateway, as a trainer does."""
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from openenv.core.generic_client import GenericEnvClient
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from app.main import create_app
+from app.settings import Settings
+from tests.conftest import wait_until
+from tests.environments import write_count_env
+from tests.serving import free_port
+from tests.test_cli import cli_env
+from tests.test_serve import Server
+
+
+class Envhub:
+    """envhub served by uvicorn on loopback, as trainers reach it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_until(lambda: self.server.started, timeout_s=30)
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def stop(self) -> None:
+        self.http.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def launch(self, environment: str, **body: Any) -> dict[str, Any]:
+        response = self.http.post("/api/endpoints", json={"environment": environment, **body})
+        assert response.status_code == 201, response.text
+        endpoint: dict[str, Any] = response.json()
+        return endpoint
+
+    def endpoint(self, endpoint_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = self.http.get(f"/api/endpoints/{endpoint_id}").json()
+        return body
+
+    def wait_status(self, endpoint_id: str, *statuses: str, timeout_s: float = 60) -> dict[str, Any]:
+        wait_until(lambda: self.endpoint(endpoint_id)["status"] in statuses, timeout_s=timeout_s)
+        return self.endpoint(endpoint_id)
+
+    def running(self, environment: str, **body: Any) -> dict[str, Any]:
+        endpoint = self.launch(environment, **body)
+        current = self.wait_status(endpoint["id"], "running", "failed")
+        assert current["status"] == "running", current["message"]
+        return current
+
+
+@pytest.fixture
+def count_template(templates_dir: Path) -> str:
+    write_count_env(templates_dir / "count")
+    return "template:count"
+
+
+@pytest.fixture
+def envhub(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    hub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    yield hub
+    hub.stop()
+
+
+def test_template_plays_through_the_gateway_with_openenv_client(envhub: Envhub, count_template: str) -> None:
+    launched = envhub.launch(count_template)
+    assert launched["status"] == "starting"
+    assert launched["url"] == f"{envhub.url}/endpoints/{launched['id']}"
+
+    endpoint = envhub.wait_status(launched["id"], "running", "failed")
+
+    assert endpoint["status"] == "running", endpoint["message"]
+    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+        first = client.reset(episode_id="ep-1")
+        assert first.observation["total"] == 0
+        assert client.step({"add": 4}).done is False
+        result = client.step({"add": 6})
+        assert (result.done, result.reward, result.observation["total"]) == (True, 1.0, 10)
+        assert client.state() == {"episode_id": "ep-1", "step_count": 2}
+    wait_until(lambda: envhub.endpoint(endpoint["id"])["stats"]["active_sessions"] == 0)
+    stats = envhub.endpoint(endpoint["id"])["stats"]
+    assert (stats["sessions"], stats["steps"]) == (1, 2)
+    assert stats["step_p50_ms"] is not None
+
+
+def test_raw_websocket_frames_and_errors_pass_through(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    ws_url = endpoint["url"].replace("http://", "ws://") + "/ws"
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"episode_id": "raw"}}))
+        assert json.loads(ws.recv())["type"] == "observation"
+        ws.send(json.dumps({"type": "step", "data": {"add": 99}}))
+        error = json.loads(ws.recv())
+        assert (error["type"], error["data"]["code"]) == ("error", "VALIDATION_ERROR")
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv())["data"]["episode_id"] == "raw"
+        ws.send(json.dumps({"type": "close"}))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1000
+
+
+def test_concurrent_sessions_stay_isolated(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    with (
+        GenericEnvClient(base_url=endpoint["url"]).sync() as one,
+        GenericEnvClient(base_url=endpoint["url"]).sync() as two,
+    ):
+        one.reset(episode_id="one")
+        two.reset(episode_id="two")
+        one.step({"add": 5})
+        assert two.step({"add": 1}).observation["total"] == 1
+        assert one.step({"add": 1}).observation["total"] == 6
+        assert two.state()["episode_id"] == "two"
+
+
+def test_http_routes_pass_through(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    base = f"/endpoints/{endpoint['id']}"
+    assert envhub.http.get(f"{base}/health").json() == {"status": "healthy"}
+    schema = envhub.http.get(f"{base}/schema").json()
+    assert schema["action"]["properties"]["add"]["maximum"] == 10
+    reset = envhub.http.post(f"{base}/reset", json={"seed": 1}).json()
+    assert reset["observation"]["total"] == 0
+    step = envhub.http.post(f"{base}/step", json={"action": {"add": 11}})
+    assert step.status_code == 422
+    assert envhub.http.get(f"{base}/splits-that-do-not-exist").status_code == 404
+
+
+def test_unknown_endpoint_is_a_404_json_and_a_ws_close(envhub: Envhub) -> None:
+    response = envhub.http.get("/endpoints/nope/health")
+    assert response.status_code == 404
+    assert "no endpoint 'nope'" in response.json()["detail"]
+    with connect(f"ws://127.0.0.1:{envhub.port}/endpoints/nope/ws") as ws, pytest.raises(ConnectionClosed) as closed:
+        ws.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1008
+
+
+def test_killed_endpoint_fails_fast_for_clients_and_in_its_row(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    client = GenericEnvClient(base_url=endpoint["url"], message_timeout_s=10).sync()
+    client.connect()
+    client.reset()
+    started = time.monotonic()
+    os.killpg(endpoint_pid(endpoint["id"]), signal.SIGKILL)
+
+    with pytest.raises((ConnectionError, RuntimeError, ConnectionClosed, OSError)):
+        client.step({"add": 1})
+
+    assert time.monotonic() - started < 5
+    client.close()
+    failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=5)
+    assert "stopped unexpectedly" in failed["message"]
+    down = envhub.http.get(f"/endpoints/{endpoint['id']}/health")
+    assert down.status_code == 502
+    assert "is failed" in down.json()["detail"]
+
+
+def endpoint_pid(endpoint_id: str) -> int:
+    pids = server_pids(endpoint_id)
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def test_stop_and_the_log_tail(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    assert any("Uvicorn running" in line or "Application startup complete" in line for line in endpoint["log_tail"])
+    pid = endpoint_pid(endpoint["id"])
+
+    stopped = envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
+
+    assert stopped["status"] == "stopped"
+    assert not _alive(pid)
+    listed = envhub.http.get("/api/endpoints").json()
+    assert [e["id"] for e in listed["data"]] == [endpoint["id"]]
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"environment": "nobody/nothing"}, "no environment 'nobody/nothing'"),
+        ({"environment": "template:count", "backend": "moon"}, "backend: Input should be"),
+        ({"environment": "template:count", "options": {"gpus": 8}}, "takes no options, got ['gpus']"),
+        ({"environment": "template:count", "options": {"env": {"BAD NAME": "x"}}}, "not a valid environment variable"),
+        ({"environment": "template:count", "options": {"env": {"OPENENV_MODE": "x"}}}, "simulation or production"),
+    ],
+)
+def test_bad_launch_requests_are_422(envhub: Envhub, body: dict[str, Any], detail: str) -> None:
+    response = envhub.http.post("/api/endpoints", json=body)
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+
+
+def test_server_that_crashes_at_import_fails_with_its_log(settings: Settings, tmp_path: Path) -> None:
+    write_count_env(settings.templates_dir / "broken", crash=True)
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        launched = envhub.launch("template:broken")
+        failed = envhub.wait_status(launched["id"], "failed", "running")
+    finally:
+        envhub.stop()
+    assert failed["status"] == "failed"
+    assert "exited before it answered /health" in failed["message"]
+    assert "this server is broken on purpose" in failed["message"]
+    assert any("RuntimeError: this server is broken on purpose" in line for line in failed["log_tail"])
+
+
+def server_pids(endpoint_id: str) -> list[int]:
+    """Processes whose environment names the endpoint, as the process backend marks them."""
+    marker = f"ENVHUB_ENDPOINT={endpoint_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
+def test_restart_after_a_crash_reconciles_rows_with_what_runs(
+    settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    env = cli_env(tmp_path, settings.hf_endpoint) | {
+        "ENVHUB_TEMPLATES_DIR": str(settings.templates_dir),
+        "ENVHUB_DATA_DIR": str(tmp_path / "data"),
+        "ENVHUB_SYNC_INTERVAL_S": "0",
+    }
+    crashed = Server(env)
+    try:
+        wait_until(crashed.healthy, timeout_s=30)
+        launched = httpx.post(f"{crashed.url}/api/endpoints", json={"environment": count_template}).json()
+        wait_until(lambda: httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["status"] == "running")
+    finally:
+        crashed.process.kill()  # no shutdown: the server it launched is left running
+        crashed.stop()
+    assert server_pids(launched["id"])
+
+    restarted = Server(env)
+    try:
+        wait_until(restarted.healthy, timeout_s=30)
+        row = httpx.get(f"{restarted.url}/api/endpoints/{launched['id']}").json()
+    finally:
+        restarted.stop()
+    assert row["status"] == "stopped"
+    assert "envhub restarted" in row["message"]
+    wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
