@@ -23,6 +23,7 @@ from catalog.errors import ConflictError, EnvhubError
 from catalog.hub import Hub, HubClient
 from catalog.models import Backend
 from catalog.runtimes import Runtime
+from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
 from catalog.search import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
@@ -49,6 +50,13 @@ def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
     """The launch backends this server offers."""
     return {
         Backend.PROCESS: ProcessRuntime(settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s),
+        Backend.DOCKER: ContainerRuntime(
+            base_image=settings.docker_base_image,
+            memory=settings.docker_memory,
+            cpus=settings.docker_cpus,
+            pids=settings.docker_pids,
+            ready_timeout_s=settings.launch_timeout_s,
+        ),
     }
 
 

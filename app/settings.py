@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     max_endpoints: int = Field(default=20, ge=0)
     max_endpoints_per_owner: int = Field(default=5, ge=0)
     endpoint_idle_timeout_s: float = Field(default=1800, gt=0, description="stop endpoints without sessions this long")
+    docker_base_image: str = Field(default="python:3.11-slim", description="BASE_IMAGE for template builds")
+    docker_memory: str = "2g"
+    docker_cpus: float = Field(default=1.0, gt=0)
+    docker_pids: int = Field(default=512, gt=0)
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
 
     hf_endpoint: str = Field(

@@ -285,14 +285,14 @@ class EndpointManager:
         """At start-up: rows match what runs, and nothing runs that no row claims."""
         for endpoint in self.list(active_only=True):
             runtime = self.runtimes.get(endpoint.backend)
-            if (
-                runtime is not None
-                and endpoint.status == EndpointStatus.RUNNING
-                and runtime.is_running(endpoint.handle)
-            ):
-                continue
-            if runtime is not None and endpoint.handle:
-                runtime.stop(endpoint.handle)
+            try:
+                running = endpoint.status == EndpointStatus.RUNNING
+                if runtime is not None and running and runtime.is_running(endpoint.handle):
+                    continue
+                if runtime is not None and endpoint.handle:
+                    runtime.stop(endpoint.handle)
+            except EnvhubError as exc:
+                log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
             self._update(
                 endpoint.id,
                 status=EndpointStatus.STOPPED,
@@ -301,9 +301,13 @@ class EndpointManager:
             )
         claimed = {e.id for e in self.list(active_only=True)}
         for backend, runtime in self.runtimes.items():
-            for orphan in runtime.running_endpoints() - claimed:
-                log.warning("stopping orphaned %s endpoint %s", backend.value, orphan)
-                runtime.stop({"endpoint": orphan})
+            try:
+                orphans = runtime.managed_endpoints() - claimed
+                for orphan in orphans:
+                    log.warning("removing orphaned %s endpoint %s", backend.value, orphan)
+                    runtime.stop({"endpoint": orphan})
+            except EnvhubError as exc:
+                log.info("%s backend not checked for leftovers: %s", backend.value, exc.message)
 
     def watch(self) -> None:
         """Mark endpoints that died as failed, and stop those idle too long."""

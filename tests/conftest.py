@@ -4,6 +4,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,7 +14,11 @@ from sqlalchemy import Engine
 from app.main import create_app
 from app.settings import Settings
 from catalog.db import create_db_engine, init_db
+from tests.environments import write_count_env
 from tests.fakehub import FakeHub
+
+if TYPE_CHECKING:
+    from tests.serving import Envhub
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -98,3 +103,20 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout_s} s")
         time.sleep(0.01)
+
+
+@pytest.fixture
+def count_template(templates_dir: Path) -> str:
+    """A small counting environment among the templates (see tests/environments.py)."""
+    write_count_env(templates_dir / "count")
+    return "template:count"
+
+
+@pytest.fixture
+def envhub(settings: Settings, tmp_path: Path, count_template: str) -> "Iterator[Envhub]":
+    """envhub served on loopback, with the count template."""
+    from tests.serving import Envhub
+
+    server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    yield server
+    server.stop()

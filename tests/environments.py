@@ -73,6 +73,17 @@ LAYOUTS = {
 }  # fmt: skip
 
 
+DOCKERFILE = """ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+WORKDIR /app/env
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY . .
+EXPOSE 8000
+CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]
+"""
+
+
 def write_count_env(
     folder: Path,
     *,
@@ -91,6 +102,7 @@ def write_count_env(
     crash_line = 'raise RuntimeError("this server is broken on purpose")' if crash else ""
     (folder / "server" / "app.py").write_text(dedent(APP).format(import_both=import_both, crash=crash_line))
     (folder / "requirements.txt").write_text(requirements)
+    (folder / "Dockerfile").write_text(DOCKERFILE)
     (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
     (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\ntags: [openenv]\n---\nCounts to 10.\n")
     return folder

@@ -3,14 +3,19 @@
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
 
-from app.settings import REPO_ROOT
+from app.main import create_app
+from app.settings import REPO_ROOT, Settings
+from tests.conftest import wait_until
 
 TEMPLATES = REPO_ROOT / "spaces_templates"
 
@@ -59,3 +64,42 @@ def serve_template(folder: Path | str, *, env: dict[str, str] | None = None, tim
             process.wait()
         if process.stderr is not None:
             process.stderr.close()
+
+
+class Envhub:
+    """envhub served by uvicorn on loopback, as trainers reach it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_until(lambda: self.server.started, timeout_s=30)
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def stop(self) -> None:
+        self.http.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def launch(self, environment: str, **body: Any) -> dict[str, Any]:
+        response = self.http.post("/api/endpoints", json={"environment": environment, **body})
+        assert response.status_code == 201, response.text
+        endpoint: dict[str, Any] = response.json()
+        return endpoint
+
+    def endpoint(self, endpoint_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = self.http.get(f"/api/endpoints/{endpoint_id}").json()
+        return body
+
+    def wait_status(self, endpoint_id: str, *statuses: str, timeout_s: float = 60) -> dict[str, Any]:
+        wait_until(lambda: self.endpoint(endpoint_id)["status"] in statuses, timeout_s=timeout_s)
+        return self.endpoint(endpoint_id)
+
+    def running(self, environment: str, **body: Any) -> dict[str, Any]:
+        endpoint = self.launch(environment, **body)
+        current = self.wait_status(endpoint["id"], "running", "failed")
+        assert current["status"] == "running", current["message"]
+        return current

@@ -3,78 +3,22 @@
 import json
 import os
 import signal
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from app.main import create_app
 from app.settings import Settings
 from tests.conftest import wait_until
 from tests.environments import write_count_env
-from tests.serving import free_port
+from tests.serving import Envhub
 from tests.test_cli import cli_env
 from tests.test_serve import Server
-
-
-class Envhub:
-    """envhub served by uvicorn on loopback, as trainers reach it."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        wait_until(lambda: self.server.started, timeout_s=30)
-        self.http = httpx.Client(base_url=self.url, timeout=30)
-
-    def stop(self) -> None:
-        self.http.close()
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-    def launch(self, environment: str, **body: Any) -> dict[str, Any]:
-        response = self.http.post("/api/endpoints", json={"environment": environment, **body})
-        assert response.status_code == 201, response.text
-        endpoint: dict[str, Any] = response.json()
-        return endpoint
-
-    def endpoint(self, endpoint_id: str) -> dict[str, Any]:
-        body: dict[str, Any] = self.http.get(f"/api/endpoints/{endpoint_id}").json()
-        return body
-
-    def wait_status(self, endpoint_id: str, *statuses: str, timeout_s: float = 60) -> dict[str, Any]:
-        wait_until(lambda: self.endpoint(endpoint_id)["status"] in statuses, timeout_s=timeout_s)
-        return self.endpoint(endpoint_id)
-
-    def running(self, environment: str, **body: Any) -> dict[str, Any]:
-        endpoint = self.launch(environment, **body)
-        current = self.wait_status(endpoint["id"], "running", "failed")
-        assert current["status"] == "running", current["message"]
-        return current
-
-
-@pytest.fixture
-def count_template(templates_dir: Path) -> str:
-    write_count_env(templates_dir / "count")
-    return "template:count"
-
-
-@pytest.fixture
-def envhub(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
-    hub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
-    yield hub
-    hub.stop()
 
 
 def test_template_plays_through_the_gateway_with_openenv_client(envhub: Envhub, count_template: str) -> None:

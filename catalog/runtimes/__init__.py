@@ -52,8 +52,8 @@ class Runtime(Protocol):
 
     def is_running(self, handle: dict[str, Any]) -> bool: ...
 
-    def running_endpoints(self) -> set[str]:
-        """Ids of the endpoints this backend has running now, whatever the database says."""
+    def managed_endpoints(self) -> set[str]:
+        """Ids of the endpoints this backend holds a server for now, whatever the database says."""
         ...
 
 

@@ -229,7 +229,7 @@ class ProcessRuntime:
             child = self._children.get(str(handle.get("endpoint", "")))
         return child is not None and child.poll() is None
 
-    def running_endpoints(self) -> set[str]:
+    def managed_endpoints(self) -> set[str]:
         with self._lock:
             return {endpoint for endpoint, child in self._children.items() if child.poll() is None}
 

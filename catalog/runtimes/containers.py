@@ -1,0 +1,226 @@
+"""The docker backend: an environment as a container, built from its folder or a Hub Space's image."""
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
+
+from catalog.errors import EnvhubError, InvalidInputError
+from catalog.models import Backend, EnvironmentDetail, Source
+from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
+
+LABEL = "envhub.endpoint"
+_SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
+_OPTIONS = {"image", "port"}
+
+
+class BackendUnavailableError(EnvhubError):
+    status_code = 503
+
+
+def space_image(space_id: str) -> str:
+    """The image the Hub builds for a Docker Space."""
+    return f"registry.hf.space/{re.sub(r'[^a-z0-9]', '-', space_id.lower())}:latest"
+
+
+def folder_digest(folder: Path) -> str:
+    """A hash of every file in a folder, so an unchanged folder reuses its image."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not _SKIPPED.intersection(path.relative_to(folder).parts):
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def engine_client() -> docker.DockerClient:
+    """The Docker engine named by DOCKER_HOST (default: the local socket)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
+        raise DockerException(f"no Docker socket at {host.removeprefix('unix://')}")
+    return docker.from_env()
+
+
+def _dockerfile(folder: Path) -> str | None:
+    for candidate in ("Dockerfile", "server/Dockerfile"):
+        if (folder / candidate).is_file():
+            return candidate
+    return None
+
+
+class ContainerRuntime:
+    name = Backend.DOCKER
+
+    def __init__(
+        self,
+        client_factory: Callable[[], docker.DockerClient] = engine_client,
+        *,
+        base_image: str = "python:3.11-slim",
+        memory: str = "2g",
+        cpus: float = 1.0,
+        pids: int = 512,
+        ready_timeout_s: float = 60,
+    ) -> None:
+        self._client_factory = client_factory
+        self._client: docker.DockerClient | None = None
+        self.base_image = base_image
+        self.memory = memory
+        self.cpus = cpus
+        self.pids = pids
+        self.ready_timeout_s = ready_timeout_s
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> docker.DockerClient:
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = self._client_factory()
+                except DockerException as exc:
+                    raise BackendUnavailableError(
+                        f"the docker backend cannot reach a Docker engine ({exc}); "
+                        "start Docker or use the process backend"
+                    ) from exc
+            return self._client
+
+    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise InvalidInputError(f"the docker backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")
+        image = options.get("image")
+        if image is not None and (not isinstance(image, str) or not image.strip()):
+            raise InvalidInputError("option image must be an image name such as registry.hf.space/owner-name:latest")
+        port = options.get("port", (environment.manifest or {}).get("port") or environment.app_port or 8000)
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise InvalidInputError(f"option port must be the container's port number, got {port!r}")
+        if image is None:
+            if environment.path:
+                folder = Path(environment.path)
+                if _dockerfile(folder) is None:
+                    raise InvalidInputError(f"{environment.id} has no Dockerfile to build; use the process backend")
+            elif environment.source == Source.HUB:
+                image = space_image(environment.id)
+            else:
+                raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
+        self.client.ping()
+        return {"port": port} | ({"image": image} if image else {})
+
+    def start(self, spec: LaunchSpec, report: Report) -> Launched:
+        image = spec.options.get("image") or self._build(Path(spec.environment.path or ""), spec.log_path, report)
+        port = int(spec.options["port"])
+        report(f"starting a container of {image}")
+        try:
+            container: Container = self.client.containers.run(
+                image,
+                detach=True,
+                name=f"envhub-{spec.endpoint_id}",
+                ports={f"{port}/tcp": ("127.0.0.1", None)},
+                environment=spec.env,
+                labels={LABEL: spec.endpoint_id, "envhub.environment": spec.environment.id},
+                mem_limit=self.memory,
+                nano_cpus=int(self.cpus * 1e9),
+                pids_limit=self.pids,
+                init=True,
+            )
+            container.reload()
+            host_port = container.ports[f"{port}/tcp"][0]["HostPort"]
+        except ImageNotFound as exc:
+            raise LaunchError(f"image {image} is not available here ({exc.explanation})") from exc
+        except (APIError, KeyError, IndexError, TypeError) as exc:
+            raise LaunchError(f"docker could not start {image}: {exc}") from exc
+        handle = {"container": container.id, "endpoint": spec.endpoint_id, "image": image}
+        self._follow_logs(container, spec.log_path)
+        url = f"http://127.0.0.1:{host_port}"
+        try:
+            wait_healthy(
+                url,
+                timeout_s=self.ready_timeout_s,
+                alive=lambda: self.is_running(handle),
+                what=f"the container of {spec.environment.id}",
+                log_path=spec.log_path,
+            )
+        except LaunchError:
+            self.stop(handle)
+            raise
+        return Launched(url, handle)
+
+    def _build(self, folder: Path, log_path: Path, report: Report) -> str:
+        tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"
+        try:
+            self.client.images.get(tag)
+            return tag
+        except ImageNotFound:
+            pass
+        report(f"building image {tag} from {folder.name}/{_dockerfile(folder)} (first launch only)")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _, output = self.client.images.build(
+                path=str(folder),
+                dockerfile=_dockerfile(folder),
+                tag=tag,
+                buildargs={"BASE_IMAGE": self.base_image},
+                rm=True,
+                labels={"envhub.template": folder.name},
+            )
+        except BuildError as exc:
+            lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
+            with log_path.open("a") as log:
+                log.write("".join(lines))
+            tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
+            raise LaunchError(f"building the image of {folder.name} failed: {exc.msg}; {tail}") from exc
+        except APIError as exc:
+            raise LaunchError(f"building the image of {folder.name} failed: {exc.explanation}") from exc
+        with log_path.open("a") as log:
+            log.write("".join(str(chunk.get("stream", "")) for chunk in output))
+        return tag
+
+    def _follow_logs(self, container: Container, log_path: Path) -> None:
+        def copy() -> None:
+            try:
+                with log_path.open("ab") as log:
+                    for chunk in container.logs(stream=True, follow=True):
+                        log.write(chunk)
+                        log.flush()
+            except (DockerException, requests.RequestException, OSError):
+                return  # the container went away; its log ends here
+
+        threading.Thread(target=copy, name=f"logs-{container.short_id}", daemon=True).start()
+
+    def _container(self, handle: dict[str, Any]) -> Container | None:
+        try:
+            container: Container = self.client.containers.get(str(handle.get("container") or ""))
+        except NotFound:
+            return None
+        return container
+
+    def stop(self, handle: dict[str, Any]) -> None:
+        if not handle.get("container"):
+            for container in self.client.containers.list(all=True, filters={"label": f"{LABEL}={handle['endpoint']}"}):
+                container.remove(force=True)
+            return
+        container = self._container(handle)
+        if container is None:
+            return
+        try:
+            container.stop(timeout=5)
+            container.remove(force=True)
+        except NotFound:
+            pass
+
+    def is_running(self, handle: dict[str, Any]) -> bool:
+        try:
+            container = self._container(handle)
+        except (DockerException, requests.RequestException):
+            return False
+        return container is not None and container.status == "running"
+
+    def managed_endpoints(self) -> set[str]:
+        containers = self.client.containers.list(all=True, filters={"label": LABEL})
+        return {str(c.labels[LABEL]) for c in containers}

@@ -1,0 +1,139 @@
+"""The docker backend against a real Docker engine: build, run, play through the gateway, stop, reconcile."""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from docker.errors import DockerException
+from openenv.core.generic_client import GenericEnvClient
+
+from app.settings import Settings
+from catalog.runtimes.containers import LABEL, engine_client, space_image
+from tests.conftest import ADMIN_TOKEN, needs, space_files
+from tests.environments import write_count_env
+from tests.fakehub import FakeHub
+from tests.serving import Envhub
+
+BASE_IMAGE = os.environ.get("BASE_IMAGE", "envhub/python-base:3.11")
+
+
+def _engine() -> docker.DockerClient | None:
+    try:
+        client = engine_client()
+        client.ping()
+    except DockerException:
+        return None
+    return client
+
+
+ENGINE = _engine()
+needs_docker = needs("docker", ENGINE is not None, "no Docker engine (start one with shared/scripts/docker-engine.sh)")
+
+
+@pytest.fixture
+def docker_engine() -> docker.DockerClient:
+    assert ENGINE is not None
+    try:
+        ENGINE.images.get(BASE_IMAGE)
+    except DockerException:
+        pytest.fail(f"base image {BASE_IMAGE} is missing: run shared/scripts/docker-engine.sh")
+    return ENGINE
+
+
+@pytest.fixture
+def docker_envhub(settings: Settings, tmp_path: Path, templates_dir: Path) -> Iterator[Envhub]:
+    write_count_env(templates_dir / "count")
+    configured = settings.model_copy(
+        update={"data_dir": tmp_path / "data", "docker_base_image": BASE_IMAGE, "launch_timeout_s": 60}
+    )
+    envhub = Envhub(configured)
+    yield envhub
+    envhub.stop()
+
+
+def managed_containers(client: docker.DockerClient) -> list[str]:
+    return [str(c.labels[LABEL]) for c in client.containers.list(all=True, filters={"label": LABEL})]
+
+
+@needs_docker
+def test_template_builds_runs_and_plays_in_a_container(
+    docker_envhub: Envhub, docker_engine: docker.DockerClient
+) -> None:
+    endpoint = docker_envhub.launch("template:count", backend="docker")
+    running = docker_envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=600)
+    assert running["status"] == "running", running["message"]
+    container = docker_engine.containers.get(f"envhub-{endpoint['id']}")
+    assert container.attrs["HostConfig"]["Memory"] == 2 * 1024**3
+    assert container.attrs["HostConfig"]["PidsLimit"] == 512
+    assert container.attrs["HostConfig"]["NanoCpus"] == 1_000_000_000
+
+    with GenericEnvClient(base_url=running["url"]).sync() as client:
+        client.reset(episode_id="in-docker")
+        result = client.step({"add": 10})
+        assert (result.done, result.reward) == (True, 1.0)
+        assert client.state()["episode_id"] == "in-docker"
+
+    stopped = docker_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
+    assert stopped["status"] == "stopped"
+    assert endpoint["id"] not in managed_containers(docker_engine)
+
+
+@needs_docker
+def test_hub_space_runs_from_its_registry_image(
+    settings: Settings, tmp_path: Path, hub: FakeHub, docker_engine: docker.DockerClient, docker_envhub: Envhub
+) -> None:
+    # Stand in for registry.hf.space: the Space's image is already in the engine, as after a pull.
+    first = docker_envhub.running("template:count", backend="docker")
+    built = docker_engine.containers.get(f"envhub-{first['id']}").image
+    built.tag(space_image("alice/count"))
+    docker_envhub.http.delete(f"/api/endpoints/{first['id']}")
+    hub.add_space("alice/count", files=space_files("Count"))
+    assert docker_envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).is_success
+
+    endpoint = docker_envhub.running("alice/count", backend="docker", options={"port": 8000})
+
+    assert endpoint["options"]["image"] == "registry.hf.space/alice-count:latest"
+    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+        assert client.reset().observation["total"] == 0
+    docker_envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+
+
+@needs_docker
+def test_orphaned_containers_are_removed_at_start(
+    settings: Settings, tmp_path: Path, templates_dir: Path, docker_engine: docker.DockerClient
+) -> None:
+    orphan = docker_engine.containers.run(
+        BASE_IMAGE, ["sleep", "300"], detach=True, labels={LABEL: "orphan00"}, name="envhub-orphan00"
+    )
+    try:
+        envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+        envhub.stop()
+        assert "orphan00" not in managed_containers(docker_engine)
+    finally:
+        if "orphan00" in managed_containers(docker_engine):
+            orphan.remove(force=True)
+
+
+def test_unreachable_docker_engine_is_a_clear_503(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, tmp_path: Path, templates_dir: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    write_count_env(templates_dir / "count")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        response = envhub.http.post("/api/endpoints", json={"environment": "template:count", "backend": "docker"})
+    finally:
+        envhub.stop()
+    assert response.status_code == 503
+    assert "cannot reach a Docker engine" in response.json()["detail"]
+    assert "use the process backend" in response.json()["detail"]
+
+
+def test_docker_options_are_checked(envhub: Envhub) -> None:
+    response = envhub.http.post(
+        "/api/endpoints", json={"environment": "template:count", "backend": "docker", "options": {"gpus": 1}}
+    )
+    assert response.status_code == 422
+    assert "the docker backend takes ['image', 'port'], not ['gpus']" in response.json()["detail"]
