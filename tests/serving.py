@@ -1,10 +1,8 @@
 """Running an OpenEnv environment folder as a real server for a test."""
 
 import socket
-import subprocess
-import sys
+import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,42 +26,34 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_template(folder: Path | str, *, env: dict[str, str] | None = None, timeout_s: float = 30) -> Iterator[str]:
-    """Serve a template folder (a name under spaces_templates/ or a path) with uvicorn; yields its base URL."""
-    path = TEMPLATES / folder if isinstance(folder, str) else folder
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{path.name} exited with {process.returncode}: {process.stderr.read()[-2000:]}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path.name} did not answer /health within {timeout_s} s")
-            time.sleep(0.05)
-        yield url
-    finally:
-        process.terminate()
+def serve_templates(*names: str, timeout_s: float = 120) -> Iterator[dict[str, str]]:
+    """Launch built-in templates with the process backend; yields each one's gateway URL.
+
+    This is the path a trainer takes: envhub's launcher starts the server and its
+    gateway carries every request and frame.
+    """
+    with tempfile.TemporaryDirectory(prefix="envhub-test-") as scratch:
+        settings = Settings(
+            database_url=f"sqlite:///{scratch}/envhub.db",
+            data_dir=Path(scratch) / "data",
+            templates_dir=TEMPLATES,
+            hf_endpoint="http://127.0.0.1:9",
+            sync_interval_s=0,
+            launch_timeout_s=timeout_s,
+            max_endpoints_per_owner=len(names),
+        )
+        envhub = Envhub(settings)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+            launched = [envhub.launch(f"template:{name}") for name in names]
+            urls = {}
+            for name, endpoint in zip(names, launched, strict=True):
+                current = envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=timeout_s + 10)
+                if current["status"] != "running":
+                    raise RuntimeError(f"{name} did not start: {current['message']}")
+                urls[name] = current["url"]
+            yield urls
+        finally:
+            envhub.stop()
 
 
 class Envhub:

@@ -1,0 +1,32 @@
+"""The Lights Out environment served over HTTP and WebSocket by openenv's create_app."""
+
+import os
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from models import LightsOutAction, LightsOutObservation, LightsOutState
+from openenv.core.env_server.http_server import create_app
+
+from server.environment import LightsOutEnvironment
+from server.options import InvalidResetOption
+
+
+def max_concurrent_envs() -> int:
+    """Sessions served at once; each WebSocket connection holds its own environment."""
+    return max(1, int(os.environ.get("MAX_CONCURRENT_ENVS", "64")))
+
+
+async def invalid_reset_option(request: Request, error: Exception) -> JSONResponse:
+    # openenv's HTTP /reset lets an exception from reset() escape as a bare 500; a bad option is the caller's error.
+    return JSONResponse({"detail": str(error)}, status_code=422)
+
+
+app = create_app(
+    LightsOutEnvironment,
+    LightsOutAction,
+    LightsOutObservation,
+    env_name="lights_out",
+    max_concurrent_envs=max_concurrent_envs(),
+    state_cls=LightsOutState,
+)
+app.add_exception_handler(InvalidResetOption, invalid_reset_option)

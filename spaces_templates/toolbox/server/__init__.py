@@ -1,0 +1,1 @@
+"""The toolbox environment server."""

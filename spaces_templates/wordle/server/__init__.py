@@ -1,0 +1,1 @@
+"""The wordle environment server."""
