@@ -19,7 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from catalog.endpoints import EndpointManager, Traffic
+from catalog.endpoints import EndpointManager, Traffic, Upstream
 
 router = APIRouter(tags=["gateway"])
 
@@ -29,6 +29,8 @@ _DROPPED = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length",
 }  # fmt: skip
+# Credentials meant for envhub never travel on to an environment's server.
+_PRIVATE = {"authorization", "cookie"}
 _MAX_FRAME = 100 * 1024 * 1024
 
 
@@ -50,9 +52,9 @@ def _down(manager: EndpointManager, endpoint_id: str) -> str | None:
     return f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
 
 
-def _upstream_headers(headers: list[tuple[str, str]], request_url: str) -> dict[str, str]:
-    kept = {k: v for k, v in headers if k.lower() not in _DROPPED}
-    return kept | {"x-forwarded-prefix": request_url}
+def _upstream_headers(headers: list[tuple[str, str]], upstream: Upstream, prefix: str) -> dict[str, str]:
+    kept = {k: v for k, v in headers if k.lower() not in _DROPPED | _PRIVATE}
+    return kept | upstream.headers | {"x-forwarded-prefix": prefix}
 
 
 @router.api_route("/endpoints/{endpoint_id}", methods=_METHODS, include_in_schema=False)
@@ -65,14 +67,14 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         return _not_found(endpoint_id) if reason is None else JSONResponse({"detail": reason}, 502)
     traffic = manager.traffic(endpoint_id)
     client: httpx.AsyncClient = request.app.state.http
-    url = f"{upstream}/{path}"
+    url = f"{upstream.url}/{path}"
     if request.url.query:
         url += f"?{request.url.query}"
     prefix = f"/endpoints/{endpoint_id}"
     outbound = client.build_request(
         request.method,
         url,
-        headers=_upstream_headers(request.headers.items(), prefix),
+        headers=_upstream_headers(request.headers.items(), upstream, prefix),
         content=request.stream(),
     )
     try:
@@ -87,8 +89,8 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     location = headers.get("location")
     if location is not None:
         # Keep redirects (such as /web -> /web/) inside the gateway.
-        if location.startswith(upstream):
-            location = location[len(upstream) :]
+        if location.startswith(upstream.url):
+            location = location[len(upstream.url) :]
         if location.startswith("/"):
             headers["location"] = prefix + location
     return StreamingResponse(
@@ -140,19 +142,25 @@ async def _upstream_to_client(
 @router.websocket("/endpoints/{endpoint_id}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
     manager = _manager(websocket.app)
-    upstream_url = manager.resolve(endpoint_id)
+    resolved = manager.resolve(endpoint_id)
     await websocket.accept()
-    if upstream_url is None:
+    if resolved is None:
         reason = _down(manager, endpoint_id) or f"no endpoint {endpoint_id!r}"
         await websocket.close(code=1011 if _down(manager, endpoint_id) else 1008, reason=reason[:120])
         return
-    target = "ws" + upstream_url.removeprefix("http") + f"/{path}"
+    target = "ws" + resolved.url.removeprefix("http") + f"/{path}"
     if websocket.url.query:
         target += f"?{websocket.url.query}"
     traffic = manager.traffic(endpoint_id)
     try:
         upstream = await websockets.connect(
-            target, max_size=_MAX_FRAME, open_timeout=10, ping_interval=None, compression=None, proxy=None
+            target,
+            max_size=_MAX_FRAME,
+            open_timeout=10,
+            ping_interval=None,
+            compression=None,
+            proxy=None,
+            additional_headers=resolved.headers,
         )
     except (OSError, InvalidHandshake, TimeoutError) as exc:
         traffic.request(failed=True)

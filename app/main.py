@@ -25,6 +25,7 @@ from catalog.models import Backend
 from catalog.runtimes import Runtime
 from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
+from catalog.runtimes.spaces import SpaceRuntime
 from catalog.search import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
@@ -56,6 +57,11 @@ def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
             cpus=settings.docker_cpus,
             pids=settings.docker_pids,
             ready_timeout_s=settings.launch_timeout_s,
+        ),
+        Backend.SPACE: SpaceRuntime(
+            settings.hf_endpoint,
+            settings.hf_token.get_secret_value() if settings.hf_token else None,
+            poll_s=settings.space_poll_s,
         ),
     }
 

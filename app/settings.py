@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     docker_memory: str = "2g"
     docker_cpus: float = Field(default=1.0, gt=0)
     docker_pids: int = Field(default=512, gt=0)
+    space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
 
     hf_endpoint: str = Field(

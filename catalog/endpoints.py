@@ -69,6 +69,12 @@ class LaunchRequest(BaseModel):
 
 
 @dataclass(frozen=True)
+class Upstream:
+    url: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
 class EndpointLimits:
     total: int = 20
     per_owner: int = 5
@@ -129,7 +135,7 @@ class EndpointManager:
         self.runtimes = runtimes
         self.logs_dir = logs_dir
         self.limits = limits
-        self._urls: dict[str, str] = {}
+        self._urls: dict[str, Upstream] = {}
         self._traffic: dict[str, Traffic] = {}
         self._lock = threading.Lock()
 
@@ -158,17 +164,21 @@ class EndpointManager:
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
 
-    def resolve(self, endpoint_id: str) -> str | None:
-        """The internal URL of a running endpoint, for the gateway; None when it is not running."""
-        url = self._urls.get(endpoint_id)
-        if url is not None:
-            return url
+    def resolve(self, endpoint_id: str) -> Upstream | None:
+        """Where the gateway reaches a running endpoint; None when it is not running."""
+        upstream = self._urls.get(endpoint_id)
+        if upstream is not None:
+            return upstream
         with Session(self.engine) as session:
             endpoint = session.get(Endpoint, endpoint_id)
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING or not endpoint.internal_url:
             return None
-        self._urls[endpoint_id] = endpoint.internal_url
-        return endpoint.internal_url
+        return self._remember(endpoint.id, endpoint.backend, endpoint.internal_url, endpoint.handle)
+
+    def _remember(self, endpoint_id: str, backend: Backend, url: str, handle: dict[str, Any]) -> Upstream:
+        upstream = Upstream(url, self.runtimes[backend].auth_headers(handle))
+        self._urls[endpoint_id] = upstream
+        return upstream
 
     # -- changing
 
@@ -252,7 +262,7 @@ class EndpointManager:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
         self.traffic(spec.endpoint_id).touch()
-        self._urls[spec.endpoint_id] = launched.url
+        self._remember(spec.endpoint_id, runtime.name, launched.url, launched.handle)
         self._update(
             spec.endpoint_id,
             status=EndpointStatus.RUNNING,
@@ -269,7 +279,11 @@ class EndpointManager:
         self._urls.pop(endpoint_id, None)
         self._update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
         if endpoint.handle:
-            self.runtimes[endpoint.backend].stop(endpoint.handle)
+            try:
+                self.runtimes[endpoint.backend].stop(endpoint.handle)
+            except EnvhubError as exc:
+                self._update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+                raise
         stopped = self._update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
         assert stopped is not None
         return stopped

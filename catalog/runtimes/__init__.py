@@ -52,6 +52,10 @@ class Runtime(Protocol):
 
     def is_running(self, handle: dict[str, Any]) -> bool: ...
 
+    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+        """Headers the gateway adds to reach the server (a private Space needs a token)."""
+        ...
+
     def managed_endpoints(self) -> set[str]:
         """Ids of the endpoints this backend holds a server for now, whatever the database says."""
         ...
@@ -76,10 +80,11 @@ def wait_healthy(
     alive: Callable[[], bool],
     what: str,
     log_path: Path | None = None,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """Poll GET {url}/health until it answers 200, the server dies, or the deadline passes."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=2) as client:
+    with httpx.Client(timeout=2, headers=headers) as client:
         while True:
             if not alive():
                 raise LaunchError(f"{what} exited before it answered /health" + _tail_note(log_path))

@@ -214,6 +214,9 @@ class ContainerRuntime:
         except NotFound:
             pass
 
+    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+        return {}
+
     def is_running(self, handle: dict[str, Any]) -> bool:
         try:
             container = self._container(handle)

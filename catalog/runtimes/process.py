@@ -224,6 +224,9 @@ class ProcessRuntime:
                 os.killpg(pid, signal.SIGKILL)
                 child.wait()
 
+    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+        return {}
+
     def is_running(self, handle: dict[str, Any]) -> bool:
         with self._lock:
             child = self._children.get(str(handle.get("endpoint", "")))

@@ -1,0 +1,170 @@
+"""The space backend: an environment as a Hugging Face Space in a namespace of the user's choosing.
+
+A template folder becomes a new Docker Space (create_repo + upload_folder); a Hub
+environment is duplicated. The endpoint runs once the Hub reports the Space RUNNING
+and its /health answers; stopping pauses the Space, or deletes it when asked.
+"""
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
+from catalog.errors import InvalidInputError
+from catalog.models import Backend, EnvironmentDetail, Source
+from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
+
+_OPTIONS = {"namespace", "name", "private", "hardware", "sleep_time", "delete_on_stop"}
+_RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}
+_FAILED = {"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE", "DELETING", "STOPPED", "PAUSED"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_IGNORED = ["__pycache__/*", "*.pyc", ".venv/*", ".git/*"]
+
+
+def _hub_message(exc: HfHubHTTPError) -> str:
+    status = exc.response.status_code if exc.response is not None else "?"
+    server = (exc.server_message or "").strip().splitlines()
+    return f"HTTP {status}" + (f": {server[0][:200]}" if server else "")
+
+
+class SpaceRuntime:
+    name = Backend.SPACE
+
+    def __init__(self, endpoint: str, token: str | None, *, poll_s: float = 5, build_timeout_s: float = 1800) -> None:
+        self.endpoint = endpoint
+        self.token = token
+        self.poll_s = poll_s
+        self.build_timeout_s = build_timeout_s
+
+    def _api(self) -> HfApi:
+        return HfApi(endpoint=self.endpoint, token=self.token or False, library_name="envhub")
+
+    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise InvalidInputError(f"the space backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")
+        if not self.token:
+            raise InvalidInputError("the space backend needs a Hub token: set HF_TOKEN on the server")
+        if not environment.path and environment.source != Source.HUB:
+            raise InvalidInputError(f"{environment.id} has no folder to upload and is not a Hub Space")
+        name = options.get("name") or re.sub(r"[^A-Za-z0-9._-]", "-", environment.id.split("/")[-1].split(":")[-1])
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise InvalidInputError(f"option name {name!r} is not a valid Space name")
+        namespace = options.get("namespace")
+        if namespace is None:
+            try:
+                namespace = self._api().whoami(cache=True)["name"]
+            except HfHubHTTPError as exc:
+                raise InvalidInputError(f"the server's Hub token was refused ({_hub_message(exc)})") from exc
+        if not isinstance(namespace, str) or not _NAME.match(namespace):
+            raise InvalidInputError(f"option namespace {namespace!r} is not a valid user or organisation name")
+        for flag in ("private", "delete_on_stop"):
+            if not isinstance(options.get(flag, False), bool):
+                raise InvalidInputError(f"option {flag} must be true or false")
+        sleep_time = options.get("sleep_time")
+        if sleep_time is not None and (not isinstance(sleep_time, int) or sleep_time < -1):
+            raise InvalidInputError("option sleep_time must be seconds (an integer), or -1 for never")
+        hardware = options.get("hardware")
+        if hardware is not None and not isinstance(hardware, str):
+            raise InvalidInputError("option hardware must be a Space hardware name such as cpu-basic or t4-small")
+        return {
+            "space": f"{namespace}/{name}",
+            "private": bool(options.get("private", False)),
+            "hardware": hardware,
+            "sleep_time": sleep_time,
+            "delete_on_stop": bool(options.get("delete_on_stop", False)),
+        }
+
+    def start(self, spec: LaunchSpec, report: Report) -> Launched:
+        api = self._api()
+        space_id = str(spec.options["space"])
+        secrets = [{"key": k, "value": v} for k, v in spec.env.items()]
+        settings: dict[str, Any] = {
+            "private": spec.options["private"],
+            "space_hardware": spec.options["hardware"],
+            "space_sleep_time": spec.options["sleep_time"],
+            "space_secrets": secrets or None,
+        }
+        try:
+            if spec.environment.path:
+                report(f"creating Space {space_id} and uploading {Path(spec.environment.path).name}")
+                api.create_repo(space_id, repo_type="space", space_sdk="docker", exist_ok=True, **settings)
+                api.upload_folder(
+                    repo_id=space_id,
+                    repo_type="space",
+                    folder_path=spec.environment.path,
+                    ignore_patterns=_IGNORED,
+                    commit_message=f"Deploy {spec.environment.id} from envhub",
+                )
+            else:
+                report(f"duplicating {spec.environment.id} to {space_id}")
+                api.duplicate_repo(spec.environment.id, space_id, repo_type="space", exist_ok=True, **settings)
+        except HfHubHTTPError as exc:
+            raise LaunchError(f"the Hub refused to create {space_id}: {_hub_message(exc)}") from exc
+        handle = {"space": space_id, "endpoint": spec.endpoint_id, "delete_on_stop": spec.options["delete_on_stop"]}
+        self._wait_running(api, space_id, report)
+        url = self._url(api, space_id)
+        report(f"{space_id} is running; waiting for {url}/health")
+        wait_healthy(
+            url,
+            timeout_s=120,
+            alive=lambda: self.is_running(handle),
+            what=f"Space {space_id}",
+            headers=self.auth_headers(handle),
+        )
+        return Launched(url, handle)
+
+    def _wait_running(self, api: HfApi, space_id: str, report: Report) -> None:
+        deadline = time.monotonic() + self.build_timeout_s
+        last = ""
+        while True:
+            try:
+                runtime = api.get_space_runtime(space_id)
+            except HfHubHTTPError as exc:
+                raise LaunchError(f"could not follow {space_id}: {_hub_message(exc)}") from exc
+            stage = str(runtime.stage)
+            if stage in _RUNNING:
+                return
+            if stage in _FAILED:
+                message = runtime.raw.get("errorMessage") or "no message from the Hub"
+                raise LaunchError(f"Space {space_id} stopped at {stage}: {message}")
+            if stage != last:
+                report(f"Space {space_id} is {stage}")
+                last = stage
+            if time.monotonic() > deadline:
+                raise LaunchError(f"Space {space_id} was still {stage} after {self.build_timeout_s:g} s")
+            time.sleep(self.poll_s)
+
+    @staticmethod
+    def _url(api: HfApi, space_id: str) -> str:
+        info = api.space_info(space_id)
+        if info.host:
+            return str(info.host).rstrip("/")
+        return f"https://{info.subdomain}.hf.space"
+
+    def stop(self, handle: dict[str, Any]) -> None:
+        space_id = handle.get("space")
+        if not space_id:
+            return  # Spaces live in the user's namespace: nothing to clean up by endpoint id alone
+        try:
+            if handle.get("delete_on_stop"):
+                self._api().delete_repo(space_id, repo_type="space", missing_ok=True)
+            else:
+                self._api().pause_space(space_id)
+        except HfHubHTTPError as exc:
+            raise LaunchError(f"could not stop Space {space_id}: {_hub_message(exc)}") from exc
+
+    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def is_running(self, handle: dict[str, Any]) -> bool:
+        try:
+            return str(self._api().get_space_runtime(str(handle.get("space"))).stage) in _RUNNING
+        except (HfHubHTTPError, OSError):
+            return False
+
+    def managed_endpoints(self) -> set[str]:
+        return set()

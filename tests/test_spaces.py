@@ -1,0 +1,139 @@
+"""The space backend against the fake Hub: create and upload, duplicate, follow the build, stop."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openenv.core.generic_client import GenericEnvClient
+from pydantic import SecretStr
+
+from app.settings import Settings
+from catalog.models import EnvironmentDetail, Source
+from catalog.runtimes import LaunchSpec
+from catalog.runtimes.process import ProcessRuntime
+from tests.conftest import ADMIN_TOKEN, space_files, wait_until
+from tests.environments import write_count_env
+from tests.fakehub import FakeHub
+from tests.serving import Envhub
+
+
+@pytest.fixture
+def space_app(tmp_path: Path) -> Iterator[str]:
+    """The count environment's server, standing in for what the Hub runs at the Space's host."""
+    folder = write_count_env(tmp_path / "space-app" / "count")
+    runtime = ProcessRuntime(tmp_path / "space-runtime")
+    environment = EnvironmentDetail(id="alice/count", source=Source.HUB, title="Count", path=str(folder))
+    launched = runtime.start(LaunchSpec("spaceapp", environment, tmp_path / "space-app.log"), lambda _: None)
+    yield launched.url
+    runtime.stop(launched.handle)
+
+
+@pytest.fixture
+def space_envhub(settings: Settings, tmp_path: Path, count_template: str, hub: FakeHub) -> Iterator[Envhub]:
+    configured = settings.model_copy(
+        update={"data_dir": tmp_path / "data", "hf_token": SecretStr("hf_test"), "space_poll_s": 0.05}
+    )
+    envhub = Envhub(configured)
+    yield envhub
+    envhub.stop()
+
+
+def test_template_becomes_a_space_that_plays_through_the_gateway(
+    space_envhub: Envhub, hub: FakeHub, space_app: str, templates_dir: Path
+) -> None:
+    hub.boot_sequence = ["BUILDING"]  # stays building until the test says otherwise
+    options = {"namespace": "alice", "private": True, "hardware": "cpu-upgrade", "secrets": {"API_KEY": "s3cret"}}
+
+    endpoint = space_envhub.launch("template:count", backend="space", options=options)
+
+    wait_until(lambda: "server/app.py" in _files(hub, "alice/count"))
+    assert _files(hub, "alice/count")["models.py"] == (templates_dir / "count" / "models.py").read_bytes()
+    settings = hub.settings("alice/count")
+    assert (settings.private, settings.sdk, settings.hardware) == (True, "docker", "cpu-upgrade")
+    assert hub.secrets("alice/count") == {"API_KEY": "s3cret"}
+    assert "s3cret" not in str(space_envhub.endpoint(endpoint["id"]))
+    wait_until(lambda: "BUILDING" in space_envhub.endpoint(endpoint["id"])["message"])
+
+    hub.set_host("alice/count", space_app)
+    hub.set_stage("alice/count", "RUNNING")
+    running = space_envhub.wait_status(endpoint["id"], "running", "failed")
+
+    assert running["status"] == "running", running["message"]
+    with GenericEnvClient(base_url=running["url"]).sync() as client:
+        client.reset(episode_id="on-a-space")
+        assert client.step({"add": 10}).done is True
+    stopped = space_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
+    assert stopped["status"] == "stopped"
+    assert hub.settings("alice/count").stage == "PAUSED"
+
+
+def test_hub_environment_is_duplicated_and_deleted_on_stop(space_envhub: Envhub, hub: FakeHub, space_app: str) -> None:
+    hub.add_space("openenv/count", files=space_files("Count"))
+    synced = space_envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert synced.json()["added"] == 1
+    hub.boot_sequence = ["BUILDING"]
+
+    endpoint = space_envhub.launch("openenv/count", backend="space", options={"delete_on_stop": True})
+
+    wait_until(lambda: _exists(hub, "alice/count"))  # the namespace defaults to the token's user
+    assert any(w.action == "duplicate" and w.repo_id == "alice/count" for w in hub.writes)
+    hub.set_host("alice/count", space_app)
+    hub.set_stage("alice/count", "RUNNING")
+    assert space_envhub.wait_status(endpoint["id"], "running", "failed")["status"] == "running"
+    space_envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+    assert not _exists(hub, "alice/count")
+
+
+def test_build_error_fails_the_endpoint_with_the_hubs_message(space_envhub: Envhub, hub: FakeHub) -> None:
+    hub.boot_sequence = ["BUILDING", "BUILD_ERROR"]
+    hub.boot_error_message = "pip install failed: no matching distribution"
+
+    endpoint = space_envhub.launch("template:count", backend="space", options={"name": "count-broken"})
+
+    failed = space_envhub.wait_status(endpoint["id"], "failed", "running")
+    assert failed["status"] == "failed"
+    assert "alice/count-broken stopped at BUILD_ERROR: pip install failed" in failed["message"]
+
+
+def test_someone_elses_namespace_is_refused(space_envhub: Envhub) -> None:
+    endpoint = space_envhub.launch("template:count", backend="space", options={"namespace": "bob"})
+    failed = space_envhub.wait_status(endpoint["id"], "failed", "running")
+    assert "the Hub refused to create bob/count: HTTP 403" in failed["message"]
+
+
+@pytest.mark.parametrize(
+    ("options", "detail"),
+    [
+        ({"region": "eu"}, "the space backend takes"),
+        ({"name": "no spaces allowed"}, "is not a valid Space name"),
+        ({"private": "yes"}, "option private must be true or false"),
+        ({"sleep_time": "soon"}, "option sleep_time must be seconds"),
+    ],
+)
+def test_space_options_are_checked(space_envhub: Envhub, options: dict[str, object], detail: str) -> None:
+    response = space_envhub.http.post(
+        "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": options}
+    )
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+
+
+def test_space_backend_needs_a_token(envhub: Envhub) -> None:
+    response = envhub.http.post("/api/endpoints", json={"environment": "template:count", "backend": "space"})
+    assert response.status_code == 422
+    assert "needs a Hub token: set HF_TOKEN" in response.json()["detail"]
+
+
+def _files(hub: FakeHub, space_id: str) -> dict[str, bytes]:
+    try:
+        return hub.files(space_id)
+    except KeyError:
+        return {}
+
+
+def _exists(hub: FakeHub, space_id: str) -> bool:
+    try:
+        hub.settings(space_id)
+    except KeyError:
+        return False
+    return True
