@@ -339,8 +339,9 @@ class EndpointManager:
             stats = self.traffic(endpoint.id).snapshot()
             last = stats.last_active_at or endpoint.started_at or now
             if stats.active_sessions == 0 and now - last > idle_limit:
-                minutes = self.limits.idle_timeout_s / 60
-                self.stop(endpoint.id, f"stopped after {minutes:g} minutes without sessions")
+                idle = self.limits.idle_timeout_s
+                spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
+                self.stop(endpoint.id, f"stopped after {spent} without sessions")
 
     def check_soon(self, endpoint_id: str) -> None:
         """The gateway saw an endpoint fail to answer: find out now whether it died."""

@@ -216,3 +216,57 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_unmet_requirements_go_into_a_cached_virtualenv(settings: Settings, tmp_path: Path) -> None:
+    # tabulate is not among envhub's requirements, so the process backend must install it.
+    write_count_env(settings.templates_dir / "tabular", requirements="openenv==0.10.0\ntabulate==0.9.0\n")
+    environment = settings.templates_dir / "tabular" / "server" / "environment.py"
+    environment.write_text(environment.read_text() + "\nimport tabulate  # noqa: F401\n")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "launch_timeout_s": 120}))
+    try:
+        first = envhub.launch("template:tabular")
+        wait_until(lambda: "installing 1 requirements (tabulate==0.9.0)" in envhub.endpoint(first["id"])["message"])
+        running = envhub.wait_status(first["id"], "running", "failed", timeout_s=300)
+        assert running["status"] == "running", running["message"]
+        envhub.http.delete(f"/api/endpoints/{first['id']}")
+
+        second = envhub.running("template:tabular")  # the virtualenv is reused: nothing to install
+        assert "installing" not in " ".join(second["log_tail"][-5:])
+        assert len(list((tmp_path / "data" / "runtime" / "venvs").iterdir())) == 1
+    finally:
+        envhub.stop()
+
+
+def test_uninstallable_requirements_fail_with_pips_message(settings: Settings, tmp_path: Path) -> None:
+    write_count_env(settings.templates_dir / "unbuildable", requirements="envhub-no-such-package-anywhere==1.0\n")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        launched = envhub.launch("template:unbuildable")
+        failed = envhub.wait_status(launched["id"], "failed", "running", timeout_s=300)
+    finally:
+        envhub.stop()
+    assert failed["status"] == "failed"
+    assert "installing the environment's requirements failed" in failed["message"]
+    assert "No matching distribution found for envhub-no-such-package-anywhere==1.0" in failed["message"]
+
+
+def test_endpoint_limits(settings: Settings, tmp_path: Path, count_template: str) -> None:
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "max_endpoints_per_owner": 1}))
+    try:
+        envhub.launch(count_template)
+        refused = envhub.http.post("/api/endpoints", json={"environment": count_template})
+    finally:
+        envhub.stop()
+    assert refused.status_code == 429
+    assert "you have 1 endpoints running, the most allowed" in refused.json()["detail"]
+
+
+def test_idle_endpoints_are_stopped(settings: Settings, tmp_path: Path, count_template: str) -> None:
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "endpoint_idle_timeout_s": 1}))
+    try:
+        endpoint = envhub.running(count_template)
+        stopped = envhub.wait_status(endpoint["id"], "stopped", timeout_s=15)
+    finally:
+        envhub.stop()
+    assert stopped["message"] == "stopped after 1 seconds without sessions"
