@@ -223,6 +223,7 @@ class EndpointStats(SQLModel):
 
 class EndpointPublic(EndpointBase):
     url: str = Field(description="the gateway URL to give a trainer")
+    internal_url: str | None = Field(default=None, description="where envhub itself reaches the server")
     stats: EndpointStats = Field(default_factory=EndpointStats)
     log_tail: list[str] = Field(default_factory=list)
 
