@@ -1,0 +1,399 @@
+"""Running the checklist against a base URL: the context checks share, and the bounded run around them.
+
+A check is an async function of the context that returns a message when it passes and
+raises `Fail`, `Skip` or `NotRun` otherwise. Every request and frame goes through the
+run's `OutboundSession` (the guard, a per-request timeout, 1 MB per response), and the
+whole run stops at a total deadline: what is left is reported as not run.
+"""
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from catalog.checks.report import CheckResult, ConformanceReport, Evidence, Level, Outcome, ServerProfile
+from catalog.outbound import Fetched, OutboundSession, RefusedURLError
+
+log = logging.getLogger(__name__)
+
+EXCERPT = 300
+QUIET_S = 0.25  # how long a freshly opened WebSocket is watched for frames nobody asked for
+
+
+class Fail(Exception):
+    """The server broke what the check asserts."""
+
+
+class Skip(Exception):
+    """The check does not apply to this server."""
+
+
+class NotRun(Exception):
+    """The check could not be run: something it needs failed earlier."""
+
+
+CheckFn = Callable[["Context"], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    level: Level
+    run: CheckFn
+
+
+class Registry(list[Check]):
+    """The checks of one module, in the order they run."""
+
+    def __call__(self, check_id: str, title: str, level: Level = Level.CORE) -> Callable[[CheckFn], CheckFn]:
+        def register(fn: CheckFn) -> CheckFn:
+            self.append(Check(check_id, title, level, fn))
+            return fn
+
+        return register
+
+
+def excerpt(value: Any, limit: int = EXCERPT) -> str:
+    if isinstance(value, bytes):
+        text = value[:limit].decode("utf-8", errors="replace")
+        cut = len(value) > limit
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        cut = len(text) > limit
+        text = text[:limit]
+    return text + ("…" if cut else "")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class Facts:
+    """What earlier checks learned, for later ones."""
+
+    metadata: dict[str, Any] | None = None
+    schema: dict[str, Any] | None = None
+    reset_observation: bool = False
+    paths: set[str] | None = None
+    mode: str | None = None
+    tools: list[dict[str, Any]] | None = None  # None: unknown; []: the server has no MCP tools
+    env_name: str | None = None
+    task_api: bool = False
+    splits: list[dict[str, Any]] | None = None
+    web_ui: bool = False
+    max_sessions: int | None = None
+    capacity_frame: dict[str, Any] | None = None
+    capacity_close_code: int | None = None
+    action: dict[str, Any] | None = None
+    episode: dict[str, Any] = field(default_factory=dict)
+    execution_error: dict[str, Any] | None = None
+    sessions_open: int = 0
+
+
+class Socket:
+    """A WebSocket of the run: replies parsed and recorded as evidence, every wait bounded."""
+
+    def __init__(self, ctx: "Context", conn: ClientConnection, name: str) -> None:
+        self.ctx = ctx
+        self.conn = conn
+        self.name = name
+        self.broken: str | None = None  # why later checks cannot use it
+
+    async def send(self, frame: str | bytes | dict[str, Any]) -> None:
+        payload = json.dumps(frame) if isinstance(frame, dict) else frame
+        try:
+            await self.conn.send(payload)
+        except ConnectionClosed as exc:
+            raise self._lost(f"closed before the checker could send ({_close_text(exc)})") from exc
+
+    async def receive(self, what: str = "a reply", timeout_s: float | None = None) -> str | bytes:
+        timeout = self.ctx.wait_s(timeout_s)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.conn.recv()
+        except TimeoutError as exc:
+            raise self._lost(f"sent no {what} within {timeout:g} s") from exc
+        except ConnectionClosed as exc:
+            if 1009 in (exc.rcvd.code if exc.rcvd else None, exc.sent.code if exc.sent else None):
+                raise self._lost(f"sent a frame over {self.ctx.outbound.max_bytes // 1024} KiB") from exc
+            raise self._lost(f"closed the connection ({_close_text(exc)}) instead of sending {what}") from exc
+
+    def _lost(self, reason: str) -> Fail:
+        self.broken = f"the {self.name} WebSocket {reason} (check {self.ctx.current})"
+        return Fail(f"the server {reason}")
+
+    async def exchange(self, frame: str | bytes | dict[str, Any], what: str = "a reply") -> dict[str, Any]:
+        """Send one frame and read the reply as a JSON object."""
+        sent = excerpt(frame)
+        await self.send(frame)
+        try:
+            raw = await self.receive(what)
+        except Fail as exc:
+            self.ctx.note(f"WS {self.name} ← {sent}", f"({exc})")
+            raise
+        self.ctx.note(f"WS {self.name} ← {sent}", excerpt(raw))
+        return parse_frame(raw)
+
+    async def unsolicited(self, seconds: float = QUIET_S) -> str | bytes | None:
+        """A frame the server sends without being asked, within a short wait; None when it stays quiet."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await self.conn.recv()
+        except TimeoutError:
+            return None
+        except ConnectionClosed as exc:
+            raise self._lost(f"closed the connection at once ({_close_text(exc)})") from exc
+
+    async def closed(self, timeout_s: float | None = None) -> tuple[int | None, list[str | bytes]]:
+        """Wait for the server to close: its close code and any frames it sent first."""
+        frames: list[str | bytes] = []
+        try:
+            async with asyncio.timeout(self.ctx.wait_s(timeout_s)):
+                while True:
+                    frames.append(await self.conn.recv())
+        except ConnectionClosed as exc:
+            return (exc.rcvd.code if exc.rcvd is not None else None), frames
+        except TimeoutError as exc:
+            raise self._lost("did not close the connection") from exc
+
+    async def close(self) -> None:
+        try:
+            async with asyncio.timeout(2):
+                await self.conn.close()
+        except (TimeoutError, ConnectionClosed, OSError):
+            pass
+
+
+def _close_text(exc: ConnectionClosed) -> str:
+    if exc.rcvd is None:
+        return "no close frame"
+    reason = f" {exc.rcvd.reason!r}" if exc.rcvd.reason else ""
+    return f"code {exc.rcvd.code}{reason}"
+
+
+def parse_frame(raw: str | bytes) -> dict[str, Any]:
+    if isinstance(raw, bytes):
+        raise Fail(f"the server sent a binary frame, not JSON text: {excerpt(raw, 80)}")
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise Fail(f"the reply is not JSON: {excerpt(raw, 120)}") from exc
+    if not isinstance(value, dict):
+        raise Fail(f"the reply is not a JSON object: {excerpt(raw, 120)}")
+    return value
+
+
+class Context:
+    """One run: the base URL, its outbound session, the deadline, the facts and the evidence of the current check."""
+
+    def __init__(self, base: str, outbound: OutboundSession, *, timeout_s: float, deadline_s: float) -> None:
+        self.base = base.rstrip("/")
+        self.ws_base = "ws" + self.base.removeprefix("http")
+        self.outbound = outbound
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + deadline_s
+        self.facts = Facts()
+        self.current = ""
+        self.evidence: list[Evidence] = []
+        self.sockets: dict[str, Socket] = {}
+        self.cleanups: list[Callable[[], Awaitable[None]]] = []
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def wait_s(self, timeout_s: float | None = None) -> float:
+        """How long one request or reply may take: the per-request timeout, within the deadline."""
+        return max(0.01, min(self.timeout_s if timeout_s is None else timeout_s, self.remaining()))
+
+    def note(self, sent: str, received: str) -> None:
+        self.evidence.append(Evidence(sent=sent, received=received))
+
+    # -- HTTP
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+        follow_redirects: bool = True,
+    ) -> Fetched:
+        sent = f"{method} {path}" + (f" {excerpt(json_body, 120)}" if json_body is not None else "")
+        if content is not None:
+            sent += f" {excerpt(content, 120)}"
+        try:
+            fetched = await self.outbound.fetch(
+                method,
+                self.base + path,
+                json=json_body,
+                content=content,
+                headers=headers,
+                timeout_s=self.wait_s(),
+                follow_redirects=follow_redirects,
+            )
+        except TimeoutError as exc:
+            self.note(sent, f"(no answer within {self.wait_s():g} s)")
+            raise Fail(f"{method} {path} got no answer within {self.wait_s():g} s") from exc
+        except RefusedURLError as exc:
+            self.note(sent, f"(refused: {exc.message})")
+            raise Fail(f"{method} {path} was refused by envhub's outbound guard: {exc.message}") from exc
+        except Exception as exc:  # any transport failure: refused, reset, TLS, protocol
+            self.note(sent, f"({type(exc).__name__}: {exc})")
+            raise Fail(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
+        body = excerpt(fetched.body) + (" (cut at the size limit)" if fetched.cut else "")
+        self.note(sent, f"HTTP {fetched.status} {body}")
+        return fetched
+
+    async def get(self, path: str, **options: Any) -> Fetched:
+        return await self.request("GET", path, **options)
+
+    async def post(self, path: str, body: Any = None, **options: Any) -> Fetched:
+        return await self.request("POST", path, json_body=body, **options)
+
+    def json(self, fetched: Fetched, what: str) -> Any:
+        if fetched.cut:
+            raise Fail(f"{what} is over {self.outbound.max_bytes // 1024} KiB; the checker stopped reading it")
+        try:
+            return json.loads(fetched.body)
+        except ValueError as exc:
+            raise Fail(f"{what} is not JSON: {excerpt(fetched.body, 120)}") from exc
+
+    def expect(self, fetched: Fetched, status: int, what: str) -> Any:
+        """The JSON body of a response that must have this status."""
+        if fetched.status != status:
+            raise Fail(f"{what} answered HTTP {fetched.status}, not {status}: {excerpt(fetched.body, 160)}")
+        return self.json(fetched, what)
+
+    # -- WebSocket
+
+    async def websocket(self, path: str = "/ws", name: str = "A") -> Socket:
+        url = self.ws_base + path
+        sent = f"WS {path} (connect as {name})"
+        try:
+            conn = await self.outbound.websocket(url, open_timeout_s=self.wait_s())
+        except InvalidStatus as exc:
+            self.note(sent, f"HTTP {exc.response.status_code}")
+            raise Fail(f"opening {path} was answered with HTTP {exc.response.status_code}") from exc
+        except RefusedURLError as exc:
+            raise Fail(f"opening {path} was refused by envhub's outbound guard: {exc.message}") from exc
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            self.note(sent, f"({type(exc).__name__}: {exc})")
+            raise Fail(f"opening {path} failed: {type(exc).__name__}: {exc}") from exc
+        self.note(sent, "open")
+        socket = Socket(self, conn, name)
+        self.sockets[name] = socket
+        return socket
+
+    def socket(self, name: str = "A") -> Socket:
+        """A socket an earlier check opened; NotRun when it is gone or stopped answering."""
+        socket = self.sockets.get(name)
+        if socket is None:
+            raise NotRun(f"no {name} WebSocket: opening it failed in an earlier check")
+        if socket.broken:
+            raise NotRun(f"not run: {socket.broken}")
+        return socket
+
+    async def close_all(self) -> None:
+        for cleanup in reversed(self.cleanups):
+            try:
+                await cleanup()
+            except Exception:
+                log.debug("cleanup after a check failed", exc_info=True)
+        for socket in self.sockets.values():
+            await socket.close()
+
+
+async def _run_one(ctx: Context, check: Check) -> CheckResult:
+    ctx.current = check.id
+    ctx.evidence = []
+    started = time.perf_counter()
+    message = ""
+    if ctx.remaining() <= 0:
+        outcome, message = Outcome.ERROR, "not run: the total deadline passed before this check"
+    else:
+        try:
+            async with asyncio.timeout(ctx.remaining()):
+                message = await check.run(ctx) or ""
+            outcome = Outcome.PASS
+        except Fail as exc:
+            outcome, message = Outcome.FAIL, str(exc)
+        except Skip as exc:
+            outcome, message = Outcome.SKIP, str(exc)
+        except NotRun as exc:
+            outcome, message = Outcome.ERROR, str(exc)
+        except TimeoutError:
+            outcome, message = Outcome.ERROR, "not finished: the total deadline passed during this check"
+        except Exception as exc:
+            log.warning("check %s of %s raised", check.id, ctx.base, exc_info=True)
+            outcome, message = Outcome.ERROR, f"the checker failed: {type(exc).__name__}: {exc}"
+    return CheckResult(
+        id=check.id,
+        title=check.title,
+        level=check.level,
+        result=outcome,
+        message=message,
+        evidence=tuple(ctx.evidence[:12]),
+        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+    )
+
+
+def _order(check_id: str) -> tuple[int, str]:
+    digits = "".join(c for c in check_id if c.isdigit())
+    return int(digits or 0), check_id
+
+
+async def run_checks(
+    url: str,
+    checks: Iterable[Check],
+    outbound: OutboundSession,
+    *,
+    timeout_s: float = 10,
+    deadline_s: float = 30,
+) -> ConformanceReport:
+    """Run checks in order against url; the report lists them by checklist number."""
+    checked_at = datetime.now(UTC)
+    started = time.perf_counter()
+    ctx = Context(url, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
+    results: list[CheckResult] = []
+    try:
+        for check in checks:
+            results.append(await _run_one(ctx, check))
+    finally:
+        try:
+            async with asyncio.timeout(3):
+                await ctx.close_all()
+        except TimeoutError:
+            log.info("closing the sessions of a check of %s took too long", url)
+    facts = ctx.facts
+    has_newer = facts.task_api or facts.reset_observation
+    profile = ServerProfile(
+        mode=facts.mode,
+        generation=("0.10" if has_newer else "older") if facts.schema is not None else None,
+        env_name=facts.env_name,
+        max_sessions=facts.max_sessions,
+        mcp_tools=len(facts.tools) if facts.tools else None,
+        web_ui=facts.web_ui,
+    )
+    return ConformanceReport(
+        url=ctx.base,
+        checked_at=checked_at,
+        seconds=round(time.perf_counter() - started, 3),
+        profile=profile,
+        checks=tuple(sorted(results, key=lambda r: _order(r.id))),
+    )
