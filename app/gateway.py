@@ -197,5 +197,5 @@ async def _close_like_upstream(
     else:
         manager.check_soon(endpoint_id)
         code, reason = 1011, f"endpoint {endpoint_id} closed the connection unexpectedly"
-    with suppress(RuntimeError):  # the client may already have gone
+    with suppress(RuntimeError, WebSocketDisconnect):  # the client may already have gone
         await websocket.close(code=code, reason=reason)
