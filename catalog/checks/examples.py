@@ -171,7 +171,8 @@ def _kind(schema: dict[str, Any]) -> str | None:
 def _object(schema: dict[str, Any], root: dict[str, Any], depth: int) -> dict[str, Any]:
     raw = schema.get("properties")
     properties: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    required = [r for r in schema.get("required") or [] if isinstance(r, str)]
+    listed = schema.get("required")
+    required = [r for r in listed if isinstance(r, str)] if isinstance(listed, list) else []
     value: dict[str, Any] = {}
     for name in required:
         value[name] = _example(properties.get(name, {}), root, depth + 1)

@@ -98,6 +98,7 @@ class Facts:
     max_sessions: int | None = None
     capacity_frame: dict[str, Any] | None = None
     capacity_close_code: int | None = None
+    ws_failure: str | None = None  # /ws stopped answering or closed on the checker: no more /ws checks
     action: dict[str, Any] | None = None
     episode: dict[str, Any] = field(default_factory=dict)
     execution_error: dict[str, Any] | None = None
@@ -107,10 +108,11 @@ class Facts:
 class Socket:
     """A WebSocket of the run: replies parsed and recorded as evidence, every wait bounded."""
 
-    def __init__(self, ctx: "Context", conn: ClientConnection, name: str) -> None:
+    def __init__(self, ctx: "Context", conn: ClientConnection, name: str, path: str) -> None:
         self.ctx = ctx
         self.conn = conn
         self.name = name
+        self.path = path
         self.broken: str | None = None  # why later checks cannot use it
 
     async def send(self, frame: str | bytes | dict[str, Any]) -> None:
@@ -134,6 +136,10 @@ class Socket:
 
     def _lost(self, reason: str) -> Fail:
         self.broken = f"the {self.name} WebSocket {reason} (check {self.ctx.current})"
+        if self.path.startswith("/ws") and self.ctx.facts.ws_failure is None:
+            # A route that stops answering or drops connections would fail every later check the
+            # same slow way: they are reported as not run instead, and the run stays short.
+            self.ctx.facts.ws_failure = f"WS {self.path.split('?')[0]} {reason} in check {self.ctx.current}"
         return Fail(f"the server {reason}")
 
     async def exchange(self, frame: str | bytes | dict[str, Any], what: str = "a reply") -> dict[str, Any]:
@@ -152,11 +158,13 @@ class Socket:
         """A frame the server sends without being asked, within a short wait; None when it stays quiet."""
         try:
             async with asyncio.timeout(seconds):
-                return await self.conn.recv()
+                frame = await self.conn.recv()
         except TimeoutError:
             return None
         except ConnectionClosed as exc:
             raise self._lost(f"closed the connection at once ({_close_text(exc)})") from exc
+        self.ctx.note(f"WS {self.name} (nothing sent yet)", excerpt(frame))
+        return frame
 
     async def closed(self, timeout_s: float | None = None) -> tuple[int | None, list[str | bytes]]:
         """Wait for the server to close: its close code and any frames it sent first."""
@@ -284,6 +292,8 @@ class Context:
 
     async def websocket(self, path: str = "/ws", name: str = "A") -> Socket:
         url = self.ws_base + path
+        if path.startswith("/ws") and self.facts.ws_failure:
+            raise NotRun(f"not run: {self.facts.ws_failure}")
         sent = f"WS {path} (connect as {name})"
         try:
             conn = await self.outbound.websocket(url, open_timeout_s=self.wait_s())
@@ -296,7 +306,7 @@ class Context:
             self.note(sent, f"({type(exc).__name__}: {exc})")
             raise Fail(f"opening {path} failed: {type(exc).__name__}: {exc}") from exc
         self.note(sent, "open")
-        socket = Socket(self, conn, name)
+        socket = Socket(self, conn, name, path)
         self.sockets[name] = socket
         return socket
 
@@ -306,7 +316,7 @@ class Context:
         if socket is None:
             raise NotRun(f"no {name} WebSocket: opening it failed in an earlier check")
         if socket.broken:
-            raise NotRun(f"not run: {socket.broken}")
+            raise NotRun(f"not run: {self.facts.ws_failure or socket.broken}")
         return socket
 
     async def close_all(self) -> None:

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from catalog.checks.examples import example_value
 from catalog.checks.report import Level
@@ -236,12 +237,22 @@ async def step_values(ctx: Context) -> str:
     if isinstance(reward, bool) or (reward is not None and not math.isfinite(reward)):
         raise Fail(f"the reward {reward!r} is not a finite number")
     schema = ctx.facts.schema.get("observation")
+    if not isinstance(schema, dict) or not _valid_schema(schema):
+        raise NotRun("not run: /schema.observation is not a valid JSON Schema (check 3)")
     instance = {**data["observation"], "reward": reward, "done": data["done"]}
     errors = sorted(Draft202012Validator(schema).iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "the top level"
         raise Fail(f"the observation does not match /schema.observation at {where}: {excerpt(errors[0].message, 160)}")
     return f"reward {reward!r}; the observation matches its schema"
+
+
+def _valid_schema(schema: dict[str, Any]) -> bool:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return False
+    return True
 
 
 @checks("21", "An environment error during step is EXECUTION_ERROR, and the session continues")

@@ -5,7 +5,7 @@ import uuid
 from typing import Any
 
 from catalog.checks.report import Level
-from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt
+from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt, parse_frame
 from catalog.checks.sessions import pick_tool, tool_arguments
 
 checks = Registry()
@@ -133,7 +133,9 @@ async def mcp_sessions(ctx: Context) -> str:
     if state.get("type") != "state":
         raise Fail(f"state on the attached session got {excerpt(state, 160)}")
     second = await ctx.websocket(f"/ws?session_id={session_id}", "S2")
-    refused = await second.exchange({"type": "state"}, "an error frame")
+    # The server refuses the second attach at once, or at the first message: either is fine.
+    early = await second.unsolicited()
+    refused = parse_frame(early) if early is not None else await second.exchange({"type": "state"}, "an error frame")
     data = refused.get("data")
     if refused.get("type") != "error" or not isinstance(data, dict) or data.get("code") != "SESSION_ERROR":
         raise Fail(f"a second attach to the same session got {excerpt(refused, 160)}, not SESSION_ERROR")

@@ -1,0 +1,170 @@
+"""The conformance checker against real servers: the templates, an older server and broken ones."""
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+
+from catalog.checks import ConformanceReport, Outcome, check_url
+from catalog.outbound import OutboundGuard
+from tests import checkservers
+from tests.checkservers import serve
+from tests.serving import serve_templates
+
+TEMPLATE_NAMES = ("toolbox", "arithmetic_tasks", "connect_four", "wordle", "maze", "lights_out")
+WS_CHECKS = {"13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "32", "33"}
+LOCAL = OutboundGuard(allow_private=True)
+
+
+def check(url: str, *, timeout_s: float = 2, deadline_s: float = 30) -> ConformanceReport:
+    return asyncio.run(check_url(url, LOCAL, timeout_s=timeout_s, deadline_s=deadline_s))
+
+
+def outcomes(report: ConformanceReport, outcome: Outcome) -> set[str]:
+    return {c.id for c in report.checks if c.result == outcome}
+
+
+def check_app(app: FastAPI | object, **options: float) -> ConformanceReport:
+    with serve(app) as served:  # type: ignore[arg-type]
+        started = time.monotonic()
+        report = check(served.url, **options)
+        assert time.monotonic() - started < 15, "the check took too long"
+        return report
+
+
+@pytest.fixture(scope="module")
+def template_urls() -> Iterator[dict[str, str]]:
+    with serve_templates(*TEMPLATE_NAMES) as urls:
+        yield urls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_every_template_passes_every_core_check(template_urls: dict[str, str], name: str) -> None:
+    report = check(template_urls[name], timeout_s=10)
+    problems = [f"{c.id} {c.result}: {c.message}" for c in report.checks if c.result in (Outcome.FAIL, Outcome.ERROR)]
+    assert problems == []
+    assert report.conforms
+    assert report.core_passed == report.core_total >= 28
+    assert report.profile.generation == "0.10"
+    assert report.profile.mode == "simulation"
+    assert report.seconds < 3
+
+
+@pytest.mark.slow
+def test_template_facts_reach_the_report(template_urls: dict[str, str]) -> None:
+    toolbox = check(template_urls["toolbox"], timeout_s=10)
+    assert toolbox.profile.mcp_tools == 5
+    assert "get_question" in toolbox.result("17").message  # the episode's action is a tool call
+    arithmetic = check(template_urls["arithmetic_tasks"], timeout_s=10)
+    assert arithmetic.result("36").result == Outcome.PASS
+    assert arithmetic.profile.env_name == "arithmetic_tasks"
+
+
+def test_a_healthy_server_conforms_with_evidence() -> None:
+    report = check_app(checkservers.count_app())
+    assert report.conforms, report.failing
+    health = report.result("1")
+    assert health.level == "core"
+    assert health.evidence[0].sent == "GET /health"
+    assert '"healthy"' in health.evidence[0].received
+    assert health.duration_ms > 0
+    # two sessions allowed: isolation is checked, the limit is not probed
+    assert report.result("23").result == Outcome.PASS
+    assert report.result("22").result == Outcome.SKIP
+
+
+def test_a_one_session_server_shows_its_capacity_limit() -> None:
+    report = check_app(checkservers.count_app(max_sessions=1))
+    assert report.conforms, report.failing
+    assert report.result("22").result == Outcome.PASS
+    assert report.result("23").result == Outcome.SKIP
+    assert report.profile.max_sessions == 1
+
+
+def test_an_older_server_conforms_with_skips() -> None:
+    report = check_app(checkservers.legacy_server())
+    assert report.conforms, [(c.id, c.message) for c in report.checks if c.id in report.failing]
+    assert {"3b", "33", "34", "35", "36"} <= outcomes(report, Outcome.SKIP)
+    assert report.profile.generation == "older"
+    assert "older server" in report.result("8").message
+
+
+def test_a_production_server_skips_http_control() -> None:
+    report = check_app(checkservers.count_app(mode="production"))
+    assert report.conforms, report.failing
+    assert {"8", "9", "10", "11"} <= outcomes(report, Outcome.SKIP)
+    assert report.profile.mode == "production"
+
+
+@pytest.mark.parametrize(
+    ("server", "failed"),
+    [
+        (checkservers.wrong_health, {"1"}),
+        (checkservers.missing_schema, {"3"}),
+        (checkservers.invalid_schema, {"3"}),
+        (checkservers.ws_silent, {"14"}),
+        (checkservers.ws_closes_early, {"14"}),
+        (checkservers.ws_huge_frame, {"14"}),
+        (checkservers.mcp_bad_errors, {"27", "28", "29", "30", "33"}),
+        (checkservers.huge_metadata, {"2"}),
+    ],
+)
+def test_a_broken_server_fails_exactly_what_it_breaks(server: object, failed: set[str]) -> None:
+    report = check_app(server())  # type: ignore[operator]
+    assert outcomes(report, Outcome.FAIL) == failed, [(c.id, c.message) for c in report.checks if c.result == "fail"]
+    assert not report.conforms
+    # what could not be checked because of the break is reported as not run, never as passed
+    for result in report.checks:
+        if result.result == Outcome.ERROR:
+            assert result.message.startswith("not run"), (result.id, result.message)
+
+
+def test_the_reasons_say_what_broke() -> None:
+    assert "{'status': 'ok'}" in check_app(checkservers.wrong_health()).result("1").message.replace('"', "'")
+    assert "integr" in check_app(checkservers.invalid_schema()).result("3").message
+    silent = check_app(checkservers.ws_silent())
+    assert "within 2 s" in silent.result("14").message
+    assert "not run: WS /ws sent no" in silent.result("15").message
+    assert "1024 KiB" in check_app(checkservers.huge_metadata()).result("2").message
+    assert "1024 KiB" in check_app(checkservers.ws_huge_frame()).result("14").message
+
+
+def test_garbage_over_the_websocket_fails_only_websocket_checks() -> None:
+    report = check_app(checkservers.ws_garbage())
+    failed = outcomes(report, Outcome.FAIL)
+    assert {"14", "15", "17", "18", "19", "20"} <= failed <= WS_CHECKS
+    assert "not JSON" in report.result("14").message
+    for http_check in ("1", "2", "3", "6", "8", "27", "30", "34", "32b"):
+        assert report.result(http_check).result == Outcome.PASS
+
+
+def test_an_episode_id_echo_is_a_warning_that_does_not_break_conformance() -> None:
+    report = check_app(checkservers.forgets_episode_id())
+    assert outcomes(report, Outcome.FAIL) == {"16"}
+    assert report.result("16").level == "warn"
+    assert report.conforms
+    assert report.warnings == ["16"]
+
+
+def test_the_total_deadline_bounds_a_server_that_never_answers() -> None:
+    with serve(checkservers.ws_silent()) as served:
+        started = time.monotonic()
+        report = check(served.url, timeout_s=5, deadline_s=1.5)
+        assert time.monotonic() - started < 4
+    assert report.result("1").result == Outcome.PASS
+    late = [c for c in report.checks if c.message.startswith("not run: the total deadline")]
+    assert late, "checks after the deadline are reported as not run"
+    assert not report.conforms
+
+
+def test_a_server_that_is_not_there_fails_fast() -> None:
+    with serve(checkservers.count_app()) as served:
+        url = served.url
+    started = time.monotonic()
+    report = check(url)
+    assert time.monotonic() - started < 10
+    assert report.result("1").result == Outcome.FAIL
+    assert "ConnectError" in report.result("1").message
