@@ -105,8 +105,8 @@ def refusal_reason(ip: IPAddress, *, allow_private: bool = False) -> str | None:
         (ip.is_loopback, "a loopback address"),
         (ip.is_link_local, "a link-local address"),
         (ip.is_multicast, "a multicast address"),
-        (ip.is_private, "a private address"),
         (ip.is_reserved, "a reserved address"),
+        (ip.is_private, "a private address"),
         (not ip.is_global, "not a public address"),
     )
     return next((reason for refused, reason in checks if refused), None)
