@@ -16,6 +16,8 @@ from catalog.text import active_content, decode, plain_text
 README_LIMIT = 512 * 1024
 MANIFEST_LIMIT = 64 * 1024
 _YAML_NODE_BUDGET = 5_000
+# libyaml's safe loader parses ten times faster than the pure-Python one, same rules.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\r?\n(.*?)(?:\r?\n)?^---[ \t]*$\r?\n?", re.S | re.M)
 _OPENS_FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\r?\n")
@@ -77,7 +79,7 @@ def _jsonable(value: Any, budget: list[int]) -> Any:
 def load_yaml_mapping(source: str, name: str, problems: list[str]) -> dict[str, Any] | None:
     """A YAML document that must be a mapping, or None with a problem saying why."""
     try:
-        loaded = yaml.safe_load(source)
+        loaded = yaml.load(source, Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader, C when built)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

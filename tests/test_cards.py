@@ -43,7 +43,7 @@ def test_good_card_has_no_problems(hub: FakeHub, settings: Settings, engine: Eng
     [
         ({"README.md": "# Just a heading\n\nNo card here.\n"}, "has no front matter"),
         ({"README.md": "---\ntitle: Never closed\n\n# Body\n"}, "never closes"),
-        ({"README.md": "---\ntitle: [unclosed\n---\nbody\n"}, "not valid YAML at line 1"),
+        ({"README.md": "---\ntitle: [unclosed\n---\nbody\n"}, "README.md front matter is not valid YAML at line"),
         ({"README.md": "---\n- a\n- list\n---\nbody\n"}, "should be a mapping"),
         ({"README.md": "---\ntitle: x\n\tbad: tab\n---\n"}, "not valid YAML"),
         ({}, "README.md is missing"),
