@@ -33,6 +33,17 @@ class Settings(BaseSettings):
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
 
+    allow_private_urls: bool = Field(
+        default=False,
+        description="let user-supplied URLs (check, register, play) reach loopback and private addresses: local use",
+    )
+    check_timeout_s: float = Field(default=10, gt=0, description="per request or frame of a conformance check")
+    check_deadline_s: float = Field(default=30, gt=0, description="a whole conformance check")
+    max_concurrent_checks: int = Field(default=4, ge=1, description="conformance checks running at once")
+    health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
+    health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")
+    health_timeout_s: float = Field(default=5, gt=0, description="per request of a health probe")
+
     hf_endpoint: str = Field(
         default="https://huggingface.co",
         validation_alias=AliasChoices("hf_endpoint", "HF_ENDPOINT"),

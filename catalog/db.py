@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, make_url, text
+from sqlalchemy import Engine, event, inspect, make_url, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, SQLModel, create_engine
@@ -67,8 +67,23 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to a table since its database was created (all nullable): ALTER TABLE ADD COLUMN."""
+    existing = inspect(engine)
+    with engine.begin() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            if not existing.has_table(table.name):
+                continue
+            present = {c["name"] for c in existing.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in present and column.nullable:
+                    kind = column.type.compile(dialect=engine.dialect)
+                    conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}'))
+
+
 def init_db(engine: Engine) -> None:
-    """Create missing tables and, on SQLite, the full-text index and its triggers."""
+    """Create missing tables and columns and, on SQLite, the full-text index and its triggers."""
+    _add_missing_columns(engine)
     SQLModel.metadata.create_all(engine)
     if is_sqlite(engine):
         with engine.begin() as conn:

@@ -72,6 +72,15 @@ class DatasetListing:
 
 
 @dataclass(frozen=True)
+class SpaceRuntimeInfo:
+    """Where a Space runs and what the Hub says it is doing now."""
+
+    stage: str | None
+    host: str | None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
 class RepoFile:
     content: bytes
     cut: bool = False  # the file was longer than the limit asked for
@@ -90,6 +99,8 @@ class Hub(Protocol):
     def list_environment_datasets(self) -> Iterator[DatasetListing]: ...
 
     def fetch_space_file(self, space_id: str, path: str, revision: str, limit: int) -> RepoFile | None: ...
+
+    def space_runtime(self, space_id: str) -> SpaceRuntimeInfo | None: ...
 
 
 def _int(value: Any) -> int:
@@ -281,3 +292,35 @@ class HubClient:
                 return RepoFile(bytes(content))
         except (httpx2.HTTPError, OSError) as exc:
             raise self._unavailable(f"downloading {path} of {space_id}", exc) from exc
+
+    def space_runtime(self, space_id: str) -> SpaceRuntimeInfo | None:
+        """The Space's stage and host now (one request, never to the Space itself); None when it is gone."""
+        url = f"{self.endpoint}/api/spaces/{space_id}"
+        try:
+            self._count()
+            response = http_backoff(
+                "GET",
+                url,
+                headers=self._headers(),
+                timeout=self._http_timeout,
+                retry_on_exceptions=_TRANSIENT,
+                max_retries=self._max_retries,
+                base_wait_time=self._backoff_s,
+            )
+            if response.status_code == 404:
+                return None
+            hf_raise_for_status(response)
+            info = response.json()
+        except (httpx2.HTTPError, OSError, ValueError) as exc:
+            raise self._unavailable(f"reading the runtime of {space_id}", exc) from exc
+        if not isinstance(info, dict):
+            raise HubUnavailableError(f"the Hub described {space_id} as {type(info).__name__}, not an object")
+        raw = info.get("runtime")
+        runtime: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        subdomain = _str(info.get("subdomain"))
+        host = _str(info.get("host")) or (f"https://{subdomain}.hf.space" if subdomain else None)
+        return SpaceRuntimeInfo(
+            stage=_str(runtime.get("stage")),
+            host=host.rstrip("/") if host else None,
+            error_message=_str(runtime.get("errorMessage")),
+        )

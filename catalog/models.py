@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlmodel import JSON, Field, SQLModel
 
+from catalog.checks.report import ConformanceReport, ConformanceSummary
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -48,6 +50,7 @@ class EnvironmentFull(EnvironmentBase):
     card: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     manifest: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     readme: str = ""
+    env_metadata: dict[str, Any] | None = Field(default=None, sa_type=JSON, description="GET /metadata, cached")
     env_schema: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     tools: list[dict[str, Any]] | None = Field(default=None, sa_type=JSON)
     tasks: dict[str, Any] | None = Field(default=None, sa_type=JSON)
@@ -80,12 +83,35 @@ class EnvironmentDataset(SQLModel, table=True):
     named_by: LinkOrigin = Field(primary_key=True)
 
 
+class HealthStatus(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    SLEEPING = "sleeping"
+    BUILDING = "building"
+    ERROR = "error"
+
+
+class Health(SQLModel):
+    """What the health monitor last saw of an environment or endpoint."""
+
+    status: HealthStatus
+    message: str = ""
+    checked_at: datetime | None = None
+    since: datetime | None = Field(default=None, description="when the status last changed")
+    health_ms: float | None = Field(default=None, description="GET /health latency, median of recent probes")
+    reset_ms: float | None = Field(default=None, description="reset latency, median of recent probes")
+    cold_start_s: float | None = Field(default=None, description="from launch or wake until /health answered")
+
+
 class EnvironmentPublic(EnvironmentBase):
-    pass
+    health: Health | None = None
+    conformance: ConformanceSummary | None = None
 
 
 class EnvironmentDetail(EnvironmentFull):
     datasets: list[str] = Field(default_factory=list)
+    health: Health | None = None  # type: ignore[assignment]
+    conformance: ConformanceSummary | None = None  # type: ignore[assignment]
 
 
 class EnvironmentsPublic(SQLModel):
@@ -206,6 +232,8 @@ class Endpoint(EndpointBase, table=True):
     internal_url: str | None = None
     handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
     log_path: str | None = None
+    health: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
 
 
 class EndpointStats(SQLModel):
@@ -226,8 +254,38 @@ class EndpointPublic(EndpointBase):
     internal_url: str | None = Field(default=None, description="where envhub itself reaches the server")
     stats: EndpointStats = Field(default_factory=EndpointStats)
     log_tail: list[str] = Field(default_factory=list)
+    health: Health | None = None
+    conformance: ConformanceSummary | None = None
 
 
 class EndpointsPublic(SQLModel):
     data: list[EndpointPublic]
+    count: int
+
+
+class CheckReportBase(SQLModel):
+    """A conformance check of one URL, and the catalog entries it is filed under."""
+
+    url: str
+    environment: str | None = Field(default=None, index=True)
+    endpoint: str | None = Field(default=None, index=True)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    conforms: bool = False
+    core_passed: int = 0
+    core_total: int = 0
+    seconds: float = 0
+
+
+class CheckReport(CheckReportBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    report: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+
+
+class CheckReportPublic(CheckReportBase):
+    id: int
+    report: ConformanceReport
+
+
+class CheckReportsPublic(SQLModel):
+    data: list[CheckReportPublic]
     count: int

@@ -58,6 +58,7 @@ def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
         hf_token=None,
         admin_token=ADMIN_TOKEN,
         sync_interval_s=0,
+        health_interval_s=0,
         templates_dir=templates_dir,
         extra_templates="",
         hub_timeout_s=1,
