@@ -13,28 +13,45 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
-# The full-text index follows the environment table through triggers. Column weights
-# for bm25: a word in the title counts most, one in the README least.
-_FTS_DDL = [
-    """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
-        title, description, tags, author, readme, content='environment', content_rowid='rowid',
-        tokenize='porter unicode61 remove_diacritics 2')""",
-    """CREATE TRIGGER IF NOT EXISTS environment_fts_insert AFTER INSERT ON environment BEGIN
+# The full-text index follows the environment table through triggers, and holds only the
+# environments that are listed (not removed), so counting matches needs no join. Column
+# weights for bm25: a word in the title counts most, one in the README least.
+FTS_VERSION = 2  # kept in PRAGMA user_version; an older index is rebuilt at start-up
+_FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
+    title, description, tags, author, readme, content='environment', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2')"""
+_FTS_TRIGGERS = [
+    """CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment
+    WHEN new.removed_at IS NULL BEGIN
         INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
         VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
     END""",
-    """CREATE TRIGGER IF NOT EXISTS environment_fts_delete AFTER DELETE ON environment BEGIN
+    """CREATE TRIGGER environment_fts_delete AFTER DELETE ON environment
+    WHEN old.removed_at IS NULL BEGIN
         INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
         VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
     END""",
-    """CREATE TRIGGER IF NOT EXISTS environment_fts_update
-        AFTER UPDATE OF title, description, tags, author, readme ON environment BEGIN
+    # One trigger for both halves of an update, so the old entry always goes before the new one.
+    """CREATE TRIGGER environment_fts_update
+    AFTER UPDATE OF title, description, tags, author, readme, removed_at ON environment BEGIN
         INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
-        VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
+        SELECT 'delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme
+        WHERE old.removed_at IS NULL;
         INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-        VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
+        SELECT new.rowid, new.title, new.description, new.tags, new.author, new.readme
+        WHERE new.removed_at IS NULL;
     END""",
+]
+_FTS_REBUILD = [
+    "DROP TRIGGER IF EXISTS environment_fts_insert",
+    "DROP TRIGGER IF EXISTS environment_fts_delete",
+    "DROP TRIGGER IF EXISTS environment_fts_update",
+    "INSERT INTO environment_fts(environment_fts) VALUES ('delete-all')",
+    """INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
+    SELECT rowid, title, description, tags, author, readme FROM environment WHERE removed_at IS NULL""",
+    *_FTS_TRIGGERS,
     "INSERT INTO environment_fts(environment_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 6.0, 3.0, 1.0)')",
+    f"PRAGMA user_version = {FTS_VERSION}",
 ]
 
 
@@ -87,8 +104,10 @@ def init_db(engine: Engine) -> None:
     SQLModel.metadata.create_all(engine)
     if is_sqlite(engine):
         with engine.begin() as conn:
-            for statement in _FTS_DDL:
-                conn.execute(text(statement))
+            conn.execute(text(_FTS_TABLE))
+            if conn.execute(text("PRAGMA user_version")).scalar_one() < FTS_VERSION:
+                for statement in _FTS_REBUILD:
+                    conn.execute(text(statement))
 
 
 def upsert(session: Session, table: type[SQLModel], rows: Sequence[dict[str, Any]]) -> None:

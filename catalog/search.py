@@ -5,7 +5,22 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import ColumnElement, Select, column, desc, func, literal_column, or_, select, table, text
+from sqlalchemy import (
+    ColumnClause,
+    ColumnElement,
+    Select,
+    String,
+    and_,
+    cast,
+    column,
+    desc,
+    func,
+    literal_column,
+    or_,
+    select,
+    table,
+    text,
+)
 from sqlmodel import Session, col
 
 from catalog.db import is_sqlite
@@ -45,10 +60,14 @@ class EnvironmentQuery(BaseModel):
     source: Source | None = None
     sdk: str | None = None
     stage: str | None = Field(default=None, description="runtime stage, e.g. RUNNING")
+    has_tools: bool = Field(default=False, description="only environments with MCP tools")
+    has_tasks: bool = Field(default=False, description="only environments serving the Task API")
     sort: Sort = Sort.RELEVANCE
     limit: int = Field(default=20, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=100_000)
-    include_removed: bool = False
+    include_removed: bool = Field(
+        default=False, description="list removed environments too (words only ever match listed ones)"
+    )
 
 
 def query_terms(q: str) -> list[str]:
@@ -63,6 +82,22 @@ def fts_match(q: str) -> str:
 
 
 _PUBLIC_COLUMNS = [getattr(Environment, name) for name in EnvironmentPublic.model_fields]
+
+
+# Tags that Space authors use to say an environment has MCP tools or serves tasks, for
+# environments whose tools and tasks the health monitor has not read yet.
+TOOL_TAGS = ("mcp", "tool-use", "tools")
+TASK_TAGS = ("task-api", "tasks")
+
+
+def _tagged(tags: tuple[str, ...]) -> ColumnElement[bool]:
+    tagged = select(col(EnvironmentTag.environment_id)).where(col(EnvironmentTag.tag).in_(tags))
+    return col(Environment.id).in_(tagged)
+
+
+def _json_present(column: Any, empty: tuple[str, ...]) -> ColumnElement[bool]:
+    """A JSON column holding something: not SQL NULL, JSON null or an empty container (any database)."""
+    return and_(column.is_not(None), cast(column, String).not_in(["null", *empty]))
 
 
 def _filters(query: EnvironmentQuery) -> list[ColumnElement[bool]]:
@@ -80,11 +115,15 @@ def _filters(query: EnvironmentQuery) -> list[ColumnElement[bool]]:
         conditions.append(col(Environment.sdk) == query.sdk)
     if query.stage:
         conditions.append(col(Environment.runtime_stage) == query.stage)
+    if query.has_tools:
+        conditions.append(or_(_json_present(col(Environment.tools), ("[]",)), _tagged(TOOL_TAGS)))
+    if query.has_tasks:
+        conditions.append(or_(_json_present(col(Environment.tasks), ("{}", "[]")), _tagged(TASK_TAGS)))
     return conditions
 
 
 def _portable_match(q: str) -> list[ColumnElement[bool]]:
-    """Word matching for databases without an FTS index of ours yet."""
+    """Word matching for databases without an FTS index of ours yet (none for no words)."""
     fields = (Environment.title, Environment.description, Environment.author, Environment.readme)
     return [or_(*(col(f).ilike(f"%{term}%") for f in fields)) for term in query_terms(q)]
 
@@ -96,26 +135,61 @@ _ORDER: dict[Sort, list[Any]] = {
 }
 
 
-def search_environments(session: Session, query: EnvironmentQuery) -> tuple[list[EnvironmentPublic], int]:
+# Above this many matches a word says little about any one environment, and ordering them
+# all by bm25 costs more than it tells (~120 ms for 100,000 matches): broad queries are
+# ordered by trending instead (bench/RESULTS.md).
+RANK_LIMIT = 10_000
+_ROWID: ColumnClause[int] = literal_column("environment.rowid")
+# A unary + keeps SQLite from using an index for that term, so a sorted page walks the sort
+# column's index and probes the matches, stopping after one page.
+_UNINDEXED_ROWID: ColumnClause[int] = literal_column("+environment.rowid")
+
+
+def search_environments(
+    session: Session, query: EnvironmentQuery, *, rank_limit: int = RANK_LIMIT
+) -> tuple[list[EnvironmentPublic], int]:
     """One page of matching environments and the total number that match."""
-    statement: Select[tuple[object, ...]] = select(*_PUBLIC_COLUMNS).where(*_filters(query))
-    ranked = False
-    if query_terms(query.q):
-        if is_sqlite(session.get_bind().engine):
-            statement = statement.join(_FTS, _FTS.c.rowid == literal_column("environment.rowid")).where(
-                text("environment_fts MATCH :match").bindparams(match=fts_match(query.q))
-            )
-            ranked = True
-        else:
-            statement = statement.where(*_portable_match(query.q))
-    count = session.execute(select(func.count()).select_from(statement.subquery())).scalar_one()
-    order: list[Any] = (
-        _ORDER[query.sort] if query.sort != Sort.RELEVANCE else ([_FTS.c.rank] if ranked else _ORDER[Sort.TRENDING])
-    )
-    rows = session.execute(
-        statement.order_by(*order, col(Environment.id)).limit(query.limit).offset(query.offset)
-    ).mappings()
+    if query_terms(query.q) and is_sqlite(session.get_bind().engine):
+        statement, count = _full_text(session, query, rank_limit)
+    else:
+        statement = select(*_PUBLIC_COLUMNS).where(*_filters(query), *_portable_match(query.q))
+        count = session.execute(select(func.count()).select_from(statement.subquery())).scalar_one()
+        sort = Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort
+        statement = statement.order_by(*_ORDER[sort], col(Environment.id))
+    if count == 0:
+        return [], 0
+    rows = session.execute(statement.limit(query.limit).offset(query.offset)).mappings()
     return [EnvironmentPublic.model_validate(dict(r)) for r in rows], count
+
+
+def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
+    """The ordered statement and the count of a word search over the FTS5 index of listed environments."""
+    match = text("environment_fts MATCH :match").bindparams(match=fts_match(query.q))
+    matched = select(_FTS.c.rowid).where(match)
+    # The index holds listed environments only, so "not removed" is already true of every match.
+    filters = _filters(query.model_copy(update={"include_removed": True}))
+    if filters:
+        counting = select(func.count()).select_from(Environment).where(*filters, _ROWID.in_(matched))
+    else:
+        counting = select(func.count()).select_from(_FTS).where(match)
+    count: int = session.execute(counting).scalar_one()
+    if query.sort == Sort.RELEVANCE and count <= rank_limit:
+        ranked = select(_FTS.c.rowid, _FTS.c.rank).where(match).subquery("ranked")
+        statement = (
+            select(*_PUBLIC_COLUMNS)
+            .select_from(ranked)
+            .join(Environment, ranked.c.rowid == _ROWID)
+            .where(*filters)
+            .order_by(ranked.c.rank, col(Environment.id))
+        )
+    else:
+        sort = Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort
+        statement = (
+            select(*_PUBLIC_COLUMNS)
+            .where(*filters, _UNINDEXED_ROWID.in_(matched))
+            .order_by(*_ORDER[sort], col(Environment.id))
+        )
+    return statement, count
 
 
 def _linked(session: Session, *, environment_id: str | None = None, dataset_id: str | None = None) -> list[str]:
@@ -170,6 +244,20 @@ def get_dataset(session: Session, dataset_id: str) -> DatasetDetail:
     detail = DatasetDetail.model_validate(dataset)
     detail.environments = _linked(session, dataset_id=dataset_id)
     return detail
+
+
+def list_tags(session: Session, *, limit: int = 50) -> list[tuple[str, int]]:
+    """The most used tags of listed environments, with how many use each."""
+    uses = func.count().label("uses")
+    statement = (
+        select(col(EnvironmentTag.tag), uses)
+        .join(Environment, col(Environment.id) == col(EnvironmentTag.environment_id))
+        .where(col(Environment.removed_at).is_(None))
+        .group_by(col(EnvironmentTag.tag))
+        .order_by(desc(uses), col(EnvironmentTag.tag))
+        .limit(limit)
+    )
+    return [(str(tag), int(count)) for tag, count in session.execute(statement)]
 
 
 def count_listed(session: Session) -> int:

@@ -134,7 +134,25 @@ def test_paging_keeps_the_total(engine: Engine) -> None:
 
 def test_removed_entries_are_hidden_unless_asked_for(engine: Engine) -> None:
     assert "gone/chess-old" not in ids(engine, q="chess")
-    assert "gone/chess-old" in ids(engine, q="chess", include_removed=True)
+    assert "gone/chess-old" not in ids(engine)
+    assert "gone/chess-old" in ids(engine, include_removed=True)
+
+
+def test_removed_and_restored_entries_leave_and_rejoin_the_index(engine: Engine) -> None:
+    with Session(engine) as session, session.begin():
+        session.execute(update(Environment).where(col(Environment.id) == "games/chess").values(removed_at=BASE_TIME))
+    assert ids(engine, q="minimax") == []
+    with Session(engine) as session, session.begin():
+        session.execute(update(Environment).where(col(Environment.id) == "games/chess").values(removed_at=None))
+    assert ids(engine, q="minimax") == ["games/chess"]
+
+
+def test_broad_words_are_ordered_by_trending(engine: Engine) -> None:
+    assert ids(engine, q="chess") == ["games/chess", "games/connect4"]  # ranked: the title match first
+    with Session(engine) as session:
+        found, count = search_environments(session, EnvironmentQuery(q="chess"), rank_limit=1)
+    assert count == 2
+    assert [e.id for e in found] == ["games/connect4", "games/chess"]  # more matches than ranked: trending
 
 
 @pytest.mark.parametrize(
