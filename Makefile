@@ -22,7 +22,7 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 
 run: $(VENV)/.runtime
 	@mkdir -p data
-	$(BIN)/python -m app serve
+	ENVHUB_ALLOW_PRIVATE_URLS=$${ENVHUB_ALLOW_PRIVATE_URLS:-true} $(BIN)/python -m app serve
 
 test: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -1,6 +1,7 @@
-"""The envhub command line: python -m app serve | sync | search."""
+"""The envhub command line: python -m app serve | sync | search | check."""
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
@@ -9,16 +10,21 @@ from collections.abc import Sequence
 from sqlmodel import Session
 from tqdm import tqdm
 
-from app.main import create_app, hub_from_settings, prepare_catalog
 from app.settings import Settings
+from catalog.checks import ConformanceReport, Outcome, check_url
 from catalog.db import create_db_engine
 from catalog.models import SyncStatus
+from catalog.outbound import OutboundGuard, RefusedURLError
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.sync import Syncer
+
+# app.main is imported where it is used: it builds the whole app (the UI too), which `check` does not need.
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
+
+    from app.main import create_app
 
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url})", flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*")
@@ -26,6 +32,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def sync(settings: Settings, args: argparse.Namespace) -> int:
+    from app.main import hub_from_settings, prepare_catalog
+
     engine = create_db_engine(settings.database_url)
     prepare_catalog(settings, engine)
     syncer = Syncer(engine, hub_from_settings(settings), workers=settings.hub_workers)
@@ -42,6 +50,8 @@ def sync(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def search(settings: Settings, args: argparse.Namespace) -> int:
+    from app.main import prepare_catalog
+
     engine = create_db_engine(settings.database_url)
     prepare_catalog(settings, engine)
     query = EnvironmentQuery(q=" ".join(args.query), tags=args.tag, sort=args.sort, limit=args.limit)
@@ -55,6 +65,50 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{env.emoji or '•'} {env.id}  ♥{env.likes}{stage}\n    {env.title}: {env.description[:100]}")
     print(f"{count} found" + (f", showing {len(found)}" if count > len(found) else ""))
     return 0
+
+
+_MARKS = {Outcome.PASS: "pass", Outcome.FAIL: "FAIL", Outcome.SKIP: "skip", Outcome.ERROR: "ERROR"}
+
+
+def print_report(report: ConformanceReport) -> None:
+    """The report as a table a person reads: one line per check, the reason under each that did not pass."""
+    profile = report.profile
+    facts = [f"openenv {profile.generation}" if profile.generation == "0.10" else "an older openenv server"]
+    if profile.mode:
+        facts.append(f"{profile.mode} mode")
+    if profile.mcp_tools:
+        facts.append(f"{profile.mcp_tools} MCP tools")
+    if profile.env_name:
+        facts.append(f"Task API name {profile.env_name!r}")
+    print(f"{report.url}: {', '.join(facts)}\n")
+    print(f"{'#':<4} {'level':<5} {'result':<6} {'ms':>7}  check")
+    for check in report.checks:
+        print(
+            f"{check.id:<4} {check.level.value:<5} {_MARKS[check.result]:<6} {check.duration_ms:>7.0f}  {check.title}"
+        )
+        if check.result != Outcome.PASS and check.message:
+            print(f"{'':<26}↳ {check.message}")
+    skipped = sum(c.result == Outcome.SKIP for c in report.checks)
+    verdict = "conforms" if report.conforms else "does NOT conform"
+    print(
+        f"\n{verdict}: {report.core_passed}/{report.core_total} core checks passed, {len(report.warnings)} warnings, "
+        f"{skipped} skipped, in {report.seconds:.1f} s"
+    )
+
+
+def check(settings: Settings, args: argparse.Namespace) -> int:
+    # The command runs with its user's own network access, so private addresses are allowed unless asked not to.
+    guard = OutboundGuard(allow_private=not args.public_only)
+    try:
+        report = asyncio.run(check_url(args.url, guard, timeout_s=args.timeout, deadline_s=args.deadline))
+    except RefusedURLError as exc:
+        print(f"envhub: {exc.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print_report(report)
+    return 0 if report.conforms else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -78,6 +132,16 @@ def parser() -> argparse.ArgumentParser:
     search_cmd.add_argument("--limit", type=int, default=20)
     search_cmd.add_argument("--json", action="store_true", help="print JSON as the API returns it")
     search_cmd.set_defaults(handler=search)
+
+    check_cmd = commands.add_parser("check", help="check an endpoint URL against the OpenEnv protocol")
+    check_cmd.add_argument("url", help="the base URL of an OpenEnv server, e.g. http://127.0.0.1:8000")
+    check_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    check_cmd.add_argument("--timeout", type=float, default=10, help="seconds per request (default 10)")
+    check_cmd.add_argument("--deadline", type=float, default=30, help="seconds for the whole check (default 30)")
+    check_cmd.add_argument(
+        "--public-only", action="store_true", help="refuse loopback and private addresses, as a hosted envhub does"
+    )
+    check_cmd.set_defaults(handler=check)
     return root
 
 
@@ -86,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # envhub reports Hub failures itself, in one line; the client's per-retry warnings would repeat it.
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    # One line per outbound request (gateway, health probes, checks) would drown everything else.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     code: int = args.handler(Settings(), args)
     return code
 

@@ -14,14 +14,17 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import gateway
-from app.api import datasets, environments, health, sync
+from app.api import checks, datasets, environments, health, sync
 from app.api import endpoints as endpoints_api
 from app.settings import Settings
+from catalog.conformance import Checker
 from catalog.db import create_db_engine, init_db
 from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.errors import ConflictError, EnvhubError
+from catalog.health import HealthMonitor
 from catalog.hub import Hub, HubClient
 from catalog.models import Backend
+from catalog.outbound import OutboundGuard
 from catalog.runtimes import Runtime
 from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
@@ -106,6 +109,18 @@ async def _sync_periodically(syncer: Syncer, interval_s: float) -> None:
         await asyncio.sleep(interval_s * random.uniform(0.9, 1.1))
 
 
+async def _monitor_periodically(monitor: HealthMonitor, interval_s: float) -> None:
+    # The first round soon after start-up, so a fresh server shows status within a minute.
+    await asyncio.sleep(min(interval_s, 60) * random.uniform(0.1, 0.3))
+    while True:
+        try:
+            done = await monitor.run_round()
+            log.info("health: %d probed in %.1f s %s", done.probed, done.seconds, done.statuses)
+        except Exception:  # a failed round must not end the monitoring
+            log.exception("a health round failed")
+        await asyncio.sleep(interval_s * random.uniform(0.9, 1.1))
+
+
 def _error_response(status_code: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status_code)
 
@@ -124,12 +139,30 @@ def create_app(
     """The envhub app. Nothing connects until it starts serving."""
     settings = settings or Settings()
     engine = create_db_engine(settings.database_url)
-    syncer = Syncer(engine, hub or hub_from_settings(settings), workers=settings.hub_workers)
+    hub = hub or hub_from_settings(settings)
+    syncer = Syncer(engine, hub, workers=settings.hub_workers)
     endpoints = EndpointManager(
         engine,
         runtimes_from_settings(settings) if runtimes is None else runtimes,
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
+    )
+
+    guard = OutboundGuard(allow_private=settings.allow_private_urls)
+    checker = Checker(
+        engine,
+        guard,
+        timeout_s=settings.check_timeout_s,
+        deadline_s=settings.check_deadline_s,
+        max_running=settings.max_concurrent_checks,
+    )
+    monitor = HealthMonitor(
+        engine,
+        hub,
+        endpoints,
+        guard,
+        concurrency=settings.health_concurrency,
+        timeout_s=settings.health_timeout_s,
     )
 
     @asynccontextmanager
@@ -139,6 +172,8 @@ def create_app(
         tasks = [asyncio.create_task(_watch_endpoints(endpoints))]
         if settings.sync_interval_s > 0:
             tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s)))
+        if settings.health_interval_s > 0:
+            tasks.append(asyncio.create_task(_monitor_periodically(monitor, settings.health_interval_s)))
         app.state.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
         try:
             yield
@@ -148,6 +183,7 @@ def create_app(
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
+            await monitor.aclose()
             await app.state.http.aclose()
             await asyncio.to_thread(endpoints.shutdown)
             engine.dispose()
@@ -161,16 +197,18 @@ def create_app(
     app.state.engine = engine
     app.state.syncer = syncer
     app.state.endpoints = endpoints
+    app.state.checker = checker
+    app.state.monitor = monitor
 
     @app.exception_handler(EnvhubError)
     async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
-        return _error_response(exc.status_code, exc.message)
+        return JSONResponse(exc.payload(), status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error_response(422, _describe_validation(exc))
 
-    for module in (environments, datasets, sync, endpoints_api, health):
+    for module in (environments, datasets, sync, endpoints_api, checks, health):
         app.include_router(module.router)
     app.include_router(gateway.router)
     return app

@@ -1,5 +1,7 @@
 """The one exception family the domain raises; each carries the HTTP status it means."""
 
+from typing import Any
+
 
 class EnvhubError(Exception):
     status_code = 500
@@ -7,6 +9,10 @@ class EnvhubError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body of the error response: the message as detail, and what a subclass adds."""
+        return {"detail": self.message}
 
 
 class NotFoundError(EnvhubError):
@@ -27,6 +33,10 @@ class ForbiddenError(EnvhubError):
 
 class ConflictError(EnvhubError):
     status_code = 409
+
+
+class TooManyRequestsError(EnvhubError):
+    status_code = 429
 
 
 class HubUnavailableError(EnvhubError):

@@ -1,4 +1,4 @@
-"""What request handlers receive: a database session, the settings, the syncer, admin checks."""
+"""What request handlers receive: a database session, the settings, the syncer, checker and monitor, admin checks."""
 
 import secrets
 from collections.abc import Iterator
@@ -9,8 +9,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
 from app.settings import Settings
+from catalog.conformance import Checker
 from catalog.endpoints import EndpointManager
 from catalog.errors import ForbiddenError, UnauthorizedError
+from catalog.health import HealthMonitor
 from catalog.sync import Syncer
 
 
@@ -34,7 +36,19 @@ def get_endpoints(request: Request) -> EndpointManager:
     return manager
 
 
+def get_checker(request: Request) -> Checker:
+    checker: Checker = request.app.state.checker
+    return checker
+
+
+def get_monitor(request: Request) -> HealthMonitor:
+    monitor: HealthMonitor = request.app.state.monitor
+    return monitor
+
+
 SessionDep = Annotated[Session, Depends(get_session)]
+CheckerDep = Annotated[Checker, Depends(get_checker)]
+MonitorDep = Annotated[HealthMonitor, Depends(get_monitor)]
 EndpointsDep = Annotated[EndpointManager, Depends(get_endpoints)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SyncerDep = Annotated[Syncer, Depends(get_syncer)]

@@ -1,0 +1,433 @@
+"""The health monitor: keeps each endpoint's and environment's status, latency and cached interface true.
+
+A round probes every running endpoint, every Hub Space the Hub reports running and
+every environment registered by URL, with bounded concurrency. A probe is `GET /health`
+and one reset (HTTP in simulation mode, WebSocket otherwise); when the cached
+`/metadata`, `/schema`, MCP tools and Task API splits are missing or old, it reads them
+too. A sleeping Space is never sent a request unless a user asks to wake it.
+"""
+
+import asyncio
+import json
+import logging
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Engine, select
+from sqlmodel import Session, col
+
+from catalog.endpoints import EndpointManager
+from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
+from catalog.hub import Hub
+from catalog.models import (
+    Endpoint,
+    EndpointStatus,
+    Environment,
+    Health,
+    HealthStatus,
+    Source,
+    utcnow,
+)
+from catalog.outbound import Fetched, OutboundGuard, OutboundSession, RefusedURLError
+
+log = logging.getLogger(__name__)
+
+SAMPLES = 10  # latencies kept per kind; the median of these is shown
+CACHE_TTL_S = 6 * 3600  # how long the cached interface of an environment is trusted
+WAKE_TIMEOUT_S = 300
+WAKE_POLL_S = 2
+_MAX_SPLITS = 10
+
+RUNNING_STAGES = frozenset({"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING"})
+BUILDING_STAGES = frozenset({"BUILDING", "APP_STARTING"})
+SLEEPING_STAGES = frozenset({"SLEEPING", "PAUSED", "STOPPED"})
+ERROR_STAGES = frozenset({"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE"})
+
+
+@dataclass
+class Probe:
+    """What one probe saw."""
+
+    status: HealthStatus
+    message: str = ""
+    health_ms: float | None = None
+    reset_ms: float | None = None
+    cache: dict[str, Any] | None = None  # column -> value, when the interface was read
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def _json(fetched: Fetched) -> Any:
+    if fetched.cut or fetched.status != 200:
+        return None
+    try:
+        return json.loads(fetched.body)
+    except ValueError:
+        return None
+
+
+async def _ws_reset(base: str, outbound: OutboundSession) -> tuple[float | None, str]:
+    """Reset over WebSocket (production mode serves no HTTP /reset): seconds taken, or None and why."""
+    socket = await outbound.websocket("ws" + base.removeprefix("http") + "/ws")
+    try:
+        started = time.perf_counter()
+        await socket.send('{"type":"reset","data":{}}')
+        async with asyncio.timeout(outbound.timeout_s):
+            reply = await socket.recv()
+        seconds = time.perf_counter() - started
+        frame = json.loads(reply) if isinstance(reply, str) else {}
+        if frame.get("type") != "observation":
+            code = (frame.get("data") or {}).get("code") if isinstance(frame, dict) else None
+            return None, f"WebSocket reset answered {code or 'something other than an observation'}"
+        await socket.send('{"type":"close"}')
+        return seconds, ""
+    finally:
+        await socket.close()
+
+
+async def read_interface(base: str, outbound: OutboundSession) -> dict[str, Any]:
+    """/metadata, /schema, MCP tools and Task API splits, as the environment row caches them."""
+    cache: dict[str, Any] = {"env_metadata": None, "env_schema": None, "tools": None, "tasks": None}
+    metadata = _json(await outbound.fetch("GET", base + "/metadata"))
+    cache["env_metadata"] = metadata if isinstance(metadata, dict) else None
+    schema = _json(await outbound.fetch("GET", base + "/schema"))
+    cache["env_schema"] = schema if isinstance(schema, dict) else None
+    listed = _json(
+        await outbound.fetch("POST", base + "/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1})
+    )
+    if isinstance(listed, dict):
+        result = listed.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if isinstance(tools, list):
+            cache["tools"] = [t for t in tools if isinstance(t, dict)]
+        elif isinstance(listed.get("error"), dict):
+            cache["tools"] = []
+    names = _json(await outbound.fetch("GET", base + "/list_environments"))
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        env_path = f"{base}/{quote(names[0], safe='')}"
+        splits = _json(await outbound.fetch("GET", env_path + "/splits"))
+        if isinstance(splits, list) and splits:
+            counted = []
+            for split in splits[:_MAX_SPLITS]:
+                if not isinstance(split, dict) or not isinstance(split.get("name"), str):
+                    continue
+                count = _json(await outbound.fetch("POST", env_path + "/num_tasks", json={"split": split["name"]}))
+                num = count.get("num_tasks") if isinstance(count, dict) else None
+                counted.append({**split, "num_tasks": num if isinstance(num, int) else None})
+            cache["tasks"] = {"env_name": names[0], "splits": counted}
+    return cache
+
+
+async def probe(base: str, outbound: OutboundSession, *, read_cache: bool = False) -> Probe:
+    """GET /health, then one reset, then (if asked) the interface; never raises for what the server does."""
+    base = base.rstrip("/")
+    try:
+        fetched = await outbound.fetch("GET", base + "/health")
+    except RefusedURLError as exc:
+        return Probe(HealthStatus.ERROR, exc.message)
+    except (TimeoutError, OSError, Exception) as exc:  # refused, reset, timed out: nobody answers
+        return Probe(HealthStatus.DOWN, f"GET /health: {type(exc).__name__} {exc}".strip())
+    health_ms = _ms(fetched.seconds)
+    body = _json(fetched)
+    if not (isinstance(body, dict) and body.get("status") == "healthy"):
+        what = f"HTTP {fetched.status}" + (f" {fetched.text()[:120]}" if fetched.body else "")
+        return Probe(HealthStatus.ERROR, f"GET /health answered {what}", health_ms=health_ms)
+    result = Probe(HealthStatus.UP, health_ms=health_ms)
+    try:
+        reset = await outbound.fetch("POST", base + "/reset", json={})
+        if reset.status in (404, 405):
+            seconds, why = await _ws_reset(base, outbound)
+            result.reset_ms = _ms(seconds) if seconds is not None else None
+            result.message = why
+        elif reset.status == 200:
+            result.reset_ms = _ms(reset.seconds)
+        else:
+            result.status = HealthStatus.ERROR
+            result.message = f"POST /reset answered HTTP {reset.status}"
+        if read_cache:
+            result.cache = await read_interface(base, outbound)
+    except Exception as exc:  # /health answered, so the server is up; say what else failed
+        result.message = f"{type(exc).__name__}: {exc}".strip()
+    return result
+
+
+def record(previous: dict[str, Any] | None, seen: Probe, *, cold_start_s: float | None = None) -> dict[str, Any]:
+    """The health JSON kept on a row: the new status, recent latencies and their medians."""
+    now = utcnow()
+    previous = previous or {}
+    samples = {
+        kind: [*previous.get("samples", {}).get(kind, []), value][-SAMPLES:]
+        if value is not None
+        else list(previous.get("samples", {}).get(kind, []))
+        for kind, value in (("health", seen.health_ms), ("reset", seen.reset_ms))
+    }
+    changed = previous.get("status") != seen.status.value
+    health = Health(
+        status=seen.status,
+        message=seen.message,
+        checked_at=now,
+        since=now if changed else previous.get("since") or now,
+        health_ms=round(statistics.median(samples["health"]), 2) if samples["health"] else None,
+        reset_ms=round(statistics.median(samples["reset"]), 2) if samples["reset"] else None,
+        cold_start_s=cold_start_s if cold_start_s is not None else previous.get("cold_start_s"),
+    )
+    stored: dict[str, Any] = health.model_dump(mode="json")
+    stored["samples"] = samples
+    if previous.get("waking_since") is not None:
+        stored["waking_since"] = previous["waking_since"]
+    return stored
+
+
+def _stage_probe(stage: str | None, error_message: str | None) -> Probe | None:
+    """The status a Hub stage means without asking the Space; None when the Space runs and may be probed."""
+    if stage in RUNNING_STAGES:
+        return None
+    if stage in SLEEPING_STAGES:
+        return Probe(HealthStatus.SLEEPING, f"the Hub reports {stage}; it wakes when someone asks")
+    if stage in BUILDING_STAGES:
+        return Probe(HealthStatus.BUILDING, f"the Hub reports {stage}")
+    if stage in ERROR_STAGES:
+        return Probe(HealthStatus.ERROR, f"the Hub reports {stage}" + (f": {error_message}" if error_message else ""))
+    return Probe(HealthStatus.DOWN, f"the Hub reports {stage or 'no stage'}")
+
+
+@dataclass
+class Round:
+    """What one monitor round did."""
+
+    probed: int = 0
+    seconds: float = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+class HealthMonitor:
+    def __init__(
+        self,
+        engine: Engine,
+        hub: Hub,
+        endpoints: EndpointManager,
+        guard: OutboundGuard,
+        *,
+        concurrency: int = 16,
+        timeout_s: float = 5,
+    ) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.endpoints = endpoints
+        self.guard = guard
+        self.internal = OutboundGuard(allow_private=True)  # envhub's own endpoints
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self._wakes: dict[str, asyncio.Task[None]] = {}
+        self._cached_at: dict[str, float] = {}  # environment id -> when its interface was last read
+
+    def _stale(self, row: Environment | None) -> bool:
+        """Whether to read the environment's /metadata, /schema, tools and tasks on this probe."""
+        if row is None:
+            return False
+        cached = self._cached_at.get(row.id)
+        return row.env_schema is None or cached is None or time.monotonic() - cached > CACHE_TTL_S
+
+    def _cached(self, environment_id: str) -> None:
+        self._cached_at[environment_id] = time.monotonic()
+
+    # -- one round
+
+    async def run_round(self) -> Round:
+        """Probe every running endpoint, Hub Space and URL environment once."""
+        started = time.perf_counter()
+        endpoint_ids, environments = await asyncio.to_thread(self._targets)
+        limit = asyncio.Semaphore(self.concurrency)
+        done = Round()
+
+        async def bounded(job: Callable[[], Awaitable[Health | None]]) -> None:
+            async with limit:
+                try:
+                    health = await job()
+                except Exception:  # one bad target must not end the round
+                    log.exception("a health probe failed")
+                    return
+                if health is not None:
+                    done.probed += 1
+                    done.statuses[health.status.value] = done.statuses.get(health.status.value, 0) + 1
+
+        jobs = [lambda e=e: self.probe_endpoint(e) for e in endpoint_ids]
+        jobs += [lambda e=e: self.probe_environment(e) for e in environments]
+        await asyncio.gather(*(bounded(job) for job in jobs))
+        done.seconds = round(time.perf_counter() - started, 3)
+        return done
+
+    def _targets(self) -> tuple[list[str], list[str]]:
+        running = [e.id for e in self.endpoints.list(active_only=True) if e.status == EndpointStatus.RUNNING]
+        statement = select(col(Environment.id)).where(
+            col(Environment.source).in_([Source.HUB, Source.URL]), col(Environment.removed_at).is_(None)
+        )
+        with Session(self.engine) as session:
+            environments = list(session.execute(statement).scalars())
+        return running, environments
+
+    def _session(self, guard: OutboundGuard, headers: dict[str, str] | None = None) -> OutboundSession:
+        return OutboundSession(guard, timeout_s=self.timeout_s, headers=headers or {})
+
+    async def _probe(
+        self, base: str, guard: OutboundGuard, read_cache: bool, headers: dict[str, str] | None = None
+    ) -> Probe:
+        outbound = self._session(guard, headers)
+        try:
+            async with asyncio.timeout(self.timeout_s * 8):
+                return await probe(base, outbound, read_cache=read_cache)
+        except TimeoutError:
+            return Probe(HealthStatus.DOWN, f"the probe took over {self.timeout_s * 8:g} s")
+        finally:
+            await outbound.aclose()
+
+    # -- endpoints
+
+    async def probe_endpoint(self, endpoint_id: str) -> Health | None:
+        upstream = await asyncio.to_thread(self.endpoints.resolve, endpoint_id)
+        if upstream is None:
+            return None
+        endpoint, environment = await asyncio.to_thread(self._endpoint_rows, endpoint_id)
+        if endpoint is None:
+            return None
+        seen = await self._probe(upstream.url, self.internal, self._stale(environment), upstream.headers)
+        cold_start = None
+        if endpoint.health is None and seen.status == HealthStatus.UP and endpoint.started_at:
+            cold_start = round((endpoint.started_at - endpoint.created_at).total_seconds(), 3)
+        health = record(endpoint.health, seen, cold_start_s=cold_start)
+        await asyncio.to_thread(self._save_endpoint, endpoint_id, health, environment, seen.cache)
+        return Health.model_validate(health)
+
+    def _endpoint_rows(self, endpoint_id: str) -> tuple[Endpoint | None, Environment | None]:
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+            environment = session.get(Environment, endpoint.environment) if endpoint else None
+            return endpoint, environment
+
+    def _save_endpoint(
+        self, endpoint_id: str, health: dict[str, Any], environment: Environment | None, cache: dict[str, Any] | None
+    ) -> None:
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+            if endpoint is None or endpoint.status != EndpointStatus.RUNNING:
+                return  # stopped while it was probed
+            endpoint.health = health
+            session.add(endpoint)
+            if environment is not None and cache is not None:
+                row = session.get(Environment, environment.id)
+                if row is not None:
+                    for column, value in cache.items():
+                        setattr(row, column, value)
+                    session.add(row)
+                    self._cached(environment.id)
+            session.commit()
+
+    # -- environments: Hub Spaces and URLs
+
+    async def probe_environment(self, environment_id: str) -> Health | None:
+        row = await asyncio.to_thread(self._environment, environment_id)
+        if row is None or row.source not in (Source.HUB, Source.URL):
+            return None
+        host, stage_seen, updates = row.host, None, {}
+        if row.source == Source.HUB:
+            try:
+                runtime = await asyncio.to_thread(self.hub.space_runtime, row.id)
+            except EnvhubError as exc:
+                log.info("health of %s not refreshed: %s", row.id, exc.message)
+                return None  # the Hub is unreachable: what is known stays
+            if runtime is None:
+                stage_seen = Probe(HealthStatus.DOWN, "the Hub no longer has this Space")
+            else:
+                host = runtime.host or host
+                updates = {"runtime_stage": runtime.stage, "host": host}
+                stage_seen = _stage_probe(runtime.stage, runtime.error_message)
+        if row.id in self._wakes:
+            return None  # a wake asked for by a user is following it
+        if stage_seen is not None:
+            seen = stage_seen
+        elif not host:
+            seen = Probe(HealthStatus.DOWN, "no host to probe")
+        else:
+            seen = await self._probe(host, self.guard, self._stale(row))
+        health = record(row.health, seen)
+        await asyncio.to_thread(self._save_environment, row.id, health, seen.cache, updates)
+        return Health.model_validate(health)
+
+    def _environment(self, environment_id: str) -> Environment | None:
+        with Session(self.engine) as session:
+            return session.get(Environment, environment_id)
+
+    def _save_environment(
+        self, environment_id: str, health: dict[str, Any], cache: dict[str, Any] | None, updates: dict[str, Any]
+    ) -> None:
+        with Session(self.engine) as session:
+            row = session.get(Environment, environment_id)
+            if row is None:
+                return
+            for column, value in {**updates, **(cache or {})}.items():
+                setattr(row, column, value)
+            if cache is not None:
+                self._cached(environment_id)
+            row.health = health
+            session.add(row)
+            session.commit()
+
+    # -- waking a sleeping Space, on request
+
+    async def wake(self, environment_id: str) -> Health:
+        """Send a sleeping Space the request that wakes it, then follow it until /health answers."""
+        row = await asyncio.to_thread(self._environment, environment_id)
+        if row is None:
+            raise NotFoundError(f"no environment {environment_id!r} in the catalog")
+        if row.source not in (Source.HUB, Source.URL) or not row.host:
+            raise InvalidInputError(f"{environment_id} runs nowhere to wake; launch it with POST /api/endpoints")
+        current = row.health or {}
+        if current.get("status") == HealthStatus.UP.value or environment_id in self._wakes:
+            return Health.model_validate(current) if current else Health(status=HealthStatus.BUILDING)
+        waking = Probe(HealthStatus.BUILDING, "waking on request")
+        health = {**record(current, waking), "waking_since": utcnow().isoformat()}
+        await asyncio.to_thread(self._save_environment, environment_id, health, None, {})
+        task = asyncio.create_task(self._follow_wake(environment_id, row.host, time.monotonic()))
+        self._wakes[environment_id] = task
+        task.add_done_callback(lambda _: self._wakes.pop(environment_id, None))
+        return Health.model_validate(health)
+
+    async def _follow_wake(self, environment_id: str, host: str, started: float) -> None:
+        outbound = self._session(self.guard)
+        try:
+            while time.monotonic() - started < WAKE_TIMEOUT_S:
+                try:
+                    fetched = await outbound.fetch("GET", host.rstrip("/") + "/health")
+                    body = _json(fetched)
+                    if isinstance(body, dict) and body.get("status") == "healthy":
+                        break
+                except Exception as exc:  # still asleep, still starting
+                    log.debug("%s not awake yet: %s", environment_id, exc)
+                await asyncio.sleep(WAKE_POLL_S)
+            else:
+                await self._finish_wake(environment_id, Probe(HealthStatus.DOWN, "did not wake within 5 minutes"))
+                return
+            cold_start = round(time.monotonic() - started, 3)
+            seen = await self._probe(host, self.guard, read_cache=True)
+            await self._finish_wake(environment_id, seen, cold_start)
+        finally:
+            await outbound.aclose()
+
+    async def _finish_wake(self, environment_id: str, seen: Probe, cold_start_s: float | None = None) -> None:
+        row = await asyncio.to_thread(self._environment, environment_id)
+        if row is None:
+            return
+        previous = {k: v for k, v in (row.health or {}).items() if k != "waking_since"}
+        health = record(previous, seen, cold_start_s=cold_start_s)
+        await asyncio.to_thread(self._save_environment, environment_id, health, seen.cache, {})
+
+    async def aclose(self) -> None:
+        for task in list(self._wakes.values()):
+            task.cancel()
+        await asyncio.gather(*self._wakes.values(), return_exceptions=True)

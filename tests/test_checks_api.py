@@ -1,0 +1,140 @@
+"""POST /api/checks and the stored reports: URLs, envhub's own endpoints, refusals and limits."""
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests import checkservers
+from tests.checkservers import Served, serve
+from tests.serving import Envhub
+
+
+@pytest.fixture
+def local_settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"allow_private_urls": True, "check_timeout_s": 2})
+
+
+@pytest.fixture
+def local_client(local_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(local_settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def count_server() -> Iterator[Served]:
+    with serve(checkservers.count_app()) as served:
+        yield served
+
+
+def test_checking_a_url_files_a_report(local_client: TestClient, count_server: Served) -> None:
+    response = local_client.post("/api/checks", json={"url": count_server.url + "/"})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["url"], body["conforms"], body["environment"], body["endpoint"]) == (
+        count_server.url,
+        True,
+        None,
+        None,
+    )
+    assert body["core_passed"] == body["core_total"] == body["report"]["core_passed"]
+    assert body["report"]["checks"][0]["evidence"][0]["sent"] == "GET /health"
+
+    again = local_client.get(f"/api/checks/{body['id']}")
+    assert again.json() == body
+    listed = local_client.get("/api/checks").json()
+    assert (listed["count"], listed["data"][0]["id"]) == (1, body["id"])
+
+
+def test_a_private_url_is_refused_in_the_hosted_configuration(client: TestClient, count_server: Served) -> None:
+    response = client.post("/api/checks", json={"url": count_server.url})
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": f"refused {count_server.url}: 127.0.0.1:{count_server.port} is a loopback address; "
+        "set ENVHUB_ALLOW_PRIVATE_URLS=true to allow such addresses"
+    }
+    for url, why in (
+        ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+        ("http://localhost:8000", "localhost resolves to"),
+        ("http://10.0.0.8:8000", "private address"),
+        ("ftp://example.org", "only http:// and https://"),
+    ):
+        refused = client.post("/api/checks", json={"url": url})
+        assert refused.status_code == 422
+        assert why in refused.json()["detail"]
+    assert client.get("/api/checks").json()["count"] == 0
+
+
+def test_the_request_names_exactly_one_target(client: TestClient) -> None:
+    for body in ({}, {"url": "http://example.org", "endpoint": "abc"}, {"url": "http://example.org", "x": 1}):
+        response = client.post("/api/checks", json=body)
+        assert response.status_code == 422
+        assert isinstance(response.json()["detail"], str)
+    assert client.post("/api/checks", json={"endpoint": "nope"}).status_code == 404
+    missing = client.post("/api/checks", json={"environment": "nobody/nothing"})
+    assert missing.status_code == 404
+
+
+def test_a_template_cannot_be_checked_until_launched(count_template: str, client: TestClient) -> None:
+    response = client.post("/api/checks", json={"environment": count_template})
+    assert response.status_code == 422
+    assert "POST /api/endpoints" in response.json()["detail"]
+
+
+def test_envhubs_own_endpoints_are_checked_through_the_gateway(envhub: Envhub, count_template: str) -> None:
+    # The hosted configuration (no private URLs), yet envhub's own gateway is reachable on loopback.
+    endpoint = envhub.running(count_template)
+    by_id = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"]}, timeout=60)
+    assert by_id.status_code == 201, by_id.text
+    by_url = envhub.http.post("/api/checks", json={"url": endpoint["url"]}, timeout=60)
+    assert by_url.status_code == 201, by_url.text
+    for report in (by_id.json(), by_url.json()):
+        assert report["conforms"], [c for c in report["report"]["checks"] if c["result"] in ("fail", "error")]
+        assert (report["environment"], report["endpoint"]) == (count_template, endpoint["id"])
+        assert report["url"] == f"{envhub.url}/endpoints/{endpoint['id']}"
+
+    listed = envhub.http.get("/api/checks", params={"endpoint": endpoint["id"]}).json()
+    assert [r["id"] for r in listed["data"]] == [by_url.json()["id"], by_id.json()["id"]]  # newest first
+    assert envhub.http.get("/api/checks", params={"environment": count_template}).json()["count"] == 2
+
+    summary = envhub.endpoint(endpoint["id"])["conformance"]
+    assert summary["conforms"] is True
+    assert summary["report_id"] == by_url.json()["id"]
+    assert summary["core_passed"] == summary["core_total"] > 20
+    environment = envhub.http.get(f"/api/environments/{count_template}").json()
+    assert environment["conformance"]["report_id"] == by_url.json()["id"]
+
+    # Other paths of envhub itself are not an endpoint, and stay refused.
+    refused = envhub.http.post("/api/checks", json={"url": f"{envhub.url}/api"})
+    assert refused.status_code == 422
+    assert "loopback" in refused.json()["detail"]
+
+
+def test_a_stopped_endpoint_is_not_checked(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+    response = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"]})
+    assert response.status_code == 409
+    assert "stopped" in response.json()["detail"]
+
+
+def test_checks_running_at_once_are_limited(local_settings: Settings) -> None:
+    settings = local_settings.model_copy(update={"max_concurrent_checks": 1})
+    with serve(checkservers.ws_silent()) as slow, TestClient(create_app(settings)) as test_client:
+        first: dict[str, Any] = {}
+        runner = threading.Thread(
+            target=lambda: first.update(response=test_client.post("/api/checks", json={"url": slow.url}))
+        )
+        runner.start()
+        time.sleep(0.5)  # the first check waits on the silent WebSocket
+        second = test_client.post("/api/checks", json={"url": slow.url})
+        runner.join(timeout=30)
+    assert second.status_code == 429
+    assert "at once" in second.json()["detail"]
+    assert first["response"].status_code == 201
+    assert first["response"].json()["conforms"] is False
