@@ -59,6 +59,29 @@ class CountEnvironment(Environment):  # type: ignore[misc]
         return self._state
 
 
+class TaskCountEnvironment(CountEnvironment):
+    """The counting game with a Task API: targets to count to, in a train split."""
+
+    TASKS = ({"target": 5}, {"target": 10}, {"target": 20})
+
+    def list_splits(self) -> list[str]:
+        return ["train"]
+
+    def num_tasks(self, split: str) -> int:
+        return len(self.TASKS)
+
+    def list_tasks(self, split: str) -> list[dict[str, int]]:
+        return list(self.TASKS)
+
+    def get_task(self, split: str, index: int) -> dict[str, int]:
+        if not 0 <= index < len(self.TASKS):
+            raise IndexError(index)
+        return self.TASKS[index]
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, int]]:
+        return list(self.TASKS[start:stop])
+
+
 class ForgetfulEnvironment(CountEnvironment):
     """Ignores the episode_id it is given (a quality problem, not a protocol break)."""
 
