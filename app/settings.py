@@ -1,9 +1,11 @@
 """envhub's configuration: one settings object read from the environment."""
 
+import hashlib
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import make_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +55,14 @@ class Settings(BaseSettings):
     hub_max_retries: int = Field(default=4, ge=0)
     hub_backoff_s: float = Field(default=1, ge=0, description="first retry wait, doubling")
     hub_workers: int = Field(default=8, ge=1, description="parallel file downloads in a sync")
+
+    def catalog_id(self) -> str:
+        """A short name for this catalog's database, the same on every replica that shares it."""
+        url = make_url(self.database_url)
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            url = url.set(database=str(Path(url.database).resolve()))
+        rendered = url.render_as_string(hide_password=True)
+        return hashlib.sha256(rendered.encode()).hexdigest()[:12]
 
     def template_roots(self) -> list[Path]:
         """The built-in templates folder first, then each extra folder."""

@@ -10,7 +10,7 @@ from docker.errors import DockerException
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from catalog.runtimes.containers import LABEL, engine_client, space_image
+from catalog.runtimes.containers import CATALOG_LABEL, LABEL, engine_client, space_image
 from tests.conftest import ADMIN_TOKEN, needs, space_files
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
@@ -104,16 +104,19 @@ def test_hub_space_runs_from_its_registry_image(
 def test_orphaned_containers_are_removed_at_start(
     settings: Settings, tmp_path: Path, templates_dir: Path, docker_engine: docker.DockerClient
 ) -> None:
-    orphan = docker_engine.containers.run(
-        BASE_IMAGE, ["sleep", "300"], detach=True, labels={LABEL: "orphan00"}, name="envhub-orphan00"
-    )
+    labels = {LABEL: "orphan00", CATALOG_LABEL: settings.catalog_id()}
+    elsewhere = {LABEL: "other00", CATALOG_LABEL: "another-catalog"}
+    orphan = docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=labels)
+    not_ours = docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=elsewhere)
     try:
         envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
         envhub.stop()
         assert "orphan00" not in managed_containers(docker_engine)
+        assert "other00" in managed_containers(docker_engine)  # another catalog's container is left alone
     finally:
-        if "orphan00" in managed_containers(docker_engine):
-            orphan.remove(force=True)
+        for container in (orphan, not_ours):
+            if container.id in {c.id for c in docker_engine.containers.list(all=True)}:
+                container.remove(force=True)
 
 
 def test_unreachable_docker_engine_is_a_clear_503(

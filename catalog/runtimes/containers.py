@@ -18,6 +18,7 @@ from catalog.models import Backend, EnvironmentDetail, Source
 from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
 
 LABEL = "envhub.endpoint"
+CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
 _OPTIONS = {"image", "port"}
 
@@ -67,8 +68,10 @@ class ContainerRuntime:
         cpus: float = 1.0,
         pids: int = 512,
         ready_timeout_s: float = 60,
+        catalog: str = "default",
     ) -> None:
         self._client_factory = client_factory
+        self.catalog = catalog
         self._client: docker.DockerClient | None = None
         self.base_image = base_image
         self.memory = memory
@@ -123,7 +126,11 @@ class ContainerRuntime:
                 name=f"envhub-{spec.endpoint_id}",
                 ports={f"{port}/tcp": ("127.0.0.1", None)},
                 environment=spec.env,
-                labels={LABEL: spec.endpoint_id, "envhub.environment": spec.environment.id},
+                labels={
+                    LABEL: spec.endpoint_id,
+                    CATALOG_LABEL: self.catalog,
+                    "envhub.environment": spec.environment.id,
+                },
                 mem_limit=self.memory,
                 nano_cpus=int(self.cpus * 1e9),
                 pids_limit=self.pids,
@@ -202,17 +209,28 @@ class ContainerRuntime:
 
     def stop(self, handle: dict[str, Any]) -> None:
         if not handle.get("container"):
-            for container in self.client.containers.list(all=True, filters={"label": f"{LABEL}={handle['endpoint']}"}):
-                container.remove(force=True)
+            for container in self._ours(f"{LABEL}={handle['endpoint']}"):
+                self._remove(container)
             return
         container = self._container(handle)
-        if container is None:
-            return
+        if container is not None:
+            self._remove(container)
+
+    @staticmethod
+    def _remove(container: Container) -> None:
         try:
             container.stop(timeout=5)
             container.remove(force=True)
         except NotFound:
-            pass
+            pass  # already gone
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: a removal is already under way
+                raise
+
+    def _ours(self, *labels: str) -> list[Container]:
+        filters = {"label": [f"{CATALOG_LABEL}={self.catalog}", *labels]}
+        containers: list[Container] = self.client.containers.list(all=True, filters=filters)
+        return containers
 
     def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
         return {}
@@ -225,5 +243,4 @@ class ContainerRuntime:
         return container is not None and container.status == "running"
 
     def managed_endpoints(self) -> set[str]:
-        containers = self.client.containers.list(all=True, filters={"label": LABEL})
-        return {str(c.labels[LABEL]) for c in containers}
+        return {str(c.labels[LABEL]) for c in self._ours(LABEL)}
