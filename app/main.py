@@ -60,6 +60,7 @@ def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
             cpus=settings.docker_cpus,
             pids=settings.docker_pids,
             ready_timeout_s=settings.launch_timeout_s,
+            catalog=settings.catalog_id(),
         ),
         Backend.SPACE: SpaceRuntime(
             settings.hf_endpoint,
