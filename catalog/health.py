@@ -390,10 +390,17 @@ class HealthMonitor:
         current = row.health or {}
         if current.get("status") == HealthStatus.UP.value or environment_id in self._wakes:
             return Health.model_validate(current) if current else Health(status=HealthStatus.BUILDING)
+        host, updates = row.host, {}
+        if row.source == Source.HUB:
+            runtime = await asyncio.to_thread(self.hub.space_runtime, row.id)  # where it runs now
+            if runtime is None:
+                raise NotFoundError(f"the Hub no longer has the Space {environment_id}")
+            host = runtime.host or host
+            updates = {"runtime_stage": runtime.stage, "host": host}
         waking = Probe(HealthStatus.BUILDING, "waking on request")
         health = {**record(current, waking), "waking_since": utcnow().isoformat()}
-        await asyncio.to_thread(self._save_environment, environment_id, health, None, {})
-        task = asyncio.create_task(self._follow_wake(environment_id, row.host, time.monotonic()))
+        await asyncio.to_thread(self._save_environment, environment_id, health, None, updates)
+        task = asyncio.create_task(self._follow_wake(environment_id, host, time.monotonic()))
         self._wakes[environment_id] = task
         task.add_done_callback(lambda _: self._wakes.pop(environment_id, None))
         return Health.model_validate(health)

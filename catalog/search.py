@@ -34,6 +34,7 @@ from catalog.models import (
     EnvironmentDetail,
     EnvironmentPublic,
     EnvironmentTag,
+    HealthStatus,
     Source,
 )
 
@@ -62,6 +63,8 @@ class EnvironmentQuery(BaseModel):
     stage: str | None = Field(default=None, description="runtime stage, e.g. RUNNING")
     has_tools: bool = Field(default=False, description="only environments with MCP tools")
     has_tasks: bool = Field(default=False, description="only environments serving the Task API")
+    conforms: bool = Field(default=False, description="only environments whose last check passed every core check")
+    up: bool = Field(default=False, description="only environments the health monitor last saw up")
     sort: Sort = Sort.RELEVANCE
     limit: int = Field(default=20, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=100_000)
@@ -119,6 +122,10 @@ def _filters(query: EnvironmentQuery) -> list[ColumnElement[bool]]:
         conditions.append(or_(_json_present(col(Environment.tools), ("[]",)), _tagged(TOOL_TAGS)))
     if query.has_tasks:
         conditions.append(or_(_json_present(col(Environment.tasks), ("{}", "[]")), _tagged(TASK_TAGS)))
+    if query.conforms:
+        conditions.append(col(Environment.conformance)["conforms"].as_boolean().is_(True))
+    if query.up:
+        conditions.append(col(Environment.health)["status"].as_string() == HealthStatus.UP.value)
     return conditions
 
 

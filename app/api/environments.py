@@ -1,11 +1,16 @@
-"""GET /api/environments: search the catalog; GET /api/environments/{id}: one environment."""
+"""GET /api/environments: search the catalog; GET /api/environments/{id}: one environment.
+
+POST /api/environments registers a self-hosted endpoint by URL; POST .../{id}/wake wakes a sleeping Space.
+"""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import SessionDep
-from catalog.models import EnvironmentDetail, EnvironmentsPublic, Source
+from app.api.deps import CheckerDep, MonitorDep, SessionDep, SettingsDep
+from catalog.conformance import register_url
+from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source
 from catalog.search import EnvironmentQuery, Sort, get_environment, search_environments
 
 router = APIRouter(prefix="/api/environments", tags=["environments"])
@@ -20,17 +25,52 @@ def list_environments(
     source: Source | None = None,
     sdk: str | None = None,
     stage: Annotated[str | None, Query(description="runtime stage, e.g. RUNNING")] = None,
+    conforms: Annotated[bool, Query(description="only environments whose last check passed every core check")] = False,
+    up: Annotated[bool, Query(description="only environments the health monitor last saw up")] = False,
     sort: Sort = Sort.RELEVANCE,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
 ) -> EnvironmentsPublic:
     query = EnvironmentQuery(
-        q=q, tags=tag, author=author, source=source, sdk=sdk, stage=stage, sort=sort, limit=limit, offset=offset
+        q=q,
+        tags=tag,
+        author=author,
+        source=source,
+        sdk=sdk,
+        stage=stage,
+        conforms=conforms,
+        up=up,
+        sort=sort,
+        limit=limit,
+        offset=offset,
     )
     data, count = search_environments(session, query)
     return EnvironmentsPublic(data=data, count=count)
 
 
+class RegisterRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(max_length=2048, description="the base URL of a self-hosted OpenEnv server")
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+async def register_environment(
+    body: RegisterRequest, response: Response, checker: CheckerDep, settings: SettingsDep
+) -> EnvironmentDetail:
+    """Add a self-hosted endpoint (source "url") once its core checks pass; 422 with the failing checks if not."""
+    environment, created = await register_url(checker, body.url, probe_timeout_s=settings.health_timeout_s)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return environment
+
+
 @router.get("/{environment_id:path}")
 def read_environment(session: SessionDep, environment_id: str) -> EnvironmentDetail:
     return get_environment(session, environment_id)
+
+
+@router.post("/{environment_id:path}/wake", status_code=status.HTTP_202_ACCEPTED)
+async def wake_environment(environment_id: str, monitor: MonitorDep) -> Health:
+    """Wake a sleeping Space (the monitor never does by itself); follow its health until it answers."""
+    return await monitor.wake(environment_id)
