@@ -138,3 +138,14 @@ def test_checks_running_at_once_are_limited(local_settings: Settings) -> None:
     assert "at once" in second.json()["detail"]
     assert first["response"].status_code == 201
     assert first["response"].json()["conforms"] is False
+
+
+def test_a_web_ui_is_checked_without_disturbing_it(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template, options={"env": {"ENABLE_WEB_INTERFACE": "true"}})
+    response = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"]}, timeout=60)
+    report = response.json()["report"]
+    assert report["conforms"], [c for c in report["checks"] if c["result"] in ("fail", "error")]
+    assert report["profile"]["web_ui"] is True
+    results = {c["id"]: c for c in report["checks"]}
+    assert (results["37"]["result"], results["38"]["result"]) == ("pass", "pass")
+    assert all(not e["sent"].startswith(("POST /web/reset", "POST /web/step")) for e in results["38"]["evidence"])
