@@ -16,10 +16,12 @@ from catalog import models  # noqa: F401  (registers the tables on SQLModel.meta
 # The full-text index follows the environment table through triggers, and holds only the
 # environments that are listed (not removed), so counting matches needs no join. Column
 # weights for bm25: a word in the title counts most, one in the README least.
-FTS_VERSION = 2  # kept in PRAGMA user_version; an older index is rebuilt at start-up
+FTS_VERSION = 3  # kept in PRAGMA user_version; an older index is rebuilt at start-up
+# Prefix indexes: search-as-you-type makes the last word a prefix, and without them FTS5
+# merges the doclists of every word sharing it on each lookup.
 _FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
     title, description, tags, author, readme, content='environment', content_rowid='rowid',
-    tokenize='porter unicode61 remove_diacritics 2')"""
+    tokenize='porter unicode61 remove_diacritics 2', prefix='2 3 4 5 6 7 8')"""
 _FTS_TRIGGERS = [
     """CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment
     WHEN new.removed_at IS NULL BEGIN
@@ -46,7 +48,8 @@ _FTS_REBUILD = [
     "DROP TRIGGER IF EXISTS environment_fts_insert",
     "DROP TRIGGER IF EXISTS environment_fts_delete",
     "DROP TRIGGER IF EXISTS environment_fts_update",
-    "INSERT INTO environment_fts(environment_fts) VALUES ('delete-all')",
+    "DROP TABLE IF EXISTS environment_fts",
+    _FTS_TABLE,
     """INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
     SELECT rowid, title, description, tags, author, readme FROM environment WHERE removed_at IS NULL""",
     *_FTS_TRIGGERS,

@@ -108,8 +108,11 @@ def _filters(query: EnvironmentQuery) -> list[ColumnElement[bool]]:
     if not query.include_removed:
         conditions.append(col(Environment.removed_at).is_(None))
     for tag in query.tags:
-        tagged = select(col(EnvironmentTag.environment_id)).where(col(EnvironmentTag.tag) == tag)
-        conditions.append(col(Environment.id).in_(tagged))
+        # Correlated on the (environment_id, tag) key: a lookup per row, never a list of every tagged id.
+        tagged = select(col(EnvironmentTag.tag)).where(
+            col(EnvironmentTag.environment_id) == col(Environment.id), col(EnvironmentTag.tag) == tag
+        )
+        conditions.append(tagged.exists())
     if query.author:
         conditions.append(col(Environment.author) == query.author)
     if query.source:
@@ -145,7 +148,11 @@ _ORDER: dict[Sort, list[Any]] = {
 # Above this many matches a word says little about any one environment, and ordering them
 # all by bm25 costs more than it tells (~120 ms for 100,000 matches): broad queries are
 # ordered by trending instead (bench/RESULTS.md).
-RANK_LIMIT = 10_000
+RANK_LIMIT = 5_000
+# When at least this share of the catalog matches, a sorted page is found fastest by walking
+# the sort index and asking the full-text index about each row; below it, by listing the
+# matches first.
+DENSE_SHARE = 0.05
 _ROWID: ColumnClause[int] = literal_column("environment.rowid")
 # A unary + keeps SQLite from using an index for that term, so a sorted page walks the sort
 # column's index and probes the matches, stopping after one page.
@@ -191,11 +198,13 @@ def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tu
         )
     else:
         sort = Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort
-        statement = (
-            select(*_PUBLIC_COLUMNS)
-            .where(*filters, _UNINDEXED_ROWID.in_(matched))
-            .order_by(*_ORDER[sort], col(Environment.id))
-        )
+        highest_rowid = session.execute(select(func.max(_ROWID)).select_from(Environment)).scalar() or 1
+        member: ColumnElement[bool]
+        if count >= DENSE_SHARE * highest_rowid:
+            member = select(_FTS.c.rowid).where(_FTS.c.rowid == _ROWID, match).exists()
+        else:
+            member = _UNINDEXED_ROWID.in_(matched)
+        statement = select(*_PUBLIC_COLUMNS).where(*filters, member).order_by(*_ORDER[sort], col(Environment.id))
     return statement, count
 
 
