@@ -17,6 +17,7 @@ from app import gateway
 from app.api import checks, datasets, environments, health, sync
 from app.api import endpoints as endpoints_api
 from app.settings import Settings
+from app.ui import PlaySessions, UiContext, mount_ui
 from catalog.conformance import Checker
 from catalog.db import create_db_engine, init_db
 from catalog.endpoints import EndpointLimits, EndpointManager
@@ -148,6 +149,7 @@ def create_app(
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
     )
+    play_sessions = PlaySessions()
 
     guard = OutboundGuard(allow_private=settings.allow_private_urls)
     checker = Checker(
@@ -170,7 +172,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(prepare_catalog, settings, engine)
         await asyncio.to_thread(endpoints.reconcile)
-        tasks = [asyncio.create_task(_watch_endpoints(endpoints))]
+        tasks = [asyncio.create_task(_watch_endpoints(endpoints)), asyncio.create_task(play_sessions.reap_forever())]
         if settings.sync_interval_s > 0:
             tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s)))
         if settings.health_interval_s > 0:
@@ -184,6 +186,7 @@ def create_app(
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
+            await play_sessions.close_all()
             await monitor.aclose()
             await app.state.http.aclose()
             await asyncio.to_thread(endpoints.shutdown)
@@ -212,4 +215,5 @@ def create_app(
     for module in (environments, datasets, sync, endpoints_api, checks, health):
         app.include_router(module.router)
     app.include_router(gateway.router)
+    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions))  # last: its mount at / takes the rest
     return app

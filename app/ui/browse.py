@@ -1,0 +1,145 @@
+"""The browse page: search as you type, filters, sort, result cards and pages."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from app.ui.cards import pages, results_html, summary
+from app.ui.context import UiContext
+from catalog.models import Source
+from catalog.search import EnvironmentQuery, Sort, list_tags, search_environments
+
+PAGE_SIZE = 12
+SORTS = [("Relevance", "relevance"), ("Likes", "likes"), ("Trending", "trending"), ("Recently updated", "updated")]
+SOURCES = [("Any source", ""), ("Hub Spaces", "hub"), ("Built-in", "template"), ("Added by URL", "url")]
+STAGES = [
+    ("Any status", ""),
+    ("Running", "RUNNING"),
+    ("Sleeping", "SLEEPING"),
+    ("Building", "BUILDING"),
+    ("Paused", "PAUSED"),
+    ("Runtime error", "RUNTIME_ERROR"),
+]
+# Clicking a card opens it in place; a modified click (new tab) follows the card's ?env= link.
+CARD_CLICKS = """
+element.addEventListener('click', (event) => {
+  const card = event.target.closest('[data-env]');
+  if (!card || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  trigger('click', {env: card.dataset.env});
+});
+"""
+
+
+@dataclass(frozen=True)
+class Browse:
+    query: gr.Textbox
+    sort: gr.Dropdown
+    tags: gr.Dropdown
+    source: gr.Dropdown
+    status: gr.Dropdown
+    has_tools: gr.Checkbox
+    has_tasks: gr.Checkbox
+    summary: gr.Markdown
+    results: gr.HTML
+    previous: gr.Button
+    page_label: gr.Markdown
+    next: gr.Button
+    page: gr.State
+
+    @property
+    def filters(self) -> list[Any]:
+        return [self.query, self.sort, self.tags, self.source, self.status, self.has_tools, self.has_tasks]
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.summary, self.results, self.page, self.page_label, self.previous, self.next]
+
+
+def build() -> Browse:
+    with gr.Row(equal_height=True):
+        query = gr.Textbox(
+            placeholder="Search environments: wordle, chess, tool use…",
+            show_label=False,
+            scale=5,
+            elem_id="search",
+            autofocus=True,
+        )
+        sort = gr.Dropdown(SORTS, value="relevance", show_label=False, scale=1, elem_id="sort", container=False)
+    with gr.Row(equal_height=True):
+        tags = gr.Dropdown([], multiselect=True, label="Tags", scale=3, elem_id="tags")
+        source = gr.Dropdown(SOURCES, value="", label="Source", scale=1, elem_id="source")
+        status = gr.Dropdown(STAGES, value="", label="Status", scale=1, elem_id="status")
+        with gr.Column(scale=1, min_width=140):
+            has_tools = gr.Checkbox(label="Has MCP tools", elem_id="has-tools")
+            has_tasks = gr.Checkbox(label="Has tasks", elem_id="has-tasks")
+    result_summary = gr.Markdown(elem_id="result-summary")
+    results = gr.HTML(elem_id="results", js_on_load=CARD_CLICKS)
+    with gr.Row(elem_id="pager"):
+        previous = gr.Button("← Previous", size="sm", interactive=False, elem_id="previous")
+        page_label = gr.Markdown(elem_id="page-label")
+        following = gr.Button("Next →", size="sm", interactive=False, elem_id="next")
+    return Browse(
+        query, sort, tags, source, status, has_tools, has_tasks, result_summary, results, previous, page_label,
+        following, gr.State(0),
+    )  # fmt: skip
+
+
+def run_search(ctx: UiContext, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
+    """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
+    q, sort, tags, source, status, has_tools, has_tasks = filters
+    query = EnvironmentQuery(
+        q=(q or "")[:500],
+        tags=(tags or [])[:20],
+        source=Source(source) if source else None,
+        stage=status or None,
+        has_tools=bool(has_tools),
+        has_tasks=bool(has_tasks),
+        sort=Sort(sort or "relevance"),
+        limit=PAGE_SIZE,
+        offset=max(0, page) * PAGE_SIZE,
+    )
+    with ctx.db() as session:
+        found, count = search_environments(session, query)
+    total_pages = pages(count, PAGE_SIZE)
+    page = min(max(0, page), total_pages - 1)
+    return (
+        summary(count, query.offset, len(found)),
+        results_html(found, ctx.active_endpoint_ids() if found else {}, q or ""),
+        page,
+        f"Page {page + 1} of {total_pages}",
+        gr.Button(interactive=page > 0),
+        gr.Button(interactive=page + 1 < total_pages),
+    )
+
+
+def tag_choices(ctx: UiContext) -> Any:
+    with ctx.db() as session:
+        return gr.Dropdown(choices=[(f"{tag} ({count})", tag) for tag, count in list_tags(session, limit=60)])
+
+
+def wire(ctx: UiContext, browse: Browse) -> None:
+    def first_page(*values: Any) -> tuple[Any, ...]:
+        return run_search(ctx, values, 0)
+
+    def turn(by: int) -> Any:
+        def go(*values: Any) -> tuple[Any, ...]:
+            *filters, page = values
+            return run_search(ctx, filters, page + by)
+
+        return go
+
+    common: dict[str, Any] = {"show_progress": "hidden", "queue": True}
+    keep_url = (
+        "(q) => { const u = new URL(location); u.searchParams.delete('env'); "
+        "q ? u.searchParams.set('q', q) : u.searchParams.delete('q'); history.replaceState(null, '', u); }"
+    )
+    browse.query.input(first_page, browse.filters, browse.outputs, trigger_mode="always_last", **common)
+    browse.query.submit(first_page, browse.filters, browse.outputs, **common)
+    browse.query.input(None, [browse.query], None, js=keep_url, queue=False)
+    for control in browse.filters[1:]:
+        control.change(first_page, browse.filters, browse.outputs, **common)
+    browse.previous.click(turn(-1), [*browse.filters, browse.page], browse.outputs, **common)
+    browse.next.click(turn(1), [*browse.filters, browse.page], browse.outputs, **common)

@@ -1,0 +1,93 @@
+"""Search results as cards: emoji, title, author, likes, tags, short description, badges."""
+
+import html
+from collections.abc import Sequence
+
+from catalog.models import EnvironmentPublic, Source
+from catalog.search import TASK_TAGS, TOOL_TAGS
+
+_STAGES = {
+    "RUNNING": ("Running", "ok"),
+    "RUNNING_BUILDING": ("Running", "ok"),
+    "SLEEPING": ("Sleeping", "idle"),
+    "PAUSED": ("Paused", "idle"),
+    "STOPPED": ("Stopped", "idle"),
+    "BUILDING": ("Building", "busy"),
+    "APP_STARTING": ("Starting", "busy"),
+    "RUNNING_APP_STARTING": ("Starting", "busy"),
+    "BUILD_ERROR": ("Build error", "bad"),
+    "CONFIG_ERROR": ("Config error", "bad"),
+    "RUNTIME_ERROR": ("Runtime error", "bad"),
+    "NO_APP_FILE": ("No app", "bad"),
+}
+_SOURCES = {Source.HUB: "Hub Space", Source.TEMPLATE: "Built-in", Source.URL: "URL"}
+MAX_TAGS = 5
+
+
+def badges(environment: EnvironmentPublic, launched: str | None = None) -> list[tuple[str, str]]:
+    """(text, kind) pairs; kind is ok, idle, busy, bad or info and picks the colour."""
+    found = [(_SOURCES.get(environment.source, str(environment.source)), "info")]
+    if environment.runtime_stage:
+        found.append(_STAGES.get(environment.runtime_stage, (environment.runtime_stage.title(), "info")))
+    if launched:
+        found.append(
+            ("Launched here" if launched == "running" else "Launching", "ok" if launched == "running" else "busy")
+        )
+    tags = set(environment.tags)
+    if tags & set(TOOL_TAGS):
+        found.append(("MCP tools", "info"))
+    if tags & set(TASK_TAGS):
+        found.append(("Task API", "info"))
+    if environment.problems:
+        count = len(environment.problems)
+        found.append((f"{count} problem{'s' if count != 1 else ''}", "bad"))
+    return found
+
+
+def badges_html(pairs: Sequence[tuple[str, str]]) -> str:
+    return "".join(f'<span class="badge badge-{kind}">{html.escape(text)}</span>' for text, kind in pairs)
+
+
+def card_html(environment: EnvironmentPublic, launched: str | None = None) -> str:
+    e = environment
+    emoji = html.escape(e.emoji or "🧩")
+    author = f"by {html.escape(e.author)} · " if e.author else ""
+    tags = "".join(f'<span class="tag">{html.escape(t)}</span>' for t in e.tags[:MAX_TAGS] if t != "openenv")
+    description = html.escape(e.description or "No description.")
+    return (
+        f'<a class="env-card" href="?env={html.escape(e.id, quote=True)}" data-env="{html.escape(e.id, quote=True)}">'
+        f'<div class="env-card-head"><span class="env-emoji">{emoji}</span>'
+        f'<span class="env-title">{html.escape(e.title)}</span></div>'
+        f'<div class="env-meta">{author}♥ {e.likes:,} · <code>{html.escape(e.id)}</code></div>'
+        f'<p class="env-desc">{description}</p>'
+        f'<div class="env-badges">{badges_html(badges(e, launched))}</div>'
+        f'<div class="env-tags">{tags}</div>'
+        "</a>"
+    )
+
+
+def results_html(environments: Sequence[EnvironmentPublic], launched: dict[str, str], query: str) -> str:
+    if not environments:
+        return empty_state(query)
+    cards = "".join(card_html(e, launched.get(e.id)) for e in environments)
+    return f'<div class="env-grid">{cards}</div>'
+
+
+def empty_state(query: str) -> str:
+    said = f" for <b>{html.escape(query)}</b>" if query.strip() else ""
+    return (
+        '<div class="empty-state"><div class="empty-emoji">🔍</div>'
+        f"<p>No environments found{said}.</p>"
+        "<p>Try fewer words or filters, or clear the search to see everything.</p></div>"
+    )
+
+
+def summary(count: int, offset: int, shown: int) -> str:
+    if count == 0:
+        return "No environments"
+    noun = "environment" if count == 1 else "environments"
+    return f"{count:,} {noun} · showing {offset + 1:,}–{offset + shown:,}"
+
+
+def pages(count: int, page_size: int) -> int:
+    return max(1, -(-count // page_size))

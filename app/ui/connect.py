@@ -1,0 +1,82 @@
+"""The Connect panel: the endpoint URL to copy and snippets that use it."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from app.ui.forms import form_fields
+from app.ui.live import LiveInfo
+from app.ui.snippets import Target, all_snippets
+
+PLACEHOLDER_URL = "http://127.0.0.1:7860/endpoints/ENDPOINT_ID"
+LANGUAGES = {
+    "Python": "python",
+    "Python (async)": "python",
+    "TRL": "python",
+    "curl": "shell",
+    "WebSocket": "python",
+    "MCP": "python",
+}
+
+
+@dataclass(frozen=True)
+class Connect:
+    note: gr.Markdown
+    url: gr.Textbox
+    snippets: dict[str, gr.Code]
+    mcp_tab: gr.Tab
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.note, self.url, *self.snippets.values(), self.mcp_tab]
+
+
+def build() -> Connect:
+    note = gr.Markdown(elem_id="connect-note")
+    url = gr.Textbox(label="Endpoint URL", buttons=["copy"], interactive=False, elem_id="connect-url")
+    snippets: dict[str, gr.Code] = {}
+    mcp_tab: gr.Tab | None = None
+    with gr.Tabs():
+        for name, language in LANGUAGES.items():
+            with gr.Tab(name, visible=name != "MCP") as tab:
+                snippets[name] = gr.Code(
+                    language=language,  # type: ignore[arg-type]
+                    interactive=False,
+                    buttons=["copy"],
+                    show_label=False,
+                    elem_id=f"snippet-{name.lower().replace(' ', '-').strip('()')}",
+                )
+            if name == "MCP":
+                mcp_tab = tab
+    assert mcp_tab is not None
+    return Connect(note, url, snippets, mcp_tab)
+
+
+def target_for(url: str | None, title: str, info: LiveInfo) -> Target:
+    return Target(
+        url=url or PLACEHOLDER_URL,
+        title=title,
+        fields=form_fields(info.action_schema) if info.action_schema else (),
+        tools=info.tools,
+        task_env=info.task_env,
+        splits=tuple(s.name for s in info.splits),
+    )
+
+
+def updates(connect: Connect, url: str | None, title: str, info: LiveInfo) -> dict[Any, Any]:
+    texts = all_snippets(target_for(url, title, info))
+    note = (
+        "Paste this URL into openenv's client or your trainer."
+        if url
+        else "Not running yet: launch it (Launch tab, or **Launch locally** in Play) to get its URL. "
+        "The snippets below show where the URL goes."
+    )
+    values: dict[Any, Any] = {
+        connect.note: note,
+        connect.url: url or "",
+        connect.mcp_tab: gr.Tab(visible="MCP" in texts),
+    }
+    for name, code in connect.snippets.items():
+        values[code] = texts.get(name, "")
+    return values

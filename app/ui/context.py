@@ -1,0 +1,70 @@
+"""What every UI panel works with: the catalog, the endpoint manager and the play sessions."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import gradio as gr
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from app.settings import Settings
+from app.ui.sessions import PlaySessions
+from catalog.endpoints import EndpointManager
+from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
+
+
+@dataclass(frozen=True)
+class UiContext:
+    settings: Settings
+    engine: Engine
+    endpoints: EndpointManager
+    sessions: PlaySessions
+
+    @contextmanager
+    def db(self) -> Iterator[Session]:
+        with Session(self.engine) as session:
+            yield session
+
+    def base_url(self, request: gr.Request | None) -> str:
+        """Where users reach envhub: the configured public URL, else the address this page came from."""
+        if self.settings.public_url:
+            return self.settings.public_url.rstrip("/")
+        inner = getattr(request, "request", None) if request is not None else None
+        if inner is not None:
+            return str(inner.base_url).rstrip("/")
+        headers = dict(request.headers) if request is not None else {}
+        scheme = headers.get("x-forwarded-proto", "http")
+        return f"{scheme}://{headers.get('host', '127.0.0.1:7860')}"
+
+    def endpoint_url(self, request: gr.Request | None, endpoint_id: str) -> str:
+        return f"{self.base_url(request)}/endpoints/{endpoint_id}"
+
+    def running_endpoint(self, environment_id: str) -> Endpoint | None:
+        """The newest running endpoint of an environment."""
+        return next(
+            (
+                e
+                for e in self.endpoints.list(active_only=True)
+                if e.environment == environment_id and e.status == EndpointStatus.RUNNING
+            ),
+            None,
+        )
+
+    def live_urls(self, environment: EnvironmentDetail, request: gr.Request | None) -> list[str]:
+        """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
+        urls = [
+            self.endpoint_url(request, e.id)
+            for e in self.endpoints.list(active_only=True)
+            if e.environment == environment.id and e.status == EndpointStatus.RUNNING
+        ]
+        if environment.host:
+            urls.append(environment.host.rstrip("/"))
+        return urls
+
+    def active_endpoint_ids(self) -> dict[str, str]:
+        """environment id -> status of its newest active endpoint."""
+        found: dict[str, str] = {}
+        for endpoint in self.endpoints.list(active_only=True):
+            found.setdefault(endpoint.environment, endpoint.status.value)
+        return found

@@ -1,0 +1,100 @@
+"""The environment page: header, README, schemas and tools, status, and the Connect panel."""
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from app.ui import connect
+from app.ui.context import UiContext
+from app.ui.describe import api_html, header_html, readme_base, status_html
+from app.ui.live import LiveInfo, from_record, probe
+from app.ui.readme import render_markdown
+from catalog.search import find_environment
+
+
+@dataclass(frozen=True)
+class Detail:
+    header: gr.HTML
+    readme: gr.HTML
+    api: gr.HTML
+    status: gr.HTML
+    play: gr.Button
+    launch: gr.Button
+    connect: connect.Connect
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.header, self.readme, *self.live_outputs]
+
+    @property
+    def live_outputs(self) -> list[Any]:
+        """What refresh() fills in from the live environment."""
+        return [self.api, self.status, *self.connect.outputs]
+
+
+def build() -> Detail:
+    header = gr.HTML(elem_id="env-header")
+    with gr.Row():
+        with gr.Column(scale=3), gr.Tabs():
+            with gr.Tab("README"):
+                readme = gr.HTML(elem_id="readme", elem_classes=["readme"])
+            with gr.Tab("API", elem_id="api-tab"):
+                api = gr.HTML(elem_id="env-api")
+            with gr.Tab("Connect", elem_id="connect-tab"):
+                panel = connect.build()
+        with gr.Column(scale=1, min_width=220):
+            play = gr.Button("▶ Play", variant="primary", elem_id="open-play")
+            launch = gr.Button("🚀 Launch", elem_id="open-launch")
+            status = gr.HTML(elem_id="env-status")
+    return Detail(header, readme, api, status, play, launch, panel)
+
+
+def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+    """Everything the catalog knows, at once; the live part follows in refresh()."""
+    with ctx.db() as session:
+        environment = find_environment(session, environment_id) if environment_id else None
+    if environment is None:
+        missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
+        return {
+            detail.header: f'<div class="env-header"><h1>Not found</h1><p>{missing}</p></div>',
+            detail.readme: "",
+            detail.api: "",
+            detail.status: "",
+        } | connect.updates(detail.connect, None, "", LiveInfo())
+    urls = ctx.live_urls(environment, request)
+    url = urls[0] if urls else None
+    info = from_record(environment, url)
+    launched = ctx.active_endpoint_ids().get(environment.id)
+    base = readme_base(ctx.settings.hf_endpoint, environment)
+    return {
+        detail.header: header_html(environment, ctx.settings.hf_endpoint, launched),
+        detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
+        detail.api: api_html(info),
+        detail.status: status_html(environment, url),
+    } | connect.updates(detail.connect, url, environment.title, info)
+
+
+async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+    """Read schemas, tools and tasks from the live URL when the catalog has not cached them."""
+    with ctx.db() as session:
+        environment = find_environment(session, environment_id) if environment_id else None
+    if environment is None:
+        return {output: gr.skip() for output in detail.live_outputs}
+    urls = ctx.live_urls(environment, request)
+    url = urls[0] if urls else None
+    info = from_record(environment, url)
+    if url and (info.schema is None or (not info.tools and not info.splits)):
+        live = await probe(url)
+        info = LiveInfo(
+            url=url,
+            schema=info.schema or live.schema,
+            tools=info.tools or live.tools,
+            task_env=info.task_env or live.task_env,
+            splits=info.splits or live.splits,
+            problems=live.problems,
+        )
+    return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(
+        detail.connect, url, environment.title, info
+    )

@@ -1,0 +1,218 @@
+"""The launch page: pick a backend and its options, watch the endpoint start, copy its URL,
+stop it; and the list of running endpoints."""
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+from pydantic import ValidationError
+
+from app.ui.context import UiContext
+from catalog.endpoints import LaunchOptions, LaunchRequest
+from catalog.errors import EnvhubError
+from catalog.models import Backend, Endpoint, EndpointStatus
+from catalog.runtimes import log_tail
+
+BACKEND_HELP = {
+    Backend.PROCESS: "Runs a built-in or local environment folder as a process on this server. No options.",
+    Backend.DOCKER: "Builds the folder's Dockerfile or runs a Space's image. "
+    'Options: `{"image": "...", "port": 8000}`.',
+    Backend.SPACE: "Creates a Space on the Hub with the server's token. Options: "
+    '`{"namespace": "...", "name": "...", "private": false, "hardware": "cpu-basic", "sleep_time": 3600, '
+    '"delete_on_stop": false}`.',
+}
+_BADGE = {
+    EndpointStatus.STARTING: "busy",
+    EndpointStatus.RUNNING: "ok",
+    EndpointStatus.STOPPING: "busy",
+    EndpointStatus.STOPPED: "idle",
+    EndpointStatus.FAILED: "bad",
+}
+
+
+@dataclass(frozen=True)
+class Launch:
+    environment: gr.Markdown
+    backend: gr.Dropdown
+    backend_help: gr.Markdown
+    variables: gr.Textbox
+    secrets: gr.Textbox
+    options: gr.Code
+    start: gr.Button
+    message: gr.Markdown
+    endpoint: gr.State
+    status: gr.HTML
+    url: gr.Textbox
+    stop: gr.Button
+    log: gr.Code
+    endpoints: gr.Dataframe
+    timer: gr.Timer
+
+    @property
+    def watched(self) -> list[Any]:
+        return [self.status, self.url, self.stop, self.log, self.endpoints]
+
+
+def build(backends: list[Backend]) -> Launch:
+    environment = gr.Markdown("Open an environment, then launch it here.", elem_id="launch-environment")
+    with gr.Row():
+        with gr.Column(scale=2):
+            backend = gr.Dropdown(
+                [b.value for b in backends], value=backends[0].value if backends else None, label="Backend",
+                elem_id="launch-backend",
+            )  # fmt: skip
+            backend_help = gr.Markdown(BACKEND_HELP.get(backends[0], "") if backends else "")
+            variables = gr.Textbox(
+                label="Environment variables", placeholder="NAME=value, one per line", lines=2, elem_id="launch-env"
+            )
+            secrets = gr.Textbox(
+                label="Secrets (passed to the server, never stored or shown)",
+                placeholder="NAME=value, one per line",
+                lines=2,
+                elem_id="launch-secrets",
+            )
+            options = gr.Code("{}", language="json", lines=3, label="Backend options (JSON)", elem_id="launch-options")
+            start = gr.Button("🚀 Launch", variant="primary", elem_id="launch-start")
+            message = gr.Markdown(elem_id="launch-message")
+        with gr.Column(scale=3):
+            status = gr.HTML(elem_id="launch-status")
+            url = gr.Textbox(label="Endpoint URL", buttons=["copy"], interactive=False, elem_id="launch-url")
+            stop = gr.Button("■ Stop", variant="stop", visible=False, elem_id="launch-stop")
+            log = gr.Code(label="Log (last lines)", language="shell", interactive=False, lines=8, max_lines=20,
+                          elem_id="launch-log")  # fmt: skip
+    gr.Markdown("### Running endpoints")
+    endpoints = gr.Dataframe(
+        headers=["id", "environment", "backend", "status", "url", "started"],
+        interactive=False,
+        elem_id="launch-endpoints",
+    )
+    return Launch(
+        environment, backend, backend_help, variables, secrets, options, start, message, gr.State(""), status, url,
+        stop, log, endpoints, gr.Timer(1.0, active=False),
+    )  # fmt: skip
+
+
+def parse_assignments(text: str, what: str) -> dict[str, str]:
+    """NAME=value lines (blank lines and # comments skipped) as a dict."""
+    found: dict[str, str] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{what}, line {number}: write NAME=value")
+        found[name.strip()] = value
+    return found
+
+
+def status_html(endpoint: Endpoint) -> str:
+    kind = _BADGE.get(endpoint.status, "info")
+    return (
+        f'<div class="endpoint-status"><span class="badge badge-{kind}">{html.escape(endpoint.status.value)}</span> '
+        f"<code>{html.escape(endpoint.id)}</code> · {html.escape(endpoint.environment)} · "
+        f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p></div>"
+    )
+
+
+def rows(ctx: UiContext, request: gr.Request) -> list[list[Any]]:
+    return [
+        [
+            e.id,
+            e.environment,
+            e.backend.value,
+            e.status.value,
+            ctx.endpoint_url(request, e.id),
+            e.started_at.strftime("%H:%M:%S") if e.started_at else "",
+        ]
+        for e in ctx.endpoints.list(active_only=True)
+    ]
+
+
+def watch(ctx: UiContext, launch: Launch, endpoint_id: str, request: gr.Request) -> dict[Any, Any]:
+    """The followed endpoint's status, URL and log tail, and the running endpoints."""
+    values: dict[Any, Any] = {launch.endpoints: rows(ctx, request)}
+    if not endpoint_id:
+        return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
+    try:
+        endpoint = ctx.endpoints.get(endpoint_id)
+    except EnvhubError as exc:
+        return values | {launch.status: html.escape(exc.message)}
+    running = endpoint.status == EndpointStatus.RUNNING
+    active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
+    return values | {
+        launch.status: status_html(endpoint),
+        launch.url: ctx.endpoint_url(request, endpoint.id) if running else "",
+        launch.stop: gr.Button(visible=active),
+        launch.log: "\n".join(log_tail(ctx.endpoints.log_path(endpoint.id), 40)),
+    }
+
+
+def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
+    def start(
+        request: gr.Request, environment_id: str, backend: str, variables: str, secrets: str, options: str
+    ) -> Any:
+        if not environment_id:
+            return {launch.message: "Open an environment first."}
+        try:
+            extra = json.loads(options or "{}")
+            if not isinstance(extra, dict):
+                raise ValueError("backend options must be a JSON object")
+            body = LaunchRequest(
+                environment=environment_id,
+                backend=Backend(backend),
+                options=LaunchOptions(
+                    env=parse_assignments(variables, "Environment variables"),
+                    secrets=parse_assignments(secrets, "Secrets"),
+                    **extra,
+                ),
+            )
+            endpoint = ctx.endpoints.launch(body)
+        except (ValueError, ValidationError) as exc:
+            return {launch.message: f"**Not launched:** {_reason(exc)}"}
+        except EnvhubError as exc:
+            return {launch.message: f"**Not launched:** {exc.message}"}
+        return {
+            launch.message: f"Launching `{endpoint.id}`…",
+            launch.endpoint: endpoint.id,
+            launch.timer: gr.Timer(active=True),
+        } | watch(ctx, launch, endpoint.id, request)
+
+    def tick(request: gr.Request, endpoint_id: str) -> Any:
+        values = watch(ctx, launch, endpoint_id, request)
+        changing = False
+        if endpoint_id:
+            try:
+                changing = ctx.endpoints.get(endpoint_id).status in (EndpointStatus.STARTING, EndpointStatus.STOPPING)
+            except EnvhubError:
+                changing = False
+        return values | {launch.timer: gr.Timer(active=changing)}
+
+    def stop(request: gr.Request, endpoint_id: str) -> Any:
+        try:
+            ctx.endpoints.stop(endpoint_id)
+        except EnvhubError as exc:
+            return {launch.message: f"**Not stopped:** {exc.message}"}
+        return {launch.message: f"Stopped `{endpoint_id}`."} | watch(ctx, launch, endpoint_id, request)
+
+    def follow(request: gr.Request, event: gr.SelectData) -> Any:
+        row = event.row_value if isinstance(event.row_value, list) else []
+        endpoint_id = str(row[0]) if row else ""
+        return {launch.endpoint: endpoint_id} | watch(ctx, launch, endpoint_id, request)
+
+    outputs = [launch.message, launch.endpoint, launch.timer, *launch.watched]
+    launch.backend.change(
+        lambda b: BACKEND_HELP.get(Backend(b), "") if b else "", [launch.backend], [launch.backend_help]
+    )
+    launch.start.click(start, [selected, launch.backend, launch.variables, launch.secrets, launch.options], outputs)
+    launch.timer.tick(tick, [launch.endpoint], [launch.timer, *launch.watched], show_progress="hidden")
+    launch.stop.click(stop, [launch.endpoint], [launch.message, *launch.watched])
+    launch.endpoints.select(follow, None, [launch.endpoint, *launch.watched])
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return str(exc)

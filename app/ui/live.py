@@ -1,0 +1,149 @@
+"""What a running environment says about itself: schemas, MCP tools and Task API splits.
+
+Read from the catalog record when the health monitor cached it, otherwise asked of the
+live URL (GET /schema, POST /mcp tools/list, the Task API routes). Every answer is
+optional: older servers lack the Task API, most lack MCP, and a broken one is a problem
+to show, not an error.
+"""
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from catalog.models import EnvironmentDetail
+
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    type: str
+    count: int | None
+
+
+@dataclass(frozen=True)
+class LiveInfo:
+    url: str | None = None
+    schema: dict[str, Any] | None = None
+    tools: list[Tool] = field(default_factory=list)
+    task_env: str | None = None
+    splits: list[Split] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def action_schema(self) -> dict[str, Any] | None:
+        action = (self.schema or {}).get("action")
+        return action if isinstance(action, dict) else None
+
+
+def parse_tools(payload: Any) -> list[Tool]:
+    """Tools from any of openenv's three tool-list shapes (camelCase or snake_case schemas)."""
+    items = payload.get("tools") if isinstance(payload, dict) else payload
+    tools = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        schema = item.get("inputSchema", item.get("input_schema"))
+        tools.append(Tool(item["name"], str(item.get("description") or ""), schema if isinstance(schema, dict) else {}))
+    return tools
+
+
+def parse_splits(payload: Any, counts: dict[str, int | None] | None = None) -> list[Split]:
+    splits = []
+    for item in payload if isinstance(payload, list) else []:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        count = item.get("num_tasks", item.get("count"))
+        if counts is not None and item["name"] in counts:
+            count = counts[item["name"]]
+        splits.append(Split(item["name"], str(item.get("type") or ""), count if isinstance(count, int) else None))
+    return splits
+
+
+def from_record(environment: EnvironmentDetail, url: str | None = None) -> LiveInfo:
+    """What the catalog already knows, as cached by the health monitor."""
+    tasks = environment.tasks or {}
+    return LiveInfo(
+        url=url,
+        schema=environment.env_schema,
+        tools=parse_tools(environment.tools or []),
+        task_env=tasks.get("env_name") if isinstance(tasks.get("env_name"), str) else None,
+        splits=parse_splits(tasks.get("splits")),
+    )
+
+
+async def _json(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
+    response = await http.request(method, url, **kwargs)
+    response.raise_for_status()
+    return response.json()
+
+
+async def _schema(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    schema = await _json(http, "GET", f"{url}/schema")
+    if not isinstance(schema, dict):
+        raise ValueError("GET /schema did not return an object")
+    return schema
+
+
+async def _tools(http: httpx.AsyncClient, url: str) -> list[Tool]:
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    answer = await _json(http, "POST", f"{url}/mcp", json=request)
+    return parse_tools(answer.get("result")) if isinstance(answer, dict) else []
+
+
+async def _tasks(http: httpx.AsyncClient, url: str) -> tuple[str | None, list[Split]]:
+    names = await _json(http, "GET", f"{url}/list_environments")
+    if not isinstance(names, list) or not names or not isinstance(names[0], str):
+        return None, []
+    env = names[0]
+    response = await http.get(f"{url}/{env}/splits")
+    if response.status_code != 200:
+        return None, []  # the route exists on every 0.10 server; 501 means no tasks
+    splits = parse_splits(response.json())
+
+    async def count(split: Split) -> tuple[str, int | None]:
+        answer = await http.post(f"{url}/{env}/num_tasks", json={"split": split.name})
+        number = answer.json().get("num_tasks") if answer.status_code == 200 else None
+        return split.name, number if isinstance(number, int) else None
+
+    counts = dict(await asyncio.gather(*(count(s) for s in splits)))
+    return env, [Split(s.name, s.type, counts.get(s.name)) for s in splits]
+
+
+async def probe(url: str, *, timeout_s: float = PROBE_TIMEOUT_S) -> LiveInfo:
+    """Ask a live environment for its schema, tools and tasks, all at once."""
+    url = url.rstrip("/")
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as http:
+        schema, tools, tasks = await asyncio.gather(
+            _schema(http, url), _tools(http, url), _tasks(http, url), return_exceptions=True
+        )
+    problems = []
+    if isinstance(schema, BaseException):
+        problems.append(f"GET {url}/schema failed: {_reason(schema)}")
+    task_env, splits = tasks if not isinstance(tasks, BaseException) else (None, [])
+    return LiveInfo(
+        url=url,
+        schema=None if isinstance(schema, BaseException) else schema,
+        tools=[] if isinstance(tools, BaseException) else tools,
+        task_env=task_env,
+        splits=splits,
+        problems=problems,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

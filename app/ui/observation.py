@@ -1,0 +1,190 @@
+"""An observation split into what a person reads: text, Markdown, images, a field table,
+legal actions to click, the error to show next to the form, and a JSON tree of the rest."""
+
+import base64
+import binascii
+import html
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.ui.readme import render_inline
+
+LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
+_MAGIC = {
+    b"\x89PNG\r\n\x1a\n": "image/png",
+    b"\xff\xd8\xff": "image/jpeg",
+    b"GIF87a": "image/gif",
+    b"GIF89a": "image/gif",
+}
+_DATA_URI = re.compile(r"^data:(image/(?:png|jpeg|gif|webp));base64,([A-Za-z0-9+/=\s]+)$", re.IGNORECASE)
+_B64 = re.compile(r"^[A-Za-z0-9+/\s]+={0,2}$")
+_WHITESPACE = re.compile(r"\s")
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Part:
+    kind: Literal["text", "markdown", "image", "fields"]
+    label: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ObservationView:
+    parts: list[Part] = field(default_factory=list)
+    legal_actions: list[Any] = field(default_factory=list)
+    error: str | None = None
+    tree: dict[str, Any] = field(default_factory=dict)
+
+
+def image_data_uri(value: str) -> str | None:
+    """A data: URI for a base64 PNG, JPEG, GIF or WebP (raw or already a data URI), else None."""
+    if value[:5].lower() == "data:":
+        match = _DATA_URI.match(value.strip())
+        return f"data:{match.group(1).lower()};base64,{_WHITESPACE.sub('', match.group(2))}" if match else None
+    if len(value) < 32 or len(value) > MAX_IMAGE_BYTES * 4 // 3 + 8 or not _B64.match(value[:4096]):
+        return None
+    try:
+        head = base64.b64decode(value[:64], validate=False)
+    except (binascii.Error, ValueError):
+        return None
+    mime = next((m for magic, m in _MAGIC.items() if head.startswith(magic)), None)
+    if mime is None and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        mime = "image/webp"
+    if mime is None:
+        return None
+    return f"data:{mime};base64,{_WHITESPACE.sub('', value)}"
+
+
+def _is_layout(text: str) -> bool:
+    """Multi-line text whose layout matters (a board, a grid, a table): shown monospaced."""
+    lines = text.strip("\n").splitlines()
+    return len(lines) >= 2
+
+
+def _tool_result(value: dict[str, Any]) -> list[Part]:
+    """An MCP tool result: its text and image content."""
+    parts: list[Part] = []
+    for item in value.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text" and isinstance(item.get("text"), str):
+            parts.append(Part("text" if _is_layout(item["text"]) else "markdown", "result", item["text"]))
+        elif item.get("type") == "image" and isinstance(item.get("data"), str):
+            uri = image_data_uri(item["data"])
+            if uri:
+                parts.append(Part("image", "result", uri))
+    return parts
+
+
+def _error_text(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, dict) and value.get("message"):
+        kind = value.get("error_type") or value.get("type")
+        return f"{kind}: {value['message']}" if kind else str(value["message"])
+    return None
+
+
+def observation_view(observation: Any) -> ObservationView:
+    if not isinstance(observation, dict):
+        return ObservationView(parts=[Part("text", "observation", json.dumps(observation))])
+    parts: list[Part] = []
+    scalars: dict[str, Any] = {}
+    tree: dict[str, Any] = {}
+    legal: list[Any] = []
+    error = None
+    for key, value in observation.items():
+        if key == "error":
+            error = _error_text(value)
+            if value is not None:
+                tree[key] = value
+            continue
+        if key in LEGAL_ACTION_KEYS and isinstance(value, list):
+            legal = value
+            tree[key] = value
+            continue
+        if isinstance(value, str):
+            uri = image_data_uri(value)
+            if uri:
+                parts.append(Part("image", key, uri))
+                tree[key] = f"<{uri[5 : uri.index(';')]} image, {len(value) * 3 // 4:,} bytes>"
+            elif value:
+                parts.append(Part("text" if _is_layout(value) else "markdown", key, value))
+            continue
+        if isinstance(value, dict) and key == "result" and isinstance(value.get("content"), list):
+            parts.extend(_tool_result(value))
+            tree[key] = value.get("data", value.get("structured_content", value))
+            continue
+        if value is None or isinstance(value, bool | int | float):
+            scalars[key] = value
+            continue
+        if key == "metadata" and not value:
+            continue
+        tree[key] = value
+    if scalars:
+        parts.append(Part("fields", "", scalars))
+    return ObservationView(parts=parts, legal_actions=legal, error=error, tree=tree)
+
+
+def _scalar(value: Any) -> str:
+    return html.escape(json.dumps(value))
+
+
+def render_view(view: ObservationView) -> str:
+    """The readable parts as HTML; every string from the environment is escaped or sanitized."""
+    chunks = []
+    for part in view.parts:
+        label = f'<div class="obs-label">{html.escape(part.label)}</div>' if part.label else ""
+        alt = html.escape(part.label)
+        if part.kind == "image":
+            chunks.append(
+                f'<figure class="obs-image">{label}<img src="{html.escape(part.value)}" alt="{alt}"></figure>'
+            )
+        elif part.kind == "text":
+            chunks.append(f'<div class="obs-part">{label}<pre class="obs-text">{html.escape(part.value)}</pre></div>')
+        elif part.kind == "markdown":
+            shown = render_inline(part.value)
+            chunks.append(f'<div class="obs-part">{label}<div class="obs-markdown">{shown}</div></div>')
+        else:
+            rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{_scalar(v)}</td></tr>" for k, v in part.value.items())
+            chunks.append(f'<table class="obs-fields">{rows}</table>')
+    return '<div class="observation">' + "".join(chunks) + "</div>" if chunks else ""
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return html.escape(json.dumps(value))
+
+
+def stats_html(reward: Any, done: bool, cumulative: float, steps: int) -> str:
+    """The numbers a player watches: last reward, done, cumulative reward, step count."""
+    cells = [
+        ("reward", _number(reward)),
+        ("done", "yes" if done else "no"),
+        ("cumulative reward", _number(cumulative)),
+        ("steps", str(steps)),
+    ]
+    body = "".join(
+        f'<div class="stat" data-stat="{name.replace(" ", "-")}"><span>{name}</span><b>{value}</b></div>'
+        for name, value in cells
+    )
+    return f'<div class="stats{" done" if done else ""}">{body}</div>'
+
+
+def legal_html(actions: list[Any]) -> str:
+    """Legal actions as buttons; a click sends its index (see play.LEGAL_CLICKS)."""
+    if not actions:
+        return ""
+    buttons = "".join(
+        f'<button class="legal" data-index="{i}">{html.escape(_label(a))}</button>' for i, a in enumerate(actions)
+    )
+    return f'<div class="legal-actions"><span>Legal actions:</span>{buttons}</div>'
+
+
+def _label(action: Any) -> str:
+    text = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"

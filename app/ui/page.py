@@ -1,0 +1,135 @@
+"""The whole UI: one Gradio Blocks page with Browse, Environment, Play and Launch tabs,
+deep links (/?env=owner/name, /?q=wordle), and its mount at / on the FastAPI app."""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse, Response
+
+from app.ui import browse, detail, launch, play
+from app.ui.context import UiContext
+from app.ui.play import EPISODE_ROUTE
+from app.ui.style import CSS, THEME
+
+HEADER = (
+    '<div class="envhub-header"><h1>🌍 envhub</h1>'
+    "<p>Find, play and launch OpenEnv environments. "
+    '<a href="/docs" target="_blank">API</a></p></div>'
+)
+SHOW_URL = """(id) => {
+  const u = new URL(location);
+  u.searchParams.delete('q');
+  id ? u.searchParams.set('env', id) : u.searchParams.delete('env');
+  history.replaceState(null, '', u);
+}"""
+
+
+def build_blocks(ctx: UiContext) -> gr.Blocks:
+    blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
+    with blocks:
+        selected = gr.Textbox(visible=False, elem_id="selected-env")
+        gr.HTML(HEADER)
+        with gr.Tabs(selected="browse", elem_id="main-tabs") as tabs:
+            with gr.Tab("Browse", id="browse", elem_id="tab-browse"):
+                b = browse.build()
+            with gr.Tab("Environment", id="detail", elem_id="tab-detail"):
+                d = detail.build()
+            with gr.Tab("Play", id="play", elem_id="tab-play"):
+                p = play.build()
+            with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
+                lp = launch.build(list(ctx.endpoints.runtimes))
+        browse.wire(ctx, b)
+        play.wire(ctx, p, selected)
+        launch.wire(ctx, lp, selected)
+
+        opened = [selected, tabs, lp.environment, *d.outputs, p.url, *p.setup]
+
+        def open_environment(environment_id: str, request: gr.Request) -> dict[Any, Any]:
+            return (
+                {
+                    selected: environment_id,
+                    tabs: gr.Tabs(selected="detail"),
+                    lp.environment: f"Launching **`{environment_id}`**" if environment_id else "",
+                }
+                | detail.show(ctx, d, environment_id, request)
+                | play.prepare(ctx, p, environment_id, request)
+            )
+
+        def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
+            return open_environment(str(getattr(event, "env", "")), request)
+
+        async def refresh(request: gr.Request, environment_id: str) -> dict[Any, Any]:
+            if not environment_id:
+                return {output: gr.skip() for output in d.live_outputs}
+            return await detail.refresh(ctx, d, environment_id, request)
+
+        def start_page(request: gr.Request) -> dict[Any, Any]:
+            params = dict(request.query_params)
+            q = str(params.get("q", ""))[:500]
+            filters = [q, "relevance", [], "", "", False, False]
+            values = dict(zip(b.outputs, browse.run_search(ctx, filters, 0), strict=True))
+            values |= {b.query: q, b.tags: browse.tag_choices(ctx)}
+            environment_id = str(params.get("env", "")).strip()
+            return values | (open_environment(environment_id, request) if environment_id else {})
+
+        blocks.load(start_page, None, [*b.outputs, b.query, b.tags, *opened], show_progress="hidden").then(
+            refresh, [selected], d.live_outputs, show_progress="hidden"
+        )
+        b.results.click(from_card, None, opened, show_progress="hidden").then(
+            refresh, [selected], d.live_outputs, show_progress="hidden"
+        ).then(None, [selected], None, js=SHOW_URL)
+        d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
+        d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
+
+        def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
+            return launch.watch(ctx, lp, endpoint_id, request)
+
+        launch_tab.select(show_endpoints, [lp.endpoint], lp.watched, show_progress="hidden")
+
+        async def tab_closed(request: gr.Request) -> None:
+            await ctx.sessions.close(request.session_hash)
+
+        blocks.unload(tab_closed)
+    return blocks
+
+
+def mount_ui(app: FastAPI, ctx: UiContext) -> None:
+    """Serve the UI at /; call it after every other route, since the mount catches all paths."""
+
+    @app.get(EPISODE_ROUTE, include_in_schema=False)
+    def download_episode(token: str) -> Response:
+        session = ctx.sessions.find_by_token(token)
+        if session is None:
+            return PlainTextResponse("no such episode: it ended with its browser tab", status_code=404)
+        name = session.environment.split("/")[-1].replace(":", "-")
+        return Response(
+            session.episode.to_jsonl(),
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{name}-episode.jsonl"'},
+        )
+
+    def build() -> None:
+        blocks = build_blocks(ctx)
+        blocks.queue(default_concurrency_limit=None)
+        gr.mount_gradio_app(app, blocks, path="/", css=CSS, theme=THEME, footer_links=["gradio", "settings"])
+
+    _in_event_loop(build)
+
+
+def _in_event_loop(build: Callable[[], None]) -> None:
+    """Run build with an event loop running: outside one, Gradio's app makes loops of its own
+    for its locks, sets them as the thread's loop and never closes them."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+
+        async def run() -> None:
+            build()
+
+        with asyncio.Runner() as runner:
+            runner.run(run())
+    else:
+        build()

@@ -1,0 +1,423 @@
+"""The playground: connect to a live environment (or launch one in a click), reset, act
+through a form made from its action schema or its MCP tools, and read what comes back."""
+
+import asyncio
+import html
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gradio as gr
+
+from app.ui.context import UiContext
+from app.ui.episode import Outcome
+from app.ui.forms import (
+    FieldKind,
+    FormField,
+    build_action,
+    describe_errors,
+    form_fields,
+    is_tool_call_schema,
+    legal_action,
+    tool_call,
+    visible,
+)
+from app.ui.live import LiveInfo, from_record, probe
+from app.ui.observation import legal_html, observation_view, render_view, stats_html
+from app.ui.sessions import PlayError, PlaySession
+from catalog.endpoints import LaunchRequest
+from catalog.errors import EnvhubError
+from catalog.models import Backend, EndpointStatus
+from catalog.search import find_environment
+
+EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
+LEGAL_CLICKS = """
+element.addEventListener('click', (event) => {
+  const button = event.target.closest('[data-index]');
+  if (button) trigger('click', {index: Number(button.dataset.index)});
+});
+"""
+
+
+@dataclass(frozen=True)
+class FormState:
+    """The action form on screen: fields of the action schema, or of one MCP tool's arguments."""
+
+    mode: Literal["none", "action", "tool"] = "none"
+    fields: tuple[FormField, ...] = ()
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
+class Play:
+    url: gr.Dropdown
+    connect: gr.Button
+    launch: gr.Button
+    status: gr.Markdown
+    seed: gr.Textbox
+    split: gr.Dropdown
+    task_index: gr.Number
+    reset_options: gr.Code
+    reset: gr.Button
+    tool: gr.Dropdown
+    tool_help: gr.Markdown
+    form: gr.State
+    form_area: gr.Column
+    step: gr.Button
+    raw_action: gr.Code
+    raw_step: gr.Button
+    errors: gr.Markdown
+    stats: gr.HTML
+    observation: gr.HTML
+    legal: gr.HTML
+    tree: gr.JSON
+    history: gr.Dataframe
+    download: gr.HTML
+
+    @property
+    def results(self) -> list[Any]:
+        return [self.stats, self.observation, self.legal, self.tree, self.history, self.download, self.errors]
+
+    @property
+    def setup(self) -> list[Any]:
+        return [self.status, self.form, self.tool, self.tool_help, self.split, self.task_index, *self.results]
+
+
+def build() -> Play:
+    with gr.Row(equal_height=True):
+        url = gr.Dropdown([], label="Live URL", scale=4, elem_id="play-url", allow_custom_value=False)
+        connect = gr.Button("Connect", scale=1, elem_id="play-connect")
+        launch = gr.Button("🚀 Launch locally", scale=1, variant="primary", elem_id="play-launch")
+    status = gr.Markdown("Open an environment to play it.", elem_id="play-status")
+    with gr.Row():
+        with gr.Column(scale=2):
+            with gr.Row(equal_height=True):
+                seed = gr.Textbox(label="Seed", placeholder="random", elem_id="play-seed")
+                split = gr.Dropdown([], label="Split", visible=False, elem_id="play-split")
+                task_index = gr.Number(label="Task index", precision=0, minimum=0, visible=False, elem_id="play-index")
+            with gr.Accordion("More reset options (JSON)", open=False):
+                reset_options = gr.Code("", language="json", lines=2, show_label=False, elem_id="play-reset-options")
+            reset = gr.Button("↺ Reset", elem_id="play-reset")
+            gr.Markdown("### Action")
+            tool = gr.Dropdown([], label="MCP tool", visible=False, elem_id="play-tool")
+            tool_help = gr.Markdown(elem_id="play-tool-help")
+            form = gr.State(FormState())
+            form_area = gr.Column(elem_id="play-form")
+            step = gr.Button("Step ▶", variant="primary", elem_id="play-step")
+            errors = gr.Markdown(elem_id="play-errors", elem_classes=["play-errors"])
+            with gr.Accordion("Raw action JSON", open=False):
+                raw_action = gr.Code("{}", language="json", lines=3, show_label=False, elem_id="play-raw")
+                raw_step = gr.Button("Step with this JSON", size="sm", elem_id="play-raw-step")
+        with gr.Column(scale=3):
+            stats = gr.HTML(elem_id="play-stats")
+            observation = gr.HTML(elem_id="play-observation")
+            legal = gr.HTML(elem_id="play-legal", js_on_load=LEGAL_CLICKS)
+            tree = gr.JSON(label="Observation (JSON)", open=True, elem_id="play-tree")
+    gr.Markdown("### Episode history")
+    history = gr.Dataframe(
+        headers=["step", "sent", "reward", "done", "cumulative"],
+        interactive=False,
+        wrap=True,
+        elem_id="play-history",
+        max_height=320,
+    )
+    download = gr.HTML(elem_id="play-download")
+    return Play(
+        url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
+        form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download,
+    )  # fmt: skip
+
+
+def initial_form(info: LiveInfo) -> FormState:
+    schema = info.action_schema
+    if info.tools and (schema is None or is_tool_call_schema(schema)):
+        first = info.tools[0]
+        return FormState("tool", tuple(form_fields(first.input_schema)), first.name)
+    if schema is not None:
+        return FormState("action", tuple(form_fields(schema)))
+    return FormState()
+
+
+def tool_form(info: LiveInfo, name: str | None) -> FormState:
+    tool = next((t for t in info.tools if t.name == name), None)
+    return FormState("tool", tuple(form_fields(tool.input_schema)), tool.name) if tool else FormState()
+
+
+def download_html(session: PlaySession) -> str:
+    count = len(session.episode.records)
+    if not count:
+        return ""
+    name = session.environment.split("/")[-1].replace(":", "-")
+    href = EPISODE_ROUTE.format(token=session.token)
+    return (
+        f'<a class="download" id="episode-download" href="{html.escape(href)}" '
+        f'download="{html.escape(name)}-episode.jsonl">⬇ Download the episode (JSONL, {count} records)</a>'
+    )
+
+
+def cleared(play: Play) -> dict[Any, Any]:
+    return {
+        play.stats: "",
+        play.observation: "",
+        play.legal: "",
+        play.tree: None,
+        play.history: [],
+        play.download: "",
+        play.errors: "",
+    }
+
+
+def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any]:
+    view = observation_view(outcome.observation)
+    session.legal_actions = view.legal_actions
+    episode = session.episode
+    return {
+        play.stats: stats_html(outcome.reward, outcome.done, episode.cumulative_reward, episode.steps),
+        play.observation: render_view(view) or '<p class="muted">The observation is empty.</p>',
+        play.legal: legal_html(view.legal_actions),
+        play.tree: view.tree,
+        play.history: episode.history_rows(),
+        play.download: download_html(session),
+        play.errors: f"**The environment says:** {view.error}" if view.error else "",
+    }
+
+
+def refusal(play: Play, error: PlayError | str) -> dict[Any, Any]:
+    message = error.message if isinstance(error, PlayError) else error
+    return {play.errors: f"**Not sent:** {message}" if isinstance(error, str) else f"**Refused:** {message}"}
+
+
+def _control(field: FormField, key: str) -> Any:
+    common: dict[str, Any] = {
+        "label": field.label,
+        "info": field.description or field.type_label or None,
+        "key": f"{key}-{field.name}",
+        "elem_id": f"field-{field.name}",
+        "elem_classes": ["action-field"],
+    }
+    value = field.initial()
+    if field.kind == FieldKind.CHOICE:
+        return gr.Dropdown([(str(c), c) for c in field.choices], value=value, **common)
+    if field.kind == FieldKind.FLAG:
+        return gr.Checkbox(value=value, **common)
+    if field.kind in (FieldKind.INTEGER, FieldKind.NUMBER):
+        return gr.Number(
+            value=value,
+            precision=0 if field.kind == FieldKind.INTEGER else None,
+            minimum=field.minimum,
+            maximum=field.maximum,
+            **common,
+        )
+    if field.kind == FieldKind.JSON:
+        common.pop("info")
+        return gr.Code(value=value, language="json", lines=3, **common)
+    return gr.Textbox(value=value, **common)
+
+
+def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
+    def session_of(request: gr.Request) -> PlaySession | None:
+        return ctx.sessions.find(request.session_hash)
+
+    async def send(request: gr.Request, action: dict[str, Any]) -> dict[Any, Any]:
+        session = session_of(request)
+        if session is None:
+            return refusal(play, "connect to the environment first")
+        try:
+            outcome = await session.step(action)
+        except PlayError as exc:
+            return refusal(play, exc)
+        return results(play, session, outcome)
+
+    async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
+        with ctx.db() as db:
+            environment = find_environment(db, environment_id) if environment_id else None
+        if environment is None:
+            return {play.status: "Open an environment first."}
+        if not url or url not in ctx.live_urls(environment, request):
+            return {play.status: "Pick a live URL of this environment, or launch it."}
+        info = await probe(url)
+        cached = from_record(environment, url)
+        info = LiveInfo(
+            url=url,
+            schema=info.schema or cached.schema,
+            tools=info.tools or cached.tools,
+            task_env=info.task_env or cached.task_env,
+            splits=info.splits or cached.splits,
+            problems=info.problems,
+        )
+        await ctx.sessions.open(request.session_hash or "", environment.id, url, info)
+        form = initial_form(info)
+        note = f"Connected to `{url}`. Press **Reset** to start an episode."
+        if info.problems:
+            note += "\n\n" + "\n".join(f"- {p}" for p in info.problems)
+        if form.mode == "none":
+            note += "\n\nNo action schema was found: send actions as raw JSON below."
+        split_names = [s.name for s in info.splits]
+        return {
+            play.status: note,
+            play.form: form,
+            play.tool: gr.Dropdown(
+                choices=[t.name for t in info.tools], value=form.tool, visible=form.mode == "tool"
+            ),
+            play.tool_help: _tool_help(info, form.tool),
+            play.split: gr.Dropdown(choices=split_names, value=split_names[0] if split_names else None,
+                                    visible=bool(split_names)),
+            play.task_index: gr.Number(value=0 if split_names else None, visible=bool(split_names),
+                                       maximum=_last_index(info, split_names[0] if split_names else None)),
+        } | cleared(play)  # fmt: skip
+
+    async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
+        if not environment_id:
+            yield {play.status: "Open an environment first."}
+            return
+        endpoint = ctx.running_endpoint(environment_id)
+        if endpoint is None:
+            try:
+                endpoint = await asyncio.to_thread(
+                    ctx.endpoints.launch, LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
+                )
+            except EnvhubError as exc:
+                yield {play.status: f"**Could not launch:** {exc.message}"}
+                return
+            deadline = asyncio.get_running_loop().time() + ctx.settings.launch_timeout_s + 30
+            while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
+                yield {play.status: f"Launching `{endpoint.id}` with the process backend: {endpoint.message}…"}
+                await asyncio.sleep(0.3)
+                endpoint = await asyncio.to_thread(ctx.endpoints.get, endpoint.id)
+            if endpoint.status != EndpointStatus.RUNNING:
+                yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
+                return
+        url = ctx.endpoint_url(request, endpoint.id)
+        yield {play.url: gr.Dropdown(choices=_urls(ctx, environment_id, request), value=url)} | await connect(
+            request, environment_id, url
+        )
+
+    async def reset(
+        request: gr.Request, seed: str, split: str | None, index: float | None, more: str
+    ) -> dict[Any, Any]:
+        session = session_of(request)
+        if session is None:
+            return refusal(play, "connect to the environment first")
+        options: dict[str, Any] = {}
+        if more and more.strip():
+            try:
+                options = json.loads(more)
+            except json.JSONDecodeError as exc:
+                return refusal(play, f"the reset options are not valid JSON ({exc.msg})")
+            if not isinstance(options, dict):
+                return refusal(play, "the reset options must be a JSON object")
+        if seed and seed.strip():
+            if not seed.strip().isdigit():
+                return refusal(play, "the seed must be a whole number, 0 or more (or empty for a random one)")
+            options["seed"] = int(seed)
+        if split and session.info.splits:
+            options["split"] = split
+            if index is not None:
+                options["index"] = int(index)
+        try:
+            outcome = await session.reset(options)
+        except PlayError as exc:
+            return refusal(play, exc)
+        return results(play, session, outcome)
+
+    async def step_raw(request: gr.Request, text: str) -> dict[Any, Any]:
+        try:
+            action = json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            return refusal(play, f"the action is not valid JSON ({exc.msg})")
+        if not isinstance(action, dict):
+            return refusal(play, "the action must be a JSON object")
+        return await send(request, action)
+
+    async def step_legal(request: gr.Request, form: FormState, event: gr.EventData) -> dict[Any, Any]:
+        session = session_of(request)
+        index = getattr(event, "index", None)
+        if session is None or not isinstance(index, int) or not 0 <= index < len(session.legal_actions):
+            return refusal(play, "that action is no longer listed")
+        action = legal_action(form.fields, session.legal_actions[index])
+        if action is None:
+            return refusal(play, "the legal actions do not map onto one action field; use the form")
+        return await send(request, action)
+
+    def pick_tool(request: gr.Request, name: str | None) -> dict[Any, Any]:
+        session = session_of(request)
+        info = session.info if session else LiveInfo()
+        return {play.form: tool_form(info, name), play.tool_help: _tool_help(info, name)}
+
+    def pick_split(request: gr.Request, split: str | None) -> Any:
+        session = session_of(request)
+        return gr.Number(maximum=_last_index(session.info, split) if session else None)
+
+    common: dict[str, Any] = {"show_progress": "minimal"}
+    play.connect.click(connect, [selected, play.url], play.setup, **common)
+    play.launch.click(launch, [selected], [play.url, *play.setup], **common)
+    play.reset.click(reset, [play.seed, play.split, play.task_index, play.reset_options], play.results, **common)
+    play.raw_step.click(step_raw, [play.raw_action], play.results, **common)
+    play.legal.click(step_legal, [play.form], play.results, **common)
+    play.tool.input(pick_tool, [play.tool], [play.form, play.tool_help], **common)
+    play.split.input(pick_split, [play.split], [play.task_index], **common)
+
+    with play.form_area:  # the form is drawn here, again each time the form state changes
+
+        @gr.render(inputs=[play.form], triggers=[play.form.change])  # type: ignore[untyped-decorator]
+        def render_form(form: FormState) -> None:
+            draw_form(form)
+
+    def draw_form(form: FormState) -> None:
+        shown = visible(form.fields)
+        if form.mode == "none":
+            return
+        if not shown:
+            gr.Markdown("This action takes no arguments.", elem_classes=["muted"])
+        controls = [_control(f, form.tool or "action") for f in shown]
+
+        async def step(request: gr.Request, *values: Any) -> dict[Any, Any]:
+            arguments, errors = build_action(form.fields, values)
+            if errors:
+                return {play.errors: "**Fix the form first:**\n" + describe_errors(errors)}
+            action = tool_call(form.tool, arguments) if form.mode == "tool" and form.tool else arguments
+            return await send(request, action)
+
+        play.step.click(step, controls, play.results, **common)
+        for control in controls:
+            if isinstance(control, gr.Textbox):
+                control.submit(step, controls, play.results, **common)
+
+
+def _tool_help(info: LiveInfo, name: str | None) -> str:
+    tool = next((t for t in info.tools if t.name == name), None)
+    return f"`{tool.name}`: {tool.description}" if tool and tool.description else ""
+
+
+def _last_index(info: LiveInfo, split: str | None) -> int | None:
+    found = next((s for s in info.splits if s.name == split), None)
+    return found.count - 1 if found and found.count else None
+
+
+def _urls(ctx: UiContext, environment_id: str, request: gr.Request) -> list[str]:
+    with ctx.db() as db:
+        environment = find_environment(db, environment_id)
+    return ctx.live_urls(environment, request) if environment else []
+
+
+def prepare(ctx: UiContext, play: Play, environment_id: str, request: gr.Request) -> dict[Any, Any]:
+    """Offer the environment's live URLs; keep this tab's session if it plays the same environment."""
+    urls = _urls(ctx, environment_id, request)
+    session = ctx.sessions.find(request.session_hash)
+    if session is not None and session.environment == environment_id:
+        return {play.url: gr.Dropdown(choices=urls or [session.url], value=session.url)}
+    note = (
+        "Press **Connect** to play it at the URL above."
+        if urls
+        else "It is not running anywhere yet: press **Launch locally** to start it on this server."
+    )
+    return {
+        play.url: gr.Dropdown(choices=urls, value=urls[0] if urls else None),
+        play.status: note,
+        play.form: FormState(),
+        play.tool: gr.Dropdown(visible=False),
+        play.tool_help: "",
+        play.split: gr.Dropdown(visible=False),
+        play.task_index: gr.Number(visible=False),
+    } | cleared(play)

@@ -1,0 +1,247 @@
+"""Copy-ready code for an endpoint URL: openenv's client (sync and async), TRL, curl,
+raw WebSocket messages and openenv's MCP client. Each one runs as printed."""
+
+import json
+import keyword
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.ui.forms import FieldKind, FormField, example_action, form_fields, tool_call, visible
+from app.ui.live import Tool
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PY_TYPES = {
+    FieldKind.TEXT: "str",
+    FieldKind.CHOICE: "str",
+    FieldKind.FLAG: "bool",
+    FieldKind.INTEGER: "int",
+    FieldKind.NUMBER: "float",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the snippets are written for."""
+
+    url: str
+    title: str = "the environment"
+    fields: Sequence[FormField] = ()
+    tools: Sequence[Tool] = ()
+    task_env: str | None = None
+    splits: Sequence[str] = field(default_factory=tuple)
+
+    @property
+    def ws_url(self) -> str:
+        base = self.url.rstrip("/")
+        return ("wss" + base[5:] if base.startswith("https") else "ws" + base.removeprefix("http")) + "/ws"
+
+    def example(self) -> dict[str, Any]:
+        if self.tools:
+            tool = self.tools[0]
+            return tool_call(tool.name, example_action(form_fields(tool.input_schema)))
+        return example_action(self.fields)
+
+    def reset_options(self) -> dict[str, Any]:
+        if self.task_env and self.splits:
+            return {"split": self.splits[0], "index": 0}
+        return {"seed": 0}
+
+
+def _py(value: Any) -> str:
+    """A JSON value as Python source: repr of the parsed value is exactly that."""
+    return repr(value)
+
+
+def _kwargs(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_py(v)}" for k, v in options.items())
+
+
+def python_sync(target: Target) -> str:
+    return (
+        "# pip install openenv\n"
+        "from openenv.core.generic_client import GenericEnvClient\n\n"
+        f'with GenericEnvClient(base_url="{target.url}").sync() as env:\n'
+        f"    result = env.reset({_kwargs(target.reset_options())})\n"
+        "    print(result.observation)\n"
+        f"    result = env.step({_py(target.example())})\n"
+        "    print(result.observation, result.reward, result.done)\n"
+    )
+
+
+def python_async(target: Target) -> str:
+    return (
+        "# pip install openenv\n"
+        "import asyncio\n\n"
+        "from openenv.core.generic_client import GenericEnvClient\n\n\n"
+        "async def main() -> None:\n"
+        f'    async with GenericEnvClient(base_url="{target.url}") as env:\n'
+        f"        result = await env.reset({_kwargs(target.reset_options())})\n"
+        "        print(result.observation)\n"
+        f"        result = await env.step({_py(target.example())})\n"
+        "        print(result.observation, result.reward, result.done)\n\n\n"
+        "asyncio.run(main())\n"
+    )
+
+
+def _method_name(name: str) -> str:
+    cleaned = re.sub(r"\W", "_", name).strip("_").lower() or "act"
+    if cleaned[0].isdigit() or keyword.iskeyword(cleaned) or cleaned in ("reset", "step"):
+        cleaned = f"tool_{cleaned}"
+    return cleaned
+
+
+def _docstring(summary: str, fields: Sequence[FormField]) -> str:
+    summary = " ".join(summary.split()) or "Take one action in the environment."
+    lines = ['        """', f"        {summary.replace(chr(34) * 3, '')}", "", "        Args:"]
+    for f in fields:
+        lines.append(f"            {f.name}: {' '.join(f.description.split()) or f.type_label}".rstrip())
+    lines += ["", "        Returns:", "            The observation after the action.", '        """']
+    return "\n".join(lines) + "\n"
+
+
+def _tool_method(name: str, summary: str, fields: Sequence[FormField], build: str) -> str:
+    if not all(_IDENTIFIER.match(f.name) and not keyword.iskeyword(f.name) for f in fields):
+        fields, params, build = [], ", action: dict", "action"
+    else:
+        required = [f for f in fields if f.required]
+        optional = [f for f in fields if not f.required]
+        params = "".join(f", {f.name}: {_PY_TYPES.get(f.kind, 'dict')}" for f in required)
+        params += "".join(f", {f.name}: {_PY_TYPES.get(f.kind, 'dict')} | None = None" for f in optional)
+    optional_names = [f.name for f in fields if not f.required]
+    body = f"        action = {build}\n"
+    if optional_names:
+        body += "        action = {k: v for k, v in action.items() if v is not None}\n"
+    return (
+        f"    def {name}(self{params}) -> str:\n" + _docstring(summary, fields) + "        if self.done:\n"
+        '            raise ValueError("The episode is over.")\n' + body + "        result = self.client.step(action)\n"
+        "        self.reward += result.reward or 0.0\n"
+        "        self.done = result.done\n"
+        "        return json.dumps(result.observation)\n"
+    )
+
+
+def _fields_dict(fields: Sequence[FormField]) -> str:
+    return "{" + ", ".join(f'"{f.name}": {f.name}' for f in fields) + "}"
+
+
+def trl(target: Target) -> str:
+    """TRL's environment_factory: one tool method per MCP tool, or one `act` for the action."""
+    methods = []
+    if target.tools:
+        for tool in target.tools:
+            fields = visible(form_fields(tool.input_schema))
+            build = f'{{"type": "call_tool", "tool_name": "{tool.name}", "arguments": {_fields_dict(fields)}}}'
+            if not fields:
+                build = f'{{"type": "call_tool", "tool_name": "{tool.name}", "arguments": {{}}}}'
+            methods.append(_tool_method(_method_name(tool.name), tool.description, fields, build))
+    else:
+        fields = list(target.fields)
+        shown = visible(fields)
+        consts = {f.name: f.default for f in fields if f.kind == FieldKind.CONST}
+        build = _fields_dict(shown)
+        if consts:
+            build = f"{_py(consts)} | {build}"
+        methods.append(_tool_method("act", f"Act in {target.title}.", shown, build))
+    return (
+        "# pip install trl openenv\n"
+        "import json\n\n"
+        "from datasets import Dataset\n"
+        "from openenv.core.generic_client import GenericEnvClient\n"
+        "from trl import GRPOConfig, GRPOTrainer\n\n"
+        f'ENV_URL = "{target.url}"\n\n\n'
+        "class Environment:\n"
+        '    """One episode per generation; TRL offers the public methods to the model as tools."""\n\n'
+        "    def __init__(self):\n"
+        "        self.client = GenericEnvClient(base_url=ENV_URL).sync()\n"
+        "        self.reward = 0.0\n"
+        "        self.done = False\n\n"
+        "    def reset(self, **kwargs) -> str | None:\n"
+        "        self.reward, self.done = 0.0, False\n"
+        "        return json.dumps(self.client.reset().observation)\n\n" + "\n".join(methods) + "\n\n"
+        "def reward_func(environments, **kwargs) -> list[float]:\n"
+        "    return [env.reward for env in environments]\n\n\n"
+        f"prompt = [{{'role': 'user', 'content': {_py(f'Play {target.title} with the tools you have.')}}}]\n"
+        "trainer = GRPOTrainer(\n"
+        '    model="Qwen/Qwen3-0.6B",\n'
+        '    train_dataset=Dataset.from_dict({"prompt": [prompt] * 64}),\n'
+        "    reward_funcs=reward_func,\n"
+        '    args=GRPOConfig(chat_template_kwargs={"enable_thinking": False}),\n'
+        "    environment_factory=Environment,\n"
+        ")\n"
+        "trainer.train()\n"
+    )
+
+
+def curl(target: Target) -> str:
+    lines = [f"curl -s {target.url}/health", f"curl -s {target.url}/schema"]
+    if target.tools:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+        lines.append(f"curl -s -X POST {target.url}/mcp -H 'content-type: application/json' -d '{body}'")
+    if target.task_env:
+        lines.append(f"curl -s {target.url}/{target.task_env}/splits")
+    return "\n".join(lines) + "\n"
+
+
+def websocket_messages(target: Target) -> list[dict[str, Any]]:
+    return [
+        {"type": "reset", "data": target.reset_options()},
+        {"type": "step", "data": target.example()},
+        {"type": "state"},
+        {"type": "close"},
+    ]
+
+
+def websocket(target: Target) -> str:
+    """The raw frames, and a few lines of Python that send them."""
+    messages = websocket_messages(target)
+    frames = "\n".join(f"#   {json.dumps(m, ensure_ascii=False)}" for m in messages)
+    return (
+        f"# Connect to {target.ws_url} and send one JSON text frame per message;\n"
+        '# each but close gets one reply frame ({"type": "observation" | "state" | "error", "data": ...}).\n'
+        f"{frames}\n"
+        "import asyncio\n"
+        "import json\n\n"
+        "from websockets.asyncio.client import connect\n\n\n"
+        "async def main() -> None:\n"
+        f'    async with connect("{target.ws_url}") as ws:\n'
+        f"        for message in {_py(messages[:-1])}:\n"
+        "            await ws.send(json.dumps(message))\n"
+        "            print(await ws.recv())\n"
+        '        await ws.send(json.dumps({"type": "close"}))\n\n\n'
+        "asyncio.run(main())\n"
+    )
+
+
+def mcp(target: Target) -> str:
+    """openenv's MCP client over the endpoint's /mcp (JSON-RPC tools/list and tools/call)."""
+    tool = target.tools[0] if target.tools else None
+    call = ""
+    if tool is not None:
+        arguments = example_action(form_fields(tool.input_schema))
+        keywords = "".join(f", {k}={_py(v)}" for k, v in arguments.items())
+        call = f"        print(await env.call_tool({tool.name!r}{keywords}))\n"
+    return (
+        "# pip install openenv\n"
+        "import asyncio\n\n"
+        "from openenv.core.mcp_client import MCPToolClient\n\n\n"
+        "async def main() -> None:\n"
+        f'    async with MCPToolClient(base_url="{target.url}") as env:\n'
+        "        await env.reset()\n"
+        "        for tool in await env.list_tools():\n"
+        "            print(tool.name, tool.input_schema)\n" + call + "\n\nasyncio.run(main())\n"
+    )
+
+
+def all_snippets(target: Target) -> dict[str, str]:
+    snippets = {
+        "Python": python_sync(target),
+        "Python (async)": python_async(target),
+        "TRL": trl(target),
+        "curl": curl(target),
+        "WebSocket": websocket(target),
+    }
+    if target.tools:
+        snippets["MCP"] = mcp(target)
+    return snippets

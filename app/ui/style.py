@@ -1,0 +1,76 @@
+"""The UI's theme and stylesheet (system fonts only: nothing is fetched from other sites)."""
+
+import gradio as gr
+
+THEME = gr.themes.Soft(
+    primary_hue="orange",
+    font=[gr.themes.Font("system-ui"), gr.themes.Font("-apple-system"), "Segoe UI", "sans-serif"],
+    font_mono=[gr.themes.Font("ui-monospace"), "SFMono-Regular", "Menlo", "monospace"],
+)
+
+CSS = """
+.envhub-header { display: flex; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
+.envhub-header h1 { margin: 0; font-size: 1.6rem; }
+.envhub-header p { margin: 0; color: var(--body-text-color-subdued); }
+.env-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(280px, 1fr)); gap: 12px; }
+.env-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px 14px;
+  text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary);
+  transition: box-shadow .15s, border-color .15s; cursor: pointer; }
+.env-card:hover { border-color: var(--color-accent); box-shadow: 0 2px 10px rgba(0,0,0,.08); }
+.env-card-head { display: flex; align-items: center; gap: 8px; }
+.env-emoji { font-size: 1.5rem; }
+.env-title { font-weight: 600; font-size: 1.05rem; }
+.env-meta { font-size: .82rem; color: var(--body-text-color-subdued); margin: 4px 0; overflow-wrap: anywhere; }
+.env-desc { font-size: .9rem; margin: 6px 0; min-height: 2.4em; }
+.env-badges, .env-tags { display: flex; flex-wrap: wrap; gap: 4px; margin-top: 4px; }
+.badge, .tag { font-size: .72rem; border-radius: 999px; padding: 1px 8px; white-space: nowrap; }
+.tag { background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+.badge-ok { background: #dcfce7; color: #166534; }
+.badge-idle { background: #e5e7eb; color: #374151; }
+.badge-busy { background: #fef9c3; color: #854d0e; }
+.badge-bad { background: #fee2e2; color: #991b1b; }
+.badge-info { background: #e0e7ff; color: #3730a3; }
+.empty-state { text-align: center; padding: 3rem 1rem; color: var(--body-text-color-subdued); }
+.empty-emoji { font-size: 2.5rem; }
+#pager { align-items: center; justify-content: center; }
+#page-label { text-align: center; }
+.env-header h1 { margin-bottom: .2rem; }
+.env-links a { margin-right: .2rem; }
+.readme { max-width: 900px; }
+.readme img { max-width: 100%; }
+.readme pre { overflow-x: auto; background: var(--background-fill-secondary); padding: 10px 12px;
+  border-radius: 8px; font-size: .85rem; }
+.readme code { font-family: var(--font-mono); font-size: .88em; }
+.readme table { border-collapse: collapse; }
+.readme th, .readme td { border: 1px solid var(--border-color-primary); padding: 4px 8px; }
+table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; }
+table.schema th, table.schema td, table.kv th, table.kv td, table.obs-fields th, table.obs-fields td {
+  border-bottom: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left; vertical-align: top; }
+table.kv { table-layout: fixed; }
+table.kv td { overflow-wrap: anywhere; }
+table.kv th, table.obs-fields th { width: 35%; color: var(--body-text-color-subdued); font-weight: 500; }
+.req { font-size: .7rem; color: #b45309; }
+.muted { color: var(--body-text-color-subdued); }
+.problem { color: #991b1b; }
+.tool { border-left: 3px solid var(--color-accent); padding-left: 10px; margin: 10px 0; }
+.observation { display: flex; flex-direction: column; gap: 8px; }
+.obs-label { font-size: .75rem; text-transform: uppercase; letter-spacing: .04em;
+  color: var(--body-text-color-subdued); }
+.obs-text { font-family: var(--font-mono); font-size: .95rem; line-height: 1.25; padding: 8px;
+  background: var(--background-fill-secondary); border-radius: 6px; margin: 2px 0; white-space: pre; overflow-x: auto; }
+.obs-image img { max-width: 100%; image-rendering: pixelated; border-radius: 6px; }
+.obs-image { margin: 0; }
+.stats { display: grid; grid-template-columns: repeat(4, 1fr); gap: 8px; }
+.stat { background: var(--background-fill-secondary); border-radius: 8px; padding: 6px 10px; }
+.stat span { display: block; font-size: .72rem; color: var(--body-text-color-subdued); }
+.stat b { font-size: 1.15rem; }
+.stats.done .stat[data-stat="done"] b { color: #166534; }
+.legal-actions { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
+.legal-actions span { font-size: .8rem; color: var(--body-text-color-subdued); }
+button.legal { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 10px;
+  background: var(--button-secondary-background-fill); cursor: pointer; font-family: var(--font-mono); }
+button.legal:hover { border-color: var(--color-accent); }
+.play-errors { color: #991b1b; }
+a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
+.endpoint-status p { margin: 4px 0; }
+"""

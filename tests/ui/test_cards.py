@@ -1,0 +1,39 @@
+"""Result cards: escaped text, badges, the empty state and the summary line."""
+
+from app.ui.cards import badges, card_html, empty_state, pages, results_html, summary
+from catalog.models import EnvironmentPublic, Source
+
+
+def environment(**values: object) -> EnvironmentPublic:
+    return EnvironmentPublic.model_validate(
+        {"id": "alice/maze", "source": Source.HUB, "title": "Maze", "author": "alice", "likes": 1234} | values
+    )
+
+
+def test_a_card_shows_what_a_result_needs() -> None:
+    html = card_html(environment(emoji="🌀", description="Walk it", tags=["openenv", "maze", "mcp"]), "running")
+    assert 'href="?env=alice/maze"' in html and 'data-env="alice/maze"' in html
+    assert "🌀" in html and "Maze" in html and "by alice" in html and "♥ 1,234" in html and "Walk it" in html
+    assert '<span class="tag">maze</span>' in html and ">openenv<" not in html
+    assert "Launched here" in html and "MCP tools" in html
+
+
+def test_card_text_is_escaped() -> None:
+    html = card_html(environment(title="<script>x</script>", description="<img src=x onerror=alert(1)>", id='a/"b'))
+    assert "<script>" not in html and "<img" not in html and 'data-env="a/&quot;b"' in html
+
+
+def test_badges() -> None:
+    assert badges(environment(runtime_stage="RUNNING")) == [("Hub Space", "info"), ("Running", "ok")]
+    assert ("Runtime error", "bad") in badges(environment(runtime_stage="RUNTIME_ERROR"))
+    assert ("Task API", "info") in badges(environment(source=Source.TEMPLATE, tags=["task-api"]))
+    assert ("2 problems", "bad") in badges(environment(problems=["a", "b"]))
+
+
+def test_empty_state_and_summary() -> None:
+    assert "No environments found for <b>&lt;zzz&gt;</b>" in results_html([], {}, "<zzz>")
+    assert "No environments found." in empty_state("")
+    assert summary(0, 0, 0) == "No environments"
+    assert summary(1, 0, 1) == "1 environment · showing 1–1"
+    assert summary(10_000, 24, 12) == "10,000 environments · showing 25–36"
+    assert (pages(0, 12), pages(12, 12), pages(13, 12)) == (1, 1, 2)
