@@ -178,7 +178,11 @@ def search_environments(
 
 def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
     """The ordered statement and the count of a word search over the FTS5 index of listed environments."""
-    match = text("environment_fts MATCH :match").bindparams(match=fts_match(query.q))
+    # Tags are words of the index too: matching them there first leaves the exact tag check
+    # (in the filters) only the environments that can pass it.
+    tag_phrases = [" ".join(words) for words in (query_terms(tag) for tag in query.tags) if words]
+    expression = fts_match(query.q) + "".join(f' tags : "{phrase}"' for phrase in tag_phrases)
+    match = text("environment_fts MATCH :match").bindparams(match=expression)
     matched = select(_FTS.c.rowid).where(match)
     # The index holds listed environments only, so "not removed" is already true of every match.
     filters = _filters(query.model_copy(update={"include_removed": True}))

@@ -175,3 +175,13 @@ def test_search_follows_updates(engine: Engine) -> None:
 
 def test_fts_match_quotes_every_term() -> None:
     assert fts_match('chess "AND" board-game') == '"chess" "and" "board" "game"*'
+
+
+def test_tag_filter_with_words_is_exact(engine: Engine) -> None:
+    with Session(engine) as session, session.begin():
+        write_environments(
+            session, [row("games/go", "Go", description="chess-like", tags=["openenv", "board-game"])], {}
+        )
+    assert ids(engine, q="chess", tags=["game"]) == ["games/chess", "games/connect4"]
+    assert ids(engine, q="chess", tags=["board-game"]) == ["games/go"]
+    assert ids(engine, q="chess", tags=["board"]) == []
