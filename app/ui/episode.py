@@ -16,6 +16,11 @@ class Outcome:
     metadata: dict[str, Any] | None = None
 
 
+def episode_filename(environment: str) -> str:
+    """owner/name or template:name -> name-episode.jsonl"""
+    return f"{environment.split('/')[-1].split(':')[-1]}-episode.jsonl"
+
+
 @dataclass
 class Episode:
     environment: str

@@ -11,6 +11,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from app.ui import browse, detail, launch, play
 from app.ui.context import UiContext
+from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.style import CSS, THEME
 
@@ -42,7 +43,7 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
                 lp = launch.build(list(ctx.endpoints.runtimes))
         browse.wire(ctx, b)
-        play.wire(ctx, p, selected)
+        play_events = play.wire(ctx, p, selected)
         launch.wire(ctx, lp, selected)
 
         opened = [selected, tabs, lp.environment, *d.outputs, p.url, *p.setup]
@@ -81,6 +82,8 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
         b.results.click(from_card, None, opened, show_progress="hidden").then(
             refresh, [selected], d.live_outputs, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
+        for event in play_events:  # a launch or a connection may reveal the schemas, tools and tasks
+            event.then(refresh, [selected], d.live_outputs, show_progress="hidden")
         d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
 
@@ -104,16 +107,18 @@ def mount_ui(app: FastAPI, ctx: UiContext) -> None:
         session = ctx.sessions.find_by_token(token)
         if session is None:
             return PlainTextResponse("no such episode: it ended with its browser tab", status_code=404)
-        name = session.environment.split("/")[-1].replace(":", "-")
         return Response(
             session.episode.to_jsonl(),
             media_type="application/x-ndjson",
-            headers={"content-disposition": f'attachment; filename="{name}-episode.jsonl"'},
+            headers={"content-disposition": f'attachment; filename="{episode_filename(session.environment)}"'},
         )
 
     def build() -> None:
         blocks = build_blocks(ctx)
         blocks.queue(default_concurrency_limit=None)
+        # Gradio summarises its event log with pandas after every event, for a monitoring page
+        # envhub does not serve; that costs milliseconds per click (and warns on pandas 3).
+        blocks._queue.ANAYLTICS_CACHE_FREQUENCY = 1_000_000_000
         gr.mount_gradio_app(app, blocks, path="/", css=CSS, theme=THEME, footer_links=["gradio", "settings"])
 
     _in_event_loop(build)

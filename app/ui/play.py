@@ -11,7 +11,7 @@ from typing import Any, Literal
 import gradio as gr
 
 from app.ui.context import UiContext
-from app.ui.episode import Outcome
+from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
     FieldKind,
     FormField,
@@ -57,7 +57,7 @@ class Play:
     status: gr.Markdown
     seed: gr.Textbox
     split: gr.Dropdown
-    task_index: gr.Number
+    task_index: gr.Textbox
     reset_options: gr.Code
     reset: gr.Button
     tool: gr.Dropdown
@@ -94,8 +94,8 @@ def build() -> Play:
         with gr.Column(scale=2):
             with gr.Row(equal_height=True):
                 seed = gr.Textbox(label="Seed", placeholder="random", elem_id="play-seed")
-                split = gr.Dropdown([], label="Split", visible=False, elem_id="play-split")
-                task_index = gr.Number(label="Task index", precision=0, minimum=0, visible=False, elem_id="play-index")
+                split = gr.Dropdown([], label="Task split", visible=False, elem_id="play-split")
+                task_index = gr.Textbox(label="Task index", placeholder="any", visible=False, elem_id="play-index")
             with gr.Accordion("More reset options (JSON)", open=False):
                 reset_options = gr.Code("", language="json", lines=2, show_label=False, elem_id="play-reset-options")
             reset = gr.Button("↺ Reset", elem_id="play-reset")
@@ -148,11 +148,11 @@ def download_html(session: PlaySession) -> str:
     count = len(session.episode.records)
     if not count:
         return ""
-    name = session.environment.split("/")[-1].replace(":", "-")
     href = EPISODE_ROUTE.format(token=session.token)
     return (
         f'<a class="download" id="episode-download" href="{html.escape(href)}" '
-        f'download="{html.escape(name)}-episode.jsonl">⬇ Download the episode (JSONL, {count} records)</a>'
+        f'download="{html.escape(episode_filename(session.environment))}">'
+        f"⬇ Download the episode (JSONL, {count} records)</a>"
     )
 
 
@@ -215,7 +215,9 @@ def _control(field: FormField, key: str) -> Any:
     return gr.Textbox(value=value, **common)
 
 
-def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
+def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
+    """Wire the panel's events; returns the connect and launch events, which others may follow."""
+
     def session_of(request: gr.Request) -> PlaySession | None:
         return ctx.sessions.find(request.session_hash)
 
@@ -261,10 +263,8 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
                 choices=[t.name for t in info.tools], value=form.tool, visible=form.mode == "tool"
             ),
             play.tool_help: _tool_help(info, form.tool),
-            play.split: gr.Dropdown(choices=split_names, value=split_names[0] if split_names else None,
-                                    visible=bool(split_names)),
-            play.task_index: gr.Number(value=0 if split_names else None, visible=bool(split_names),
-                                       maximum=_last_index(info, split_names[0] if split_names else None)),
+            play.split: gr.Dropdown(choices=split_names, value=None, visible=bool(split_names)),
+            play.task_index: gr.Textbox(value="", visible=bool(split_names), info=_index_hint(info, None)),
         } | cleared(play)  # fmt: skip
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
@@ -293,9 +293,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
             request, environment_id, url
         )
 
-    async def reset(
-        request: gr.Request, seed: str, split: str | None, index: float | None, more: str
-    ) -> dict[Any, Any]:
+    async def reset(request: gr.Request, seed: str, split: str | None, index: str, more: str) -> dict[Any, Any]:
         session = session_of(request)
         if session is None:
             return refusal(play, "connect to the environment first")
@@ -311,10 +309,14 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
             if not seed.strip().isdigit():
                 return refusal(play, "the seed must be a whole number, 0 or more (or empty for a random one)")
             options["seed"] = int(seed)
-        if split and session.info.splits:
+        if index and index.strip() and session.info.splits:
+            if not index.strip().isdigit():
+                return refusal(play, "the task index must be a whole number, 0 or more")
+            # The Task API lists tasks; environments take the one to play as reset options.
+            options["split"] = split or session.info.splits[0].name
+            options["index"] = int(index)
+        elif split and session.info.splits:
             options["split"] = split
-            if index is not None:
-                options["index"] = int(index)
         try:
             outcome = await session.reset(options)
         except PlayError as exc:
@@ -347,11 +349,11 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
 
     def pick_split(request: gr.Request, split: str | None) -> Any:
         session = session_of(request)
-        return gr.Number(maximum=_last_index(session.info, split) if session else None)
+        return gr.Textbox(info=_index_hint(session.info, split) if session else None)
 
     common: dict[str, Any] = {"show_progress": "minimal"}
-    play.connect.click(connect, [selected, play.url], play.setup, **common)
-    play.launch.click(launch, [selected], [play.url, *play.setup], **common)
+    connected = play.connect.click(connect, [selected, play.url], play.setup, **common)
+    launched = play.launch.click(launch, [selected], [play.url, *play.setup], **common)
     play.reset.click(reset, [play.seed, play.split, play.task_index, play.reset_options], play.results, **common)
     play.raw_step.click(step_raw, [play.raw_action], play.results, **common)
     play.legal.click(step_legal, [play.form], play.results, **common)
@@ -384,15 +386,19 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> None:
             if isinstance(control, gr.Textbox):
                 control.submit(step, controls, play.results, **common)
 
+    return [connected, launched]
+
 
 def _tool_help(info: LiveInfo, name: str | None) -> str:
     tool = next((t for t in info.tools if t.name == name), None)
     return f"`{tool.name}`: {tool.description}" if tool and tool.description else ""
 
 
-def _last_index(info: LiveInfo, split: str | None) -> int | None:
-    found = next((s for s in info.splits if s.name == split), None)
-    return found.count - 1 if found and found.count else None
+def _index_hint(info: LiveInfo, split: str | None) -> str:
+    found = next((s for s in info.splits if s.name == split), None) or (info.splits[0] if info.splits else None)
+    if found is None or not found.count:
+        return "empty for any task"
+    return f"0 to {found.count - 1} in {found.name}; empty for any task"
 
 
 def _urls(ctx: UiContext, environment_id: str, request: gr.Request) -> list[str]:
@@ -419,5 +425,5 @@ def prepare(ctx: UiContext, play: Play, environment_id: str, request: gr.Request
         play.tool: gr.Dropdown(visible=False),
         play.tool_help: "",
         play.split: gr.Dropdown(visible=False),
-        play.task_index: gr.Number(visible=False),
+        play.task_index: gr.Textbox(visible=False),
     } | cleared(play)

@@ -1,0 +1,50 @@
+"""A real browser for the UI tests: Playwright driving the system Chromium (never a downloaded one)."""
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from app.settings import REPO_ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("ENVHUB_UI_ARTIFACTS", REPO_ROOT / "artifacts" / "ui"))
+
+
+def chromium_available() -> bool:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return Path(CHROMIUM).is_file()
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium; yields Playwright's Browser."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot as a test artifact (CI keeps artifacts/ui)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

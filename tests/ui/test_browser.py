@@ -1,0 +1,268 @@
+"""The web UI in a real browser (system Chromium through Playwright) against envhub on loopback,
+with the built-in environments launched for real by the process backend."""
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.settings import REPO_ROOT, Settings
+from tests.conftest import needs
+from tests.serving import Envhub
+from tests.ui.browser import chromium, chromium_available, screenshot
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
+]
+LAUNCH_S = 90_000  # ms: a first launch may build the template's virtualenv
+WAIT = 20_000
+
+
+@pytest.fixture(scope="module")
+def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
+    """envhub with the built-in templates and one whose README is hostile."""
+    scratch = tmp_path_factory.mktemp("ui")
+    shutil.copytree(Path(__file__).parent / "evil", scratch / "extra" / "evil")
+    settings = Settings(
+        database_url=f"sqlite:///{scratch / 'envhub.db'}",
+        data_dir=scratch / "data",
+        templates_dir=REPO_ROOT / "spaces_templates",
+        extra_templates=str(scratch / "extra"),
+        hf_endpoint="http://127.0.0.1:9",
+        sync_interval_s=0,
+        health_interval_s=0,
+        launch_timeout_s=LAUNCH_S / 1000,
+        max_endpoints_per_owner=10,
+    )
+    server = Envhub(settings)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.console = []
+    page.on("console", lambda message: page.console.append(message.text))
+    page.on("pageerror", lambda error: page.console.append(f"pageerror: {error}"))
+    page.set_default_timeout(WAIT)
+    yield page
+    context.close()
+
+
+def expect(target: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=WAIT)
+    return playwright_expect(target)
+
+
+def field(page: Any, elem_id: str) -> Any:
+    """The text input of a Gradio textbox, number or code box."""
+    return page.locator(f"#{elem_id}").locator("textarea, input, .cm-content").first
+
+
+def choose(page: Any, elem_id: str, option: str) -> None:
+    page.locator(f"#{elem_id} input").first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def fill_form(page: Any, name: str, value: str) -> None:
+    """Fill a field of the action form once the form has been drawn (again) for the current tool."""
+    control = field(page, f"field-{name}")
+    expect(control).to_be_visible()
+    page.wait_for_timeout(300)  # the form is re-rendered server-side; let the last render land
+    control.fill(value)
+    expect(control).to_have_value(value)
+
+
+def launch_and_connect(page: Any) -> None:
+    page.locator("#open-play").click()
+    page.locator("#play-launch").click()
+    expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=LAUNCH_S)
+
+
+def reset(page: Any) -> None:
+    page.locator("#play-reset").click()
+    try:
+        expect(page.locator("#play-stats")).to_contain_text("steps", timeout=WAIT)
+    except AssertionError:
+        print(
+            "errors:", page.locator("#play-errors").inner_text(), "status:", page.locator("#play-status").inner_text()
+        )
+        raise
+
+
+def history_rows(page: Any) -> Any:
+    return page.locator("#play-history [role=row]:not(thead [role=row])")
+
+
+def steps_become(page: Any, count: int) -> None:
+    try:
+        expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text(str(count))
+    except AssertionError:
+        print(
+            "errors:", page.locator("#play-errors").inner_text(), "status:", page.locator("#play-status").inner_text()
+        )
+        raise
+
+
+def stat(page: Any, name: str) -> str:
+    text: str = page.locator(f'#play-stats [data-stat="{name}"] b').inner_text()
+    return text
+
+
+def test_search_open_launch_play_and_download(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/")
+    expect(page.locator(".env-card")).to_have_count(7, timeout=WAIT)  # six built-in and the hostile one
+    expect(page.locator("#result-summary")).to_contain_text("7 environments")
+    field(page, "search").press_sequentially("connect fo")  # results follow typing; the last word may be unfinished
+    expect(page.locator(".env-card")).to_have_count(1)
+    expect(page).to_have_url(re.compile(r"\?q=connect\+fo$"))
+    screenshot(page, "browse")
+
+    page.locator('.env-card[data-env="template:connect_four"]').click()
+    expect(page.locator("#env-header h1")).to_contain_text("Connect Four")
+    expect(page).to_have_url(re.compile(r"\?env=template%3Aconnect_four$"))
+    expect(page.locator("#readme h2").first).to_have_text("What the agent sees")
+    screenshot(page, "detail")
+
+    launch_and_connect(page)
+    field(page, "play-seed").fill("1")
+    reset(page)
+    assert (stat(page, "steps"), stat(page, "done")) == ("0", "no")
+    expect(page.locator("#play-legal button.legal")).to_have_count(7)
+    page.locator("#play-legal button.legal", has_text="3").click()  # a legal action, as a button
+    expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("1")
+    field(page, "field-column").fill("2")  # the form made from the action schema
+    page.locator("#play-step").click()
+    expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("2")
+    field(page, "field-column").fill("9")  # the environment refuses it, and says why next to the form
+    page.locator("#play-step").click()
+    expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("3")
+    expect(page.locator("#play-errors")).to_contain_text("Column 9 does not exist")
+    page.get_by_text("Raw action JSON").click()  # openenv's schema validation refuses this before any step
+    field(page, "play-raw").fill('{"column": "left"}')
+    page.locator("#play-raw-step").click()
+    expect(page.locator("#play-errors")).to_contain_text("Refused: column: Input should be a valid integer")
+    expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("3")
+    assert stat(page, "reward") == "0" and stat(page, "cumulative-reward") == "0"
+    expect(page.locator("#play-observation")).to_contain_text("0 1 2 3 4 5 6")
+    expect(history_rows(page)).to_have_count(4)  # reset and three steps
+    screenshot(page, "play")
+
+    with page.expect_download() as download:
+        page.locator("#episode-download").click()
+    lines = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+    assert download.value.suggested_filename == "connect_four-episode.jsonl"
+    assert lines[0]["kind"] == "episode" and lines[0]["environment"] == "template:connect_four"
+    assert [line["kind"] for line in lines[1:]] == ["reset", "step", "step", "step"]
+    assert lines[1]["options"] == {"seed": 1}
+    assert [line["action"] for line in lines[2:]] == [{"column": 3}, {"column": 2}, {"column": 9}]
+    assert all("board" in line["observation"] and line["reward"] == 0.0 for line in lines[2:])
+    assert "Column 9 does not exist" in lines[-1]["observation"]["error"]
+    assert lines[-1]["step"] == 3 and lines[-1]["cumulative_reward"] == 0.0
+
+
+def test_mcp_tool_call(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?env=template:toolbox")
+    expect(page.locator("#env-header h1")).to_contain_text("Toolbox")
+    launch_and_connect(page)
+    expect(page.locator("#play-tool")).to_be_visible()
+    reset(page)
+    expect(page.locator("#play-observation")).to_contain_text("question")
+    choose(page, "play-tool", "calculate")
+    expect(page.locator("#play-tool-help")).to_contain_text("calculate")
+    fill_form(page, "expression", "2 * (3 + 4) ^ 2")
+    page.locator("#play-step").click()
+    steps_become(page, 1)
+    expect(page.locator("#play-observation")).to_contain_text("98")
+    expect(history_rows(page).first).to_contain_text('"tool_name": "calculate"')
+    page.get_by_role("tab", name="Environment").click()
+    page.get_by_role("tab", name="API").click()
+    expect(page.locator("#env-api")).to_contain_text("MCP tools (")
+    expect(page.locator("#env-api")).to_contain_text("convert_units")
+
+
+def test_task_api_reset_by_index(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?env=template:arithmetic_tasks")
+    launch_and_connect(page)
+    expect(page.locator("#play-split")).to_be_visible()
+    choose(page, "play-split", "test")
+    field(page, "play-index").fill("3")
+    reset(page)
+    expect(page.locator("#play-observation")).to_contain_text("test-0003")
+    fill_form(page, "answer", "not a number")
+    page.locator("#play-step").click()
+    expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("1")
+    page.get_by_role("tab", name="Environment").click()
+    page.get_by_role("tab", name="API").click()
+    expect(page.locator("#env-api")).to_contain_text("Task API")
+    expect(page.locator("#env-api table").last).to_contain_text("test")
+
+
+def test_readme_payloads_do_not_run(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?env=template:evil")
+    expect(page.locator("#readme")).to_contain_text("Only this sentence should remain readable.")
+    page.locator("#readme").hover()
+    page.locator("#readme", has_text="hover here").hover()
+    link = page.locator("#readme a", has_text="a javascript: link")
+    if link.count():
+        link.click()
+    page.wait_for_timeout(500)  # give an onerror handler time to fire, were there one
+    assert page.evaluate("window.pwned") is None
+    assert not [m for m in page.console if "pwned" in m], page.console
+    readme = page.locator("#readme")
+    assert readme.locator("script, iframe, svg").count() == 0
+    attributes = readme.evaluate(
+        "el => [...el.querySelectorAll('*')].flatMap(n => [...n.attributes].map(a => a.name + '=' + a.value))"
+    )
+    assert not [a for a in attributes if a.startswith("on") or "javascript:" in a.lower() or "data:text" in a]
+
+
+def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?env=template:lights_out")
+    expect(page.locator("#env-header h1")).to_contain_text("Lights Out")
+    page.locator("#open-launch").click()
+    expect(page.locator("#launch-environment")).to_contain_text("template:lights_out")
+    field(page, "launch-env").fill("OPENENV_MODE=simulation")
+    page.locator("#launch-start").click()
+    expect(page.locator("#launch-status")).to_contain_text("running", timeout=LAUNCH_S)
+    url = field(page, "launch-url").input_value()
+    assert re.fullmatch(re.escape(envhub.url) + r"/endpoints/[0-9a-f]{10}", url), url
+    assert envhub.http.get(url.removeprefix(envhub.url) + "/health").json() == {"status": "healthy"}
+    expect(page.locator("#launch-endpoints")).to_contain_text("template:lights_out")
+    expect(page.locator("#launch-log")).to_contain_text("Uvicorn running")
+    page.locator("#launch-stop").click()
+    expect(page.locator("#launch-status")).to_contain_text("stopped")
+    assert envhub.endpoint(url.rsplit("/", 1)[1])["status"] == "stopped"
+
+
+def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?q=wordle")
+    expect(field(page, "search")).to_have_value("wordle")
+    expect(page.locator(".env-card")).to_have_count(1)
+    field(page, "search").clear()
+    field(page, "search").press("Enter")
+    expect(page.locator(".env-card")).to_have_count(7)
+    page.locator("#has-tasks input").check()
+    expect(page.locator(".env-card")).to_have_count(1)
+    expect(page.locator(".env-card")).to_contain_text("Arithmetic Tasks")
+    page.locator("#has-tasks input").uncheck()
+    field(page, "search").press_sequentially("zzzz nothing")
+    expect(page.locator("#results .empty-state")).to_contain_text("No environments found")
+    page.goto(envhub.url + "/?env=nobody/nothing")
+    expect(page.locator("#env-header")).to_contain_text("Not found")
