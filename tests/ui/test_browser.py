@@ -95,6 +95,11 @@ def launch_and_connect(page: Any) -> None:
     expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=LAUNCH_S)
 
 
+def explain(page: Any) -> None:
+    """What the playground said, for the log of a failed test."""
+    print("errors:", page.locator("#play-errors").inner_text(), "| status:", page.locator("#play-status").inner_text())
+
+
 def reset(page: Any) -> None:
     page.locator("#play-reset").click()
     try:
