@@ -203,6 +203,7 @@ def create_app(
     app.state.endpoints = endpoints
     app.state.checker = checker
     app.state.monitor = monitor
+    app.state.guard = guard  # for anything else that fetches a user-supplied URL (the playground)
 
     @app.exception_handler(EnvhubError)
     async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
