@@ -261,3 +261,13 @@ def test_a_trickling_response_is_cut_at_the_time_limit(site: Served) -> None:
     with pytest.raises(TimeoutError):
         asyncio.run(fetch())
     assert time.monotonic() - started < 3
+
+
+def test_a_check_resolves_its_host_once(site: Served) -> None:
+    from catalog.checks import check_url
+
+    calls: list[str] = []
+    guard = OutboundGuard(allow_private=True, resolver=fake_dns({"env.test": ["127.0.0.1"]}, calls))  # type: ignore[arg-type]
+    report = asyncio.run(check_url(f"http://env.test:{site.port}", guard, timeout_s=2, deadline_s=5))
+    assert report.url == f"http://env.test:{site.port}"
+    assert calls == ["env.test"]

@@ -51,9 +51,10 @@ async def check_url(
     headers: dict[str, str] | None = None,
 ) -> ConformanceReport:
     """Check a base URL against the whole checklist; RefusedURLError when the guard will not fetch it."""
-    target = await guard.resolve(url)  # refuse before any check runs
+    url = guard.normalize(url)
     outbound = OutboundSession(guard, timeout_s=timeout_s, headers=headers or {})
     try:
-        return await run_checks(target.url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
+        await outbound.pin(url)  # refuse before any check runs; every request then goes to this address
+        return await run_checks(url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
     finally:
         await outbound.aclose()
