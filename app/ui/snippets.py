@@ -44,8 +44,8 @@ class Target:
         return example_action(self.fields)
 
     def reset_options(self) -> dict[str, Any]:
-        if self.task_env and self.splits:
-            return {"split": self.splits[0], "index": 0}
+        # Not split and index, even with the Task API: how a task is picked at reset is each
+        # environment's own convention (the toolbox lists tasks but takes task_id).
         return {"seed": 0}
 
 
@@ -228,7 +228,6 @@ def mcp(target: Target) -> str:
         "from openenv.core.mcp_client import MCPToolClient\n\n\n"
         "async def main() -> None:\n"
         f'    async with MCPToolClient(base_url="{target.url}") as env:\n'
-        "        await env.reset()\n"
         "        for tool in await env.list_tools():\n"
         "            print(tool.name, tool.input_schema)\n" + call + "\n\nasyncio.run(main())\n"
     )

@@ -53,10 +53,10 @@ def test_trl_tool_for_a_plain_action() -> None:
     assert "def act(self, answer: str, reasoning: str | None = None) -> str:" in optional
 
 
-def test_task_environments_reset_by_split_and_index() -> None:
+def test_task_environments_list_their_splits() -> None:
     target = Target(URL, "Arithmetic", form_fields(ARITHMETIC), task_env="arithmetic_tasks", splits=("train", "test"))
-    assert websocket_messages(target)[0] == {"type": "reset", "data": {"split": "train", "index": 0}}
-    assert "env.reset(split='train', index=0)" in all_snippets(target)["Python"]
+    assert websocket_messages(target)[0] == {"type": "reset", "data": {"seed": 0}}  # reset options vary by env
+    assert "env.reset(seed=0)" in all_snippets(target)["Python"]
     assert f"curl -s {URL}/arithmetic_tasks/splits" in curl(target)
 
 
