@@ -202,6 +202,20 @@ class HubClient:
     def _headers(self) -> dict[str, str]:
         return build_hf_headers(token=self._token, library_name="envhub")
 
+    def _get(self, url: str, params: list[tuple[str, str]] | None = None) -> httpx2.Response:
+        """GET with envhub's timeout and bounded retries of transient failures."""
+        self._count()
+        return http_backoff(
+            "GET",
+            url,
+            params=params,
+            headers=self._headers(),
+            timeout=self._http_timeout,
+            retry_on_exceptions=_TRANSIENT,
+            max_retries=self._max_retries,
+            base_wait_time=self._backoff_s,
+        )
+
     def _unavailable(self, what: str, exc: Exception) -> HubUnavailableError:
         if isinstance(exc, HfHubHTTPError) and exc.response is not None:
             reason = f"HTTP {exc.response.status_code}"
@@ -223,17 +237,7 @@ class HubClient:
         query: list[tuple[str, str]] | None = params
         while url is not None:
             try:
-                self._count()
-                response = http_backoff(
-                    "GET",
-                    url,
-                    params=query,
-                    headers=self._headers(),
-                    timeout=self._http_timeout,
-                    retry_on_exceptions=_TRANSIENT,
-                    max_retries=self._max_retries,
-                    base_wait_time=self._backoff_s,
-                )
+                response = self._get(url, query)
                 hf_raise_for_status(response)
                 page = response.json()
             except (httpx2.HTTPError, OSError, ValueError) as exc:
@@ -297,16 +301,7 @@ class HubClient:
         """The Space's stage and host now (one request, never to the Space itself); None when it is gone."""
         url = f"{self.endpoint}/api/spaces/{space_id}"
         try:
-            self._count()
-            response = http_backoff(
-                "GET",
-                url,
-                headers=self._headers(),
-                timeout=self._http_timeout,
-                retry_on_exceptions=_TRANSIENT,
-                max_retries=self._max_retries,
-                base_wait_time=self._backoff_s,
-            )
+            response = self._get(url)
             if response.status_code == 404:
                 return None
             hf_raise_for_status(response)
