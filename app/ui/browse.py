@@ -131,7 +131,7 @@ def wire(ctx: UiContext, browse: Browse) -> None:
 
         return go
 
-    common: dict[str, Any] = {"show_progress": "hidden", "queue": True}
+    common: dict[str, Any] = {"show_progress": "hidden", "queue": False}
     keep_url = (
         "(q) => { const u = new URL(location); u.searchParams.delete('env'); "
         "q ? u.searchParams.set('q', q) : u.searchParams.delete('q'); history.replaceState(null, '', u); }"

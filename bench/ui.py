@@ -1,0 +1,208 @@
+"""The web UI in a real browser on loopback: time to a usable browse page, search-to-results
+over a 10,000-environment catalog, and the playground's step round trip.
+
+    .venv/bin/python -m bench.ui [--environments 10000] [--loads 10] [--steps 60]
+
+envhub runs as its own process (`python -m app serve`) on a SQLite catalog of generated
+Spaces (bench/corpus.py) plus the built-in templates; the system Chromium, driven by
+Playwright, loads pages and clicks as a person would. Floors (issue 4): browse page ≤ 2 s,
+search ≤ 500 ms, step p95 ≤ 250 ms.
+"""
+
+import argparse
+import hashlib
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlmodel import Session
+
+from app.settings import REPO_ROOT
+from bench.corpus import Corpus, environment_row
+from bench.report import load_average, machine_line, percentile, table, verdict
+from catalog.db import create_db_engine, init_db
+from catalog.runtimes.process import free_port
+from catalog.sync import write_environments
+from tests.ui.browser import chromium
+
+BROWSE_FLOOR_MS = 2000.0
+SEARCH_FLOOR_MS = 500.0
+STEP_P95_FLOOR_MS = 250.0
+# The cards (or the empty state), not the component around them, whose status classes change first.
+RESULTS = "document.querySelector('#results .env-grid, #results .empty-state')?.outerHTML"
+RESULTS_CHANGED = f"() => {RESULTS} !== window.__before"
+# Timed by the page itself: from the user's key press or click (seen in the capture phase,
+# before Gradio's own handlers) to the next frame after the watched part shows the answer.
+ARM = """({event, source, watch, ready}) => {
+  window.__before = RESULTS_EXPR;
+  const done = eval(ready);
+  window.__measured = new Promise((resolve) => {
+    document.querySelector(source).addEventListener(event, () => {
+      const started = performance.now();
+      const observer = new MutationObserver(() => {
+        if (!done()) return;
+        observer.disconnect();
+        requestAnimationFrame(() => resolve(performance.now() - started));
+      });
+      observer.observe(document.querySelector(watch),
+        {subtree: true, childList: true, characterData: true, attributes: true});
+    }, {capture: true, once: true});
+  });
+}""".replace("RESULTS_EXPR", RESULTS)
+QUERIES = [
+    "chess", "wordle", "maze navigation", "trading portfolio", "sokoban", "agent", "browser",
+    "theorem", "wor", "coding sandbox", "zugzwang", "robot", "puzzle", "email calendar", "poker",
+    "hanabi", "drone", "spreadsheet", "connect4", "environment",
+]  # fmt: skip
+
+
+def populate(database: Path, count: int, seed: int = 7) -> None:
+    """Write generated Spaces into the catalog the way a sync does."""
+    engine = create_db_engine(f"sqlite:///{database}")
+    init_db(engine)
+    spaces = Corpus(seed).spaces(count)
+    with Session(engine) as session:
+        while part := list(itertools.islice(spaces, 2000)):
+            rows = [environment_row(s, sha=hashlib.sha1(s.id.encode()).hexdigest()) for s in part]
+            write_environments(session, rows, {s.id: s.datasets for s in part})
+        session.commit()
+    engine.dispose()
+
+
+@contextmanager
+def envhub_process(scratch: Path) -> Iterator[str]:
+    port = free_port()
+    env = os.environ | {
+        "ENVHUB_DATABASE_URL": f"sqlite:///{scratch}/envhub.db",
+        "ENVHUB_DATA_DIR": f"{scratch}/data",
+        "ENVHUB_TEMPLATES_DIR": str(REPO_ROOT / "spaces_templates"),
+        "ENVHUB_SYNC_INTERVAL_S": "0",
+        "ENVHUB_HEALTH_INTERVAL_S": "0",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/api/health").is_success:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def usable_browse_page(browser: Any, url: str, loads: int) -> list[float]:
+    """Navigation start to result cards shown and the search box ready (the browser's own clock)."""
+    times = []
+    for _ in range(loads):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(url + "/", wait_until="commit")
+        page.wait_for_function(
+            "document.querySelector('.env-card') && !document.querySelector('#search textarea').disabled",
+            polling=5,
+            timeout=30_000,
+        )
+        times.append(float(page.evaluate("performance.now()")))
+        context.close()
+    return times
+
+
+def search_to_results(browser: Any, url: str) -> list[tuple[str, int, float]]:
+    """Enter in the search box to the new result cards in the page, per query."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url + "/")
+    page.wait_for_selector(".env-card", timeout=30_000)
+    box = page.locator("#search textarea")
+    results = []
+    for query in ["warm up", *QUERIES]:
+        box.fill(query)
+        page.evaluate(
+            ARM, {"event": "keydown", "source": "#search textarea", "watch": "#results", "ready": RESULTS_CHANGED}
+        )
+        box.press("Enter")
+        elapsed = float(page.evaluate("window.__measured"))
+        found = re.search(r"([\d,]+) environments?", page.locator("#result-summary").inner_text())
+        count = int(found.group(1).replace(",", "")) if found else 0
+        if query != "warm up":
+            expected = httpx.get(f"{url}/api/environments", params={"q": query, "limit": 1}).json()["count"]
+            if count != expected:
+                raise RuntimeError(f"the page shows {count} results for {query!r}, the API {expected}")
+            results.append((query, count, elapsed))
+    page.close()
+    return results
+
+
+def step_round_trips(browser: Any, url: str, steps: int) -> list[float]:
+    """Click Step to the new observation rendered, in the maze (a PNG in every observation)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url + "/?env=template:maze")
+    page.wait_for_selector("#env-header h1", timeout=30_000)
+    page.locator("#open-play").click()
+    page.locator("#play-launch").click()
+    page.wait_for_function("document.querySelector('#play-status').innerText.includes('Connected')", timeout=120_000)
+    page.locator("#play-seed textarea").fill("3")
+    page.locator("#play-reset").click()
+    stat = "document.querySelector('#play-stats [data-stat=steps] b')"
+    page.wait_for_function(f"{stat} && {stat}.innerText === '0'", timeout=30_000)
+    times = []
+    for step in range(1, steps + 1):
+        ready = f"() => {{ const b = {stat}; return b && b.innerText === '{step}'; }}"
+        page.evaluate(ARM, {"event": "click", "source": "#play-step", "watch": "#play-stats", "ready": ready})
+        page.locator("#play-step").click()
+        times.append(float(page.evaluate("window.__measured")))
+    page.close()
+    return times[3:]  # the first clicks warm the session up
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--environments", type=int, default=10_000)
+    parser.add_argument("--loads", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=60)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
+        populate(Path(scratch) / "envhub.db", args.environments)
+        load = load_average()
+        with envhub_process(Path(scratch)) as url, chromium() as browser:
+            steps = step_round_trips(browser, url, args.steps)
+            browse = usable_browse_page(browser, url, args.loads)
+            searches = search_to_results(browser, url)
+    search_ms = [s[2] for s in searches]
+    print(machine_line())
+    print(f"load average before: {load}; catalog: {args.environments:,} generated environments + 6 templates")
+    print(table(["query", "results", "ms"], searches))
+    print()
+    rows = [
+        ["usable browse page", len(browse), percentile(browse, 0.5), percentile(browse, 0.95), max(browse),
+         verdict(max(browse) <= BROWSE_FLOOR_MS), f"≤ {BROWSE_FLOOR_MS:g} ms"],
+        ["search to results", len(search_ms), percentile(search_ms, 0.5), percentile(search_ms, 0.95), max(search_ms),
+         verdict(max(search_ms) <= SEARCH_FLOOR_MS), f"≤ {SEARCH_FLOOR_MS:g} ms"],
+        ["step round trip", len(steps), percentile(steps, 0.5), percentile(steps, 0.95), max(steps),
+         verdict(percentile(steps, 0.95) <= STEP_P95_FLOOR_MS), f"p95 ≤ {STEP_P95_FLOOR_MS:g} ms"],
+    ]  # fmt: skip
+    print(table(["measure", "samples", "p50 ms", "p95 ms", "max ms", "verdict", "floor"], rows))
+
+
+if __name__ == "__main__":
+    main()
