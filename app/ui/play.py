@@ -360,7 +360,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
     play.reset.click(reset, [play.seed, play.split, play.task_index, play.reset_options], play.results, **common)
     play.raw_step.click(step_raw, [play.raw_action], play.results, **common)
     play.legal.click(step_legal, [play.form], play.results, **common)
-    play.tool.input(pick_tool, [play.tool], [play.form, play.tool_help], **common)
+    play.tool.input(pick_tool, [play.tool], [play.form, play.tool_help], show_progress="hidden")  # queued: redraws
     play.split.input(pick_split, [play.split], [play.task_index], **common)
 
     with play.form_area:  # the form is drawn here, again each time the form state changes
