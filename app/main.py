@@ -216,5 +216,5 @@ def create_app(
     for module in (environments, datasets, sync, endpoints_api, checks, health):
         app.include_router(module.router)
     app.include_router(gateway.router)
-    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions))  # last: its mount at / takes the rest
+    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard))  # last: its mount at / takes the rest
     return app

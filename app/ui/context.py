@@ -12,6 +12,7 @@ from app.settings import Settings
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointManager
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
+from catalog.outbound import OutboundGuard
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class UiContext:
     engine: Engine
     endpoints: EndpointManager
     sessions: PlaySessions
+    guard: OutboundGuard
 
     @contextmanager
     def db(self) -> Iterator[Session]:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from catalog.models import EnvironmentDetail
+from catalog.outbound import OutboundGuard, RefusedURLError
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -122,10 +123,26 @@ async def _tasks(http: httpx.AsyncClient, url: str) -> tuple[str | None, list[Sp
     return env, [Split(s.name, s.type, counts.get(s.name)) for s in splits]
 
 
+async def outbound_refusal(guard: OutboundGuard, url: str, own_endpoints: str) -> str | None:
+    """Why the playground may not connect to a URL, or None: envhub's own endpoints always may.
+
+    Other live URLs (a Space's host, a registered URL) go through the outbound guard, like
+    checks and registration.
+    """
+    if url.startswith(own_endpoints.rstrip("/") + "/"):
+        return None
+    try:
+        await guard.resolve(url)
+    except RefusedURLError as exc:
+        return exc.message
+    return None
+
+
 async def probe(url: str, *, timeout_s: float = PROBE_TIMEOUT_S) -> LiveInfo:
     """Ask a live environment for its schema, tools and tasks, all at once."""
     url = url.rstrip("/")
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as http:
+    # No redirects: a live URL that sends the probe elsewhere could send it to a private address.
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as http:
         schema, tools, tasks = await asyncio.gather(
             _schema(http, url), _tools(http, url), _tasks(http, url), return_exceptions=True
         )

@@ -23,7 +23,7 @@ from app.ui.forms import (
     tool_call,
     visible,
 )
-from app.ui.live import LiveInfo, from_record, probe
+from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
 from catalog.endpoints import LaunchRequest
@@ -239,6 +239,9 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             return {play.status: "Open an environment first."}
         if not url or url not in ctx.live_urls(environment, request):
             return {play.status: "Pick a live URL of this environment, or launch it."}
+        refused = await outbound_refusal(ctx.guard, url, ctx.endpoint_url(request, ""))
+        if refused is not None:
+            return {play.status: f"**Not connecting:** {refused}"}
         info = await probe(url)
         cached = from_record(environment, url)
         info = LiveInfo(
