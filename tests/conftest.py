@@ -61,7 +61,7 @@ def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
         health_interval_s=0,
         templates_dir=templates_dir,
         extra_templates="",
-        hub_timeout_s=1,
+        hub_timeout_s=10,  # tests that need a timeout set a short one themselves
         hub_max_retries=2,
         hub_backoff_s=0.01,
     )

@@ -19,6 +19,12 @@ def syncer(settings: Settings, engine: Engine) -> Syncer:
     return Syncer(engine, hub_from_settings(settings), workers=4)
 
 
+@pytest.fixture
+def impatient_syncer(settings: Settings, engine: Engine) -> Syncer:
+    """Gives up on a request after half a second, for faults that never answer."""
+    return Syncer(engine, hub_from_settings(settings.model_copy(update={"hub_timeout_s": 0.5})), workers=4)
+
+
 def environment(engine: Engine, environment_id: str) -> Environment:
     with Session(engine) as session:
         found = session.get(Environment, environment_id)
@@ -153,7 +159,8 @@ def test_retry_after_is_honoured_on_listing(hub: FakeHub, syncer: Syncer, engine
     assert len(listed_ids(engine)) == 2
 
 
-def test_server_errors_and_timeouts_are_retried(hub: FakeHub, syncer: Syncer, engine: Engine) -> None:
+def test_server_errors_and_timeouts_are_retried(hub: FakeHub, impatient_syncer: Syncer, engine: Engine) -> None:
+    syncer = impatient_syncer
     add_spaces(hub, 2)
     hub.fail("GET", "/api/spaces", Fault(status=503))
     hub.fail("GET", "/spaces/org0/env-000/resolve", Fault(hang_s=3), Fault(status=502))
@@ -206,8 +213,9 @@ def test_failed_entry_keeps_what_was_known(hub: FakeHub, syncer: Syncer, engine:
     ids=["5xx", "timeout", "not-json", "reset"],
 )
 def test_sync_that_cannot_finish_leaves_the_catalog_intact(
-    hub: FakeHub, syncer: Syncer, engine: Engine, fault: Fault
+    hub: FakeHub, impatient_syncer: Syncer, engine: Engine, fault: Fault
 ) -> None:
+    syncer = impatient_syncer
     ids = add_spaces(hub, 4)
     syncer.run()
     for space_id in ids:
