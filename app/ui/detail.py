@@ -9,8 +9,9 @@ import gradio as gr
 from app.ui import connect
 from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.live import LiveInfo, from_record, probe
+from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.readme import render_markdown
+from catalog.models import EnvironmentDetail, HealthStatus
 from catalog.search import find_environment
 
 
@@ -32,6 +33,12 @@ class Detail:
     def live_outputs(self) -> list[Any]:
         """What refresh() fills in from the live environment."""
         return [self.api, self.status, *self.connect.outputs]
+
+
+def asleep(environment: EnvironmentDetail) -> bool:
+    """The Hub or the health monitor says the Space sleeps: a request would wake it."""
+    sleeping = environment.health is not None and environment.health.status == HealthStatus.SLEEPING
+    return sleeping or environment.runtime_stage in ("SLEEPING", "PAUSED")
 
 
 def build() -> Detail:
@@ -85,7 +92,14 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
     urls = ctx.live_urls(environment, request)
     url = urls[0] if urls else None
     info = from_record(environment, url)
-    if url and (info.schema is None or (not info.tools and not info.splits)):
+    missing = info.schema is None or (not info.tools and not info.splits)
+    # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
+    if (
+        url
+        and missing
+        and not asleep(environment)
+        and not await outbound_refusal(ctx.guard, url, ctx.endpoint_url(request, ""))
+    ):
         live = await probe(url)
         info = LiveInfo(
             url=url,
