@@ -216,5 +216,6 @@ def create_app(
     for module in (environments, datasets, sync, endpoints_api, checks, health):
         app.include_router(module.router)
     app.include_router(gateway.router)
-    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard))  # last: its mount at / takes the rest
+    # Last: the UI's mount at / takes every path the routes above do not.
+    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard, monitor))
     return app

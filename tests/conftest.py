@@ -14,6 +14,9 @@ from sqlalchemy import Engine
 from app.main import create_app
 from app.settings import Settings
 from catalog.db import create_db_engine, init_db
+from catalog.models import EnvironmentDetail, Source
+from catalog.runtimes import LaunchSpec
+from catalog.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 
@@ -121,3 +124,14 @@ def envhub(settings: Settings, tmp_path: Path, count_template: str) -> "Iterator
     server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def space_app(tmp_path: Path) -> Iterator[str]:
+    """The count environment's server, standing in for what the Hub runs at the Space's host."""
+    folder = write_count_env(tmp_path / "space-app" / "count")
+    runtime = ProcessRuntime(tmp_path / "space-runtime")
+    environment = EnvironmentDetail(id="alice/count", source=Source.HUB, title="Count", path=str(folder))
+    launched = runtime.start(LaunchSpec("spaceapp", environment, tmp_path / "space-app.log"), lambda _: None)
+    yield launched.url
+    runtime.stop(launched.handle)

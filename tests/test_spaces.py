@@ -8,24 +8,9 @@ from openenv.core.generic_client import GenericEnvClient
 from pydantic import SecretStr
 
 from app.settings import Settings
-from catalog.models import EnvironmentDetail, Source
-from catalog.runtimes import LaunchSpec
-from catalog.runtimes.process import ProcessRuntime
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
-from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
-
-
-@pytest.fixture
-def space_app(tmp_path: Path) -> Iterator[str]:
-    """The count environment's server, standing in for what the Hub runs at the Space's host."""
-    folder = write_count_env(tmp_path / "space-app" / "count")
-    runtime = ProcessRuntime(tmp_path / "space-runtime")
-    environment = EnvironmentDetail(id="alice/count", source=Source.HUB, title="Count", path=str(folder))
-    launched = runtime.start(LaunchSpec("spaceapp", environment, tmp_path / "space-app.log"), lambda _: None)
-    yield launched.url
-    runtime.stop(launched.handle)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from sqlmodel import Session
 from app.settings import Settings
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointManager
+from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
 from catalog.outbound import OutboundGuard
 
@@ -22,6 +23,7 @@ class UiContext:
     endpoints: EndpointManager
     sessions: PlaySessions
     guard: OutboundGuard
+    monitor: HealthMonitor
 
     @contextmanager
     def db(self) -> Iterator[Session]:

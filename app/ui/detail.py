@@ -11,6 +11,7 @@ from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.readme import render_markdown
+from catalog.errors import EnvhubError
 from catalog.models import EnvironmentDetail, HealthStatus
 from catalog.search import find_environment
 
@@ -23,11 +24,12 @@ class Detail:
     status: gr.HTML
     play: gr.Button
     launch: gr.Button
+    wake: gr.Button
     connect: connect.Connect
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.header, self.readme, *self.live_outputs]
+        return [self.header, self.readme, self.wake, *self.live_outputs]
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -54,8 +56,9 @@ def build() -> Detail:
         with gr.Column(scale=1, min_width=220):
             play = gr.Button("▶ Play", variant="primary", elem_id="open-play")
             launch = gr.Button("🚀 Launch", elem_id="open-launch")
+            wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
-    return Detail(header, readme, api, status, play, launch, panel)
+    return Detail(header, readme, api, status, play, launch, wake, panel)
 
 
 def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
@@ -69,6 +72,7 @@ def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Reques
             detail.readme: "",
             detail.api: "",
             detail.status: "",
+            detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", LiveInfo())
     urls = ctx.live_urls(environment, request)
     url = urls[0] if urls else None
@@ -80,7 +84,22 @@ def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Reques
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
         detail.status: status_html(environment, url),
+        detail.wake: gr.Button(visible=asleep(environment)),
     } | connect.updates(detail.connect, url, environment.title, info)
+
+
+async def wake(ctx: UiContext, detail: Detail, environment_id: str) -> dict[Any, Any]:
+    """Send a sleeping Space the request that wakes it; the health monitor follows it from there."""
+    try:
+        health = await ctx.monitor.wake(environment_id)
+    except EnvhubError as exc:
+        return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
+    note = html.escape(health.message or health.status.value)
+    return {
+        detail.status: f"<p>Waking the Space ({note}). A Space takes a minute or so to start; "
+        "reopen this page to see its status.</p>",
+        detail.wake: gr.Button(visible=False),
+    }
 
 
 async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:

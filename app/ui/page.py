@@ -87,6 +87,11 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
         d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
 
+        async def wake(environment_id: str) -> dict[Any, Any]:
+            return await detail.wake(ctx, d, environment_id)
+
+        d.wake.click(wake, [selected], [d.status, d.wake], show_progress="hidden")
+
         def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
             return launch.watch(ctx, lp, endpoint_id, request)
 
