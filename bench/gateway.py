@@ -10,20 +10,15 @@ session and then with sixteen, against the endpoint's own address and the gatewa
 import argparse
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from websockets.asyncio.client import connect
 
+from bench.envhub import envhub_process
 from bench.report import load_average, machine_line, percentile, table, verdict
-from catalog.runtimes.process import free_port
 from tests.environments import write_count_env
 
 STEP = json.dumps({"type": "step", "data": {"add": 0}})
@@ -52,39 +47,6 @@ async def measure(url: str, sessions: int, seconds: float) -> tuple[float, float
     return sum(counts) / seconds, percentile(latencies, 0.5), percentile(latencies, 0.95)
 
 
-@contextmanager
-def envhub_process(scratch: str) -> Iterator[str]:
-    """envhub as its own process, as deployed, so the benchmark's client does not share its CPU time."""
-    templates = Path(scratch) / "templates"
-    write_count_env(templates / "count")
-    port = free_port()
-    env = os.environ | {
-        "ENVHUB_DATABASE_URL": f"sqlite:///{scratch}/envhub.db",
-        "ENVHUB_DATA_DIR": f"{scratch}/data",
-        "ENVHUB_TEMPLATES_DIR": str(templates),
-        "ENVHUB_SYNC_INTERVAL_S": "0",
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/api/health").is_success:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def launch(envhub: str) -> dict[str, str]:
     endpoint = httpx.post(f"{envhub}/api/endpoints", json={"environment": "template:count"}).json()
     while endpoint["status"] == "starting":
@@ -100,12 +62,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     args = parser.parse_args()
     results: dict[tuple[str, int], tuple[float, float, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch, envhub_process(scratch) as envhub:
-        targets = launch(envhub)
-        for sessions in (1, 16):
-            for name, url in targets.items():
-                asyncio.run(measure(url, sessions, 0.5))  # warm up connections and code paths
-                results[name, sessions] = asyncio.run(measure(url, sessions, args.seconds))
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
+        templates = Path(scratch) / "templates"
+        write_count_env(templates / "count")
+        with envhub_process(Path(scratch), templates) as envhub:
+            targets = launch(envhub)
+            for sessions in (1, 16):
+                for name, url in targets.items():
+                    asyncio.run(measure(url, sessions, 0.5))  # warm up connections and code paths
+                    results[name, sessions] = asyncio.run(measure(url, sessions, args.seconds))
     rows = [[name, sessions, *figures] for (name, sessions), figures in results.items()]
     ratio = results["gateway", 16][0] / results["direct", 16][0]
     added_p50 = results["gateway", 1][1] - results["direct", 1][1]

@@ -12,14 +12,8 @@ search ≤ 500 ms, step p95 ≤ 250 ms.
 import argparse
 import hashlib
 import itertools
-import os
 import re
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +22,9 @@ from sqlmodel import Session
 
 from app.settings import REPO_ROOT
 from bench.corpus import Corpus, environment_row
+from bench.envhub import envhub_process
 from bench.report import load_average, machine_line, percentile, table, verdict
 from catalog.db import create_db_engine, init_db
-from catalog.runtimes.process import free_port
 from catalog.sync import write_environments
 from tests.ui.browser import chromium
 
@@ -76,39 +70,6 @@ def populate(database: Path, count: int, seed: int = 7) -> None:
             write_environments(session, rows, {s.id: s.datasets for s in part})
         session.commit()
     engine.dispose()
-
-
-@contextmanager
-def envhub_process(scratch: Path) -> Iterator[str]:
-    port = free_port()
-    env = os.environ | {
-        "ENVHUB_DATABASE_URL": f"sqlite:///{scratch}/envhub.db",
-        "ENVHUB_DATA_DIR": f"{scratch}/data",
-        "ENVHUB_TEMPLATES_DIR": str(REPO_ROOT / "spaces_templates"),
-        "ENVHUB_SYNC_INTERVAL_S": "0",
-        "ENVHUB_HEALTH_INTERVAL_S": "0",
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "GRADIO_ANALYTICS_ENABLED": "False",
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/api/health").is_success:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def usable_browse_page(browser: Any, url: str, loads: int) -> list[float]:
@@ -184,7 +145,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
         populate(Path(scratch) / "envhub.db", args.environments)
         load = load_average()
-        with envhub_process(Path(scratch)) as url, chromium() as browser:
+        with envhub_process(Path(scratch), REPO_ROOT / "spaces_templates") as url, chromium() as browser:
             steps = step_round_trips(browser, url, args.steps)
             browse = usable_browse_page(browser, url, args.loads)
             searches = search_to_results(browser, url)

@@ -1,0 +1,47 @@
+"""envhub as its own process, as deployed, so that a benchmark's client never shares its CPU time."""
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from catalog.runtimes.process import free_port
+
+
+@contextmanager
+def envhub_process(scratch: Path, templates: Path) -> Iterator[str]:
+    """`python -m app serve` on a free port with its catalog in `scratch`; yields its base URL."""
+    port = free_port()
+    env = os.environ | {
+        "ENVHUB_DATABASE_URL": f"sqlite:///{scratch}/envhub.db",
+        "ENVHUB_DATA_DIR": f"{scratch}/data",
+        "ENVHUB_TEMPLATES_DIR": str(templates),
+        "ENVHUB_SYNC_INTERVAL_S": "0",
+        "ENVHUB_HEALTH_INTERVAL_S": "0",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/api/health").is_success:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
