@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import DateTime
 from sqlmodel import JSON, Field, SQLModel
 
 from catalog.checks.report import ConformanceReport, ConformanceSummary
@@ -180,6 +181,7 @@ class SyncRunBase(SyncCounts):
 
 class SyncRun(SyncRunBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
+    replica: str | None = Field(default=None, description="the envhub replica that runs or ran it")
 
 
 class SyncRunPublic(SyncRunBase):
@@ -229,6 +231,12 @@ class EndpointBase(SQLModel):
 
 
 class Endpoint(EndpointBase, table=True):
+    replica: str | None = Field(
+        default=None, index=True, description="the envhub replica that manages it; its server runs there"
+    )
+    last_active_at: datetime | None = Field(
+        default=None, description="the last gateway traffic any replica saw, written every few seconds"
+    )
     internal_url: str | None = None
     handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
     log_path: str | None = None
@@ -261,6 +269,14 @@ class EndpointPublic(EndpointBase):
 class EndpointsPublic(SQLModel):
     data: list[EndpointPublic]
     count: int
+
+
+class Lease(SQLModel, table=True):
+    """A named right (run the background sync, say) held by one envhub replica until it expires."""
+
+    name: str = Field(primary_key=True)
+    holder: str = Field(description="the replica id: host-pid-random")
+    expires_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
 
 
 class CheckReportBase(SQLModel):

@@ -1,0 +1,197 @@
+"""Leases in the database: which replica runs the background sync, the health rounds, a sync now.
+
+Several envhub processes (replicas) may share one database. Each process start gets a
+replica id (`host-pid-random`). A lease is a row (name, holder, expires_at): a replica
+takes it with one conditional UPDATE that succeeds only when the lease is free, expired
+or already its own, or with an INSERT when no row exists yet; whichever statement
+changes a row wins, so two replicas never both hold a lease. A keeper thread renews what
+its replica holds every third of the TTL, and its own `replica:<id>` lease says that the
+replica is alive. When a replica dies its leases expire after the TTL and another takes
+over; on the same host a holder whose process is gone is known dead at once.
+
+Expiry times come from each replica's clock, so replicas on several machines need their
+clocks in step to well within the TTL (NTP does that).
+"""
+
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine, Result, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, col
+
+from catalog.models import Lease, utcnow
+
+__all__ = ["REPLICA_PREFIX", "Leases", "new_replica_id"]
+
+log = logging.getLogger(__name__)
+
+REPLICA_PREFIX = "replica:"  # the lease each live replica holds on itself
+
+
+_STARTED_HERE: set[str] = set()  # replica ids made by this process
+
+
+def new_replica_id() -> str:
+    """host-pid-random: unique per process start, and says where the process runs."""
+    replica = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    _STARTED_HERE.add(replica)
+    return replica
+
+
+def gone_from_this_host(replica: str) -> bool:
+    """A replica id of this host whose process no longer runs (an earlier life of this one, say)."""
+    parts = replica.rsplit("-", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        # This process has that pid now, so unless it made the id itself, the one that had it is gone.
+        return replica not in _STARTED_HERE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # some process of another user has that pid: assume alive
+    return False
+
+
+def _changed_one(result: Result[Any]) -> bool:
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+class Leases:
+    """The leases one replica holds, and what it knows of the others'."""
+
+    def __init__(self, engine: Engine, *, ttl_s: float = 30, replica: str | None = None) -> None:
+        self.engine = engine
+        self.ttl = timedelta(seconds=ttl_s)
+        self.replica = replica or new_replica_id()
+        _STARTED_HERE.add(self.replica)
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    # -- taking, keeping, giving back
+
+    def acquire(self, name: str) -> bool:
+        """Take the lease, or renew it when already held; True when this replica holds it now."""
+        now = utcnow()
+        expires = now + self.ttl
+        with Session(self.engine) as session, session.begin():
+            taken = session.execute(
+                update(Lease)
+                .where(
+                    col(Lease.name) == name,
+                    (col(Lease.holder) == self.replica) | (col(Lease.expires_at) < now),
+                )
+                .values(holder=self.replica, expires_at=expires)
+            )
+            won = _changed_one(taken)
+            if not won:
+                insert = sqlite_insert if session.get_bind().dialect.name == "sqlite" else postgresql_insert
+                statement = insert(Lease).values(name=name, holder=self.replica, expires_at=expires)
+                inserted = session.execute(statement.on_conflict_do_nothing(index_elements=["name"]))
+                won = _changed_one(inserted)
+            if not won:
+                holder = session.execute(select(col(Lease.holder)).where(col(Lease.name) == name)).scalar()
+                if holder is not None and gone_from_this_host(holder):
+                    # Its process is gone: no need to wait for the lease to expire.
+                    stolen = session.execute(
+                        update(Lease)
+                        .where(col(Lease.name) == name, col(Lease.holder) == holder)
+                        .values(holder=self.replica, expires_at=expires)
+                    )
+                    won = _changed_one(stolen)
+        with self._lock:
+            if won:
+                self._held.add(name)
+            else:
+                self._held.discard(name)
+        return won
+
+    def release(self, name: str) -> None:
+        """Give the lease back now, so another replica need not wait for it to expire."""
+        with self._lock:
+            self._held.discard(name)
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(Lease).where(col(Lease.name) == name, col(Lease.holder) == self.replica))
+
+    def holds(self, name: str) -> bool:
+        """Whether this replica held the lease at its last renewal."""
+        with self._lock:
+            return name in self._held
+
+    def renew(self) -> None:
+        """Renew every lease held, and this replica's own; a lease lost to a stall is dropped."""
+        for name in self._names_held() | {REPLICA_PREFIX + self.replica}:
+            if not self.acquire(name) and name != REPLICA_PREFIX + self.replica:
+                log.warning("replica %s lost the %s lease to another replica", self.replica, name)
+
+    def _names_held(self) -> set[str]:
+        with self._lock:
+            return set(self._held)
+
+    # -- the keeper thread
+
+    def start(self) -> None:
+        """Say this replica is alive, and keep renewing its leases until stop()."""
+        self.acquire(REPLICA_PREFIX + self.replica)
+        self._stopping.clear()
+        self._keeper = threading.Thread(target=self._keep, name="envhub-leases", daemon=True)
+        self._keeper.start()
+
+    def _keep(self) -> None:
+        interval = self.ttl.total_seconds() / 3
+        while not self._stopping.wait(interval):
+            try:
+                self.renew()
+            except OperationalError as exc:  # the database is away for a moment: try again next time
+                log.warning("renewing leases failed: %s", exc)
+
+    def stop(self) -> None:
+        """Stop renewing and give back every lease, the replica's own last."""
+        self._stopping.set()
+        if self._keeper is not None:
+            self._keeper.join(timeout=10)
+        with self._lock:
+            self._held.clear()
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(Lease).where(col(Lease.holder) == self.replica))
+
+    # -- what the others hold
+
+    def holder(self, name: str) -> str | None:
+        """The replica holding a lease now, or None when it is free, expired or its holder is gone."""
+        with Session(self.engine) as session:
+            holder = session.execute(
+                select(col(Lease.holder)).where(col(Lease.name) == name, col(Lease.expires_at) >= utcnow())
+            ).scalar()
+        return None if holder is None or gone_from_this_host(holder) else holder
+
+    def live(self) -> dict[str, str]:
+        """Every unexpired lease by name, with its holder (replicas' own leases included)."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(col(Lease.name), col(Lease.holder)).where(col(Lease.expires_at) >= utcnow())
+            ).all()
+        return {name: holder for name, holder in rows if not gone_from_this_host(holder)}
+
+    def live_replicas(self) -> set[str]:
+        """The replicas alive now, this one always among them."""
+        alive = {h for n, h in self.live().items() if n.startswith(REPLICA_PREFIX)}
+        return alive | {self.replica}
+
+    def alive(self, replicas: Iterable[str]) -> set[str]:
+        """Which of these replicas are alive."""
+        return set(replicas) & self.live_replicas()

@@ -1,0 +1,104 @@
+"""Leases in the database: one holder at a time, renewal, expiry, release, and a dead holder on this host."""
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+
+from app.settings import Settings
+from catalog.db import create_db_engine
+from catalog.leases import REPLICA_PREFIX, Leases, gone_from_this_host
+
+
+@pytest.fixture
+def other_engine(settings: Settings, engine: Engine) -> Iterator[Engine]:
+    """A second engine on the same database file, as another replica has."""
+    second = create_db_engine(settings.database_url)
+    yield second
+    second.dispose()
+
+
+def test_one_holder_at_a_time_until_release(engine: Engine, other_engine: Engine) -> None:
+    a, b = Leases(engine, ttl_s=30), Leases(other_engine, ttl_s=30)
+
+    assert a.acquire("sync")
+    assert not b.acquire("sync")
+    assert a.acquire("sync")  # renewing
+    assert (a.holder("sync"), b.holder("sync")) == (a.replica, a.replica)
+    assert b.holds("sync") is False
+
+    a.release("sync")
+    assert b.acquire("sync")
+    assert not a.acquire("sync")
+
+
+def test_an_expired_lease_goes_to_the_next_replica(engine: Engine, other_engine: Engine) -> None:
+    a, b = Leases(engine, ttl_s=0.3), Leases(other_engine, ttl_s=0.3)
+    assert a.acquire("health")
+    assert not b.acquire("health")
+
+    time.sleep(0.4)
+
+    assert a.holder("health") is None
+    assert b.acquire("health")
+    assert not a.acquire("health")
+    assert not a.holds("health")
+
+
+def test_many_replicas_racing_for_a_new_lease_give_one_holder(engine: Engine, settings: Settings) -> None:
+    engines = [create_db_engine(settings.database_url) for _ in range(8)]
+    contenders = [Leases(e, ttl_s=30) for e in engines]
+    won: list[str] = []
+    start = threading.Barrier(len(contenders))
+
+    def race(leases: Leases) -> None:
+        start.wait()
+        if leases.acquire("race"):
+            won.append(leases.replica)
+
+    threads = [threading.Thread(target=race, args=(c,)) for c in contenders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for e in engines:
+        e.dispose()
+
+    assert len(won) == 1
+    assert Leases(engine).holder("race") == won[0]
+
+
+def test_the_keeper_renews_and_stop_gives_everything_back(engine: Engine, other_engine: Engine) -> None:
+    a, b = Leases(engine, ttl_s=0.3), Leases(other_engine, ttl_s=0.3)
+    a.start()
+    try:
+        assert a.acquire("sync")
+        time.sleep(0.8)  # past the TTL: only renewal keeps it
+        assert not b.acquire("sync")
+        assert a.replica in b.live_replicas()
+    finally:
+        a.stop()
+    assert b.live() == {}
+    assert b.acquire("sync")
+    assert b.live_replicas() == {b.replica}
+
+
+def test_a_holder_whose_process_is_gone_is_replaced_at_once(engine: Engine) -> None:
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = f"{socket.gethostname()}-{exited.stdout.strip()}-abcdef"
+    assert gone_from_this_host(dead)
+    assert not gone_from_this_host(f"elsewhere-{exited.stdout.strip()}-abcdef")  # another host: wait for expiry
+    previous = Leases(engine, ttl_s=30, replica=dead)
+    previous.acquire("sync")
+    previous.acquire(REPLICA_PREFIX + dead)
+
+    successor = Leases(engine, ttl_s=30)
+
+    assert successor.holder("sync") is None
+    assert dead not in successor.live_replicas()
+    assert successor.acquire("sync")
