@@ -13,6 +13,8 @@ from tqdm import tqdm
 from app.settings import Settings
 from catalog.checks import ConformanceReport, Outcome, check_url
 from catalog.db import create_db_engine
+from catalog.errors import ConflictError
+from catalog.leases import Leases
 from catalog.models import SyncStatus
 from catalog.outbound import OutboundGuard, RefusedURLError
 from catalog.search import EnvironmentQuery, Sort, search_environments
@@ -35,16 +37,24 @@ def sync(settings: Settings, args: argparse.Namespace) -> int:
     from app.main import hub_from_settings, prepare_catalog
 
     engine = create_db_engine(settings.database_url)
-    prepare_catalog(settings, engine)
-    syncer = Syncer(engine, hub_from_settings(settings), workers=settings.hub_workers)
+    leases = Leases(engine, ttl_s=settings.lease_ttl_s)
+    prepare_catalog(settings, engine, leases)
+    syncer = Syncer(engine, hub_from_settings(settings), workers=settings.hub_workers, leases=leases)
     print(f"envhub: syncing from {settings.hf_endpoint}", file=sys.stderr)
-    with tqdm(total=0, unit="space", desc="downloading cards", disable=args.quiet, file=sys.stderr) as bar:
+    leases.start()  # a running server's replicas see this sync and wait for it
+    try:
+        with tqdm(total=0, unit="space", desc="downloading cards", disable=args.quiet, file=sys.stderr) as bar:
 
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
 
-        run = syncer.run(full=args.full, progress=progress)
+            run = syncer.run(full=args.full, progress=progress)
+    except ConflictError as exc:
+        print(f"envhub: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        leases.stop()
     print(run.summary())
     return 0 if run.status == SyncStatus.OK else 1
 
@@ -53,7 +63,7 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
     from app.main import prepare_catalog
 
     engine = create_db_engine(settings.database_url)
-    prepare_catalog(settings, engine)
+    prepare_catalog(settings, engine, Leases(engine, ttl_s=settings.lease_ttl_s))
     query = EnvironmentQuery(q=" ".join(args.query), tags=args.tag, sort=args.sort, limit=args.limit)
     with Session(engine) as session:
         found, count = search_environments(session, query)

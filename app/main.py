@@ -24,6 +24,7 @@ from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.errors import ConflictError, EnvhubError
 from catalog.health import HealthMonitor
 from catalog.hub import Hub, HubClient
+from catalog.leases import Leases
 from catalog.models import Backend
 from catalog.outbound import OutboundGuard
 from catalog.runtimes import Runtime
@@ -49,6 +50,7 @@ def hub_from_settings(settings: Settings) -> HubClient:
 
 _HTTP_LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=128)
 _WATCH_INTERVAL_S = 2
+SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 
 
 def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
@@ -80,10 +82,10 @@ async def _watch_endpoints(endpoints: EndpointManager) -> None:
         await asyncio.sleep(_WATCH_INTERVAL_S)
 
 
-def prepare_catalog(settings: Settings, engine: Engine) -> None:
+def prepare_catalog(settings: Settings, engine: Engine, leases: Leases) -> None:
     """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
     init_db(engine)
-    close_interrupted_runs(engine)
+    close_interrupted_runs(engine, leases)
     index_templates(engine, settings.template_roots())
 
 
@@ -92,23 +94,30 @@ def _count_listed(engine: Engine) -> int:
         return count_listed(session)
 
 
-async def _sync_periodically(syncer: Syncer, interval_s: float) -> None:
+async def _sync_periodically(syncer: Syncer, interval_s: float, poll_s: float) -> None:
+    """On the replica holding the sync lease: a sync whenever the catalog's last one is `interval_s` old."""
     while True:
         try:
-            run = await asyncio.to_thread(syncer.run)
-        except ConflictError:
-            pass  # a sync asked for through the API is running; this round is covered
-        else:
-            if run.error:
-                listed = await asyncio.to_thread(_count_listed, syncer.engine)
-                plural = "" if listed == 1 else "s"
-                log.warning(
-                    "Hub sync failed; serving the %d environment%s in the catalog. %s", listed, plural, run.error
-                )
-            else:
-                log.info(run.summary())
-        # Jitter keeps several replicas from syncing in lockstep.
-        await asyncio.sleep(interval_s * random.uniform(0.9, 1.1))
+            if await asyncio.to_thread(syncer.leases.acquire, SYNC_LEASE) and await asyncio.to_thread(
+                syncer.due, interval_s
+            ):
+                await _sync_once(syncer)
+        except Exception:  # the database away for a moment must not end the schedule
+            log.exception("the background sync could not start")
+        await asyncio.sleep(min(poll_s, interval_s) * random.uniform(0.9, 1.1))
+
+
+async def _sync_once(syncer: Syncer) -> None:
+    try:
+        run = await asyncio.to_thread(syncer.run)
+    except ConflictError:
+        return  # a sync asked for through the API is running; this round is covered
+    if run.error:
+        listed = await asyncio.to_thread(_count_listed, syncer.engine)
+        plural = "" if listed == 1 else "s"
+        log.warning("Hub sync failed; serving the %d environment%s in the catalog. %s", listed, plural, run.error)
+    else:
+        log.info(run.summary())
 
 
 async def _monitor_periodically(monitor: HealthMonitor, interval_s: float) -> None:
@@ -141,8 +150,9 @@ def create_app(
     """The envhub app. Nothing connects until it starts serving."""
     settings = settings or Settings()
     engine = create_db_engine(settings.database_url)
+    leases = Leases(engine, ttl_s=settings.lease_ttl_s)
     hub = hub or hub_from_settings(settings)
-    syncer = Syncer(engine, hub, workers=settings.hub_workers)
+    syncer = Syncer(engine, hub, workers=settings.hub_workers, leases=leases)
     endpoints = EndpointManager(
         engine,
         runtimes_from_settings(settings) if runtimes is None else runtimes,
@@ -170,11 +180,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await asyncio.to_thread(prepare_catalog, settings, engine)
+        await asyncio.to_thread(prepare_catalog, settings, engine, leases)
+        await asyncio.to_thread(leases.start)
         await asyncio.to_thread(endpoints.reconcile)
         tasks = [asyncio.create_task(_watch_endpoints(endpoints)), asyncio.create_task(play_sessions.reap_forever())]
         if settings.sync_interval_s > 0:
-            tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s)))
+            poll_s = settings.lease_ttl_s / 3
+            tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s, poll_s)))
         if settings.health_interval_s > 0:
             tasks.append(asyncio.create_task(_monitor_periodically(monitor, settings.health_interval_s)))
         app.state.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
@@ -190,6 +202,7 @@ def create_app(
             await monitor.aclose()
             await app.state.http.aclose()
             await asyncio.to_thread(endpoints.shutdown)
+            await asyncio.to_thread(leases.stop)
             engine.dispose()
 
     app = FastAPI(
@@ -199,6 +212,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.leases = leases
     app.state.syncer = syncer
     app.state.endpoints = endpoints
     app.state.checker = checker

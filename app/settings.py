@@ -18,6 +18,12 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/envhub.db"
     admin_token: SecretStr | None = None
     sync_interval_s: float = Field(default=3600, ge=0, description="0 turns the background sync off")
+    lease_ttl_s: float = Field(
+        default=30,
+        gt=0,
+        description="replicas sharing a database: how long a replica's leases (background sync, health rounds, "
+        "its endpoints) outlive it before another takes over",
+    )
     extra_templates: str = Field(
         default="", description=":-separated folders whose subfolders are OpenEnv environments"
     )

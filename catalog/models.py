@@ -177,11 +177,11 @@ class SyncRunBase(SyncCounts):
     requests: int = 0
     seconds: float = 0
     error: str | None = None
+    replica: str | None = Field(default=None, description="the envhub replica that runs or ran it")
 
 
 class SyncRun(SyncRunBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
-    replica: str | None = Field(default=None, description="the envhub replica that runs or ran it")
 
 
 class SyncRunPublic(SyncRunBase):

@@ -11,15 +11,17 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, desc, select, update
+from sqlalchemy import Engine, delete, desc, func, select, update
 from sqlmodel import Session, col
 
 from catalog.cards import MANIFEST_LIMIT, README_LIMIT, card_values, parse_manifest, parse_readme
 from catalog.db import upsert
 from catalog.errors import ConflictError, EnvhubError, NotFoundError
 from catalog.hub import DatasetListing, Hub, SpaceListing
+from catalog.leases import Leases
 from catalog.models import (
     Dataset,
     Environment,
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
 _BATCH = 200
+SYNC_RUNNING = "sync-running"  # the lease of whichever replica runs a sync now, whoever asked for it
 
 
 @dataclass
@@ -187,12 +190,13 @@ class SyncStopped(EnvhubError):
 
 
 class Syncer:
-    """Runs syncs of one database against one Hub, one at a time."""
+    """Runs syncs of one database against one Hub, one at a time across every replica."""
 
-    def __init__(self, engine: Engine, hub: Hub, *, workers: int = 8) -> None:
+    def __init__(self, engine: Engine, hub: Hub, *, workers: int = 8, leases: Leases | None = None) -> None:
         self.engine = engine
         self.hub = hub
         self.workers = workers
+        self.leases = leases or Leases(engine)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -218,13 +222,18 @@ class Syncer:
         if not self._lock.acquire(blocking=False):
             raise ConflictError("a sync is already running; wait for it to finish")
         try:
+            if not self.leases.acquire(SYNC_RUNNING):
+                where = self.leases.holder(SYNC_RUNNING) or "another replica"
+                raise ConflictError(f"a sync is already running on {where}; wait for it to finish")
+            close_interrupted_runs(self.engine, self.leases)
             self._stopping.clear()
             with Session(self.engine) as session:
-                run = SyncRun(full=full)
+                run = SyncRun(full=full, replica=self.leases.replica)
                 session.add(run)
                 session.commit()
                 return SyncRunPublic.model_validate(run)
         except BaseException:
+            self.leases.release(SYNC_RUNNING)
             self._lock.release()
             raise
 
@@ -253,7 +262,14 @@ class Syncer:
                 session.commit()
                 return SyncRunPublic.model_validate(record)
         finally:
+            self.leases.release(SYNC_RUNNING)
             self._lock.release()
+
+    def due(self, interval_s: float) -> bool:
+        """Whether the catalog's last sync, by any replica, began `interval_s` or more ago."""
+        with Session(self.engine) as session:
+            last = last_sync_started(session)
+        return last is None or (utcnow() - last).total_seconds() >= interval_s
 
     def _index(self, full: bool, progress: Progress | None) -> SyncCounts:
         listings = list({s.id: s for s in self.hub.list_environment_spaces()}.values())
@@ -360,14 +376,34 @@ class Syncer:
         return len(rows)
 
 
-def close_interrupted_runs(engine: Engine) -> None:
-    """Runs left 'running' by a process that died are marked failed, so none looks stuck."""
+def close_interrupted_runs(engine: Engine, leases: Leases) -> None:
+    """Runs left 'running' by a replica that died are marked failed, so none looks stuck.
+
+    A run is interrupted when its replica no longer holds the sync-running lease: the run
+    of another live replica (or of this one) goes on untouched.
+    """
+    holder = leases.holder(SYNC_RUNNING)
+    interrupted = col(SyncRun.status) == SyncStatus.RUNNING
+    if holder is not None:
+        interrupted &= col(SyncRun.replica).is_(None) | (col(SyncRun.replica) != holder)
     with Session(engine) as session, session.begin():
         session.execute(
             update(SyncRun)
-            .where(col(SyncRun.status) == SyncStatus.RUNNING)
+            .where(interrupted)
             .values(status=SyncStatus.FAILED, error="interrupted: envhub stopped during this sync")
         )
+
+
+def last_sync_started(session: Session) -> datetime | None:
+    """When the last sync that ran to its end, or runs now, began; interrupted ones do not count."""
+    started: datetime | None = session.execute(
+        select(func.max(col(SyncRun.started_at))).where(
+            col(SyncRun.finished_at).is_not(None) | (col(SyncRun.status) == SyncStatus.RUNNING)
+        )
+    ).scalar()
+    if started is None:
+        return None
+    return started if started.tzinfo else started.replace(tzinfo=UTC)  # SQLite gives naive UTC back
 
 
 def list_sync_runs(session: Session, limit: int = 20) -> list[SyncRunPublic]:

@@ -1,4 +1,4 @@
-"""Leases in the database: one holder at a time, renewal, expiry, release, and a dead holder on this host."""
+"""Leases in the database: one holder at a time, renewal, expiry, release, a dead holder on this host; syncs."""
 
 import socket
 import subprocess
@@ -8,11 +8,18 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
+from sqlmodel import Session, col
 
+from app.main import hub_from_settings
 from app.settings import Settings
 from catalog.db import create_db_engine
+from catalog.errors import ConflictError
 from catalog.leases import REPLICA_PREFIX, Leases, gone_from_this_host
+from catalog.models import SyncRun, SyncStatus
+from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_run, last_sync_started
+from tests.conftest import space_files, wait_until
+from tests.fakehub import FakeHub, Fault
 
 
 @pytest.fixture
@@ -102,3 +109,45 @@ def test_a_holder_whose_process_is_gone_is_replaced_at_once(engine: Engine) -> N
     assert successor.holder("sync") is None
     assert dead not in successor.live_replicas()
     assert successor.acquire("sync")
+
+
+def test_a_sync_on_one_replica_refuses_one_on_another_and_is_not_called_interrupted(
+    settings: Settings, engine: Engine, other_engine: Engine, hub: FakeHub
+) -> None:
+    hub.add_space("alice/count", files=space_files("Count"))
+    hub.fail("GET", "/api/spaces", Fault(hang_s=1))
+    a = Syncer(engine, hub_from_settings(settings), leases=Leases(engine))
+    b = Syncer(other_engine, hub_from_settings(settings), leases=Leases(other_engine))
+
+    running = a.start()
+    with pytest.raises(ConflictError, match=f"already running on {a.leases.replica}"):
+        b.run()
+    close_interrupted_runs(other_engine, b.leases)  # what a replica starting now does
+
+    wait_until(lambda: not a.running)
+    with Session(engine) as session:
+        assert get_sync_run(session, running.id).status == SyncStatus.OK
+        assert get_sync_run(session, running.id).replica == a.leases.replica
+    assert b.run().status == SyncStatus.OK
+
+
+def test_the_run_of_a_replica_that_died_is_closed_and_the_schedule_ignores_it(
+    settings: Settings, engine: Engine
+) -> None:
+    dead = Leases(engine, ttl_s=0.2)
+    assert dead.acquire(SYNC_RUNNING)
+    with Session(engine) as session:
+        session.add(SyncRun(replica=dead.replica))
+        session.commit()
+    survivor = Leases(engine, ttl_s=0.2)
+
+    close_interrupted_runs(engine, survivor)
+    with Session(engine) as session:
+        assert session.execute(select(col(SyncRun.status))).scalar_one() == SyncStatus.RUNNING  # its holder lives
+
+    time.sleep(0.3)  # the dead replica's lease expires
+    close_interrupted_runs(engine, survivor)
+    with Session(engine) as session:
+        run = session.execute(select(SyncRun)).scalar_one()
+        assert (run.status, run.error) == (SyncStatus.FAILED, "interrupted: envhub stopped during this sync")
+        assert last_sync_started(session) is None  # so the next background sync is due at once

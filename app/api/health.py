@@ -1,12 +1,13 @@
-"""GET /api/health: is envhub up, how big is its catalog, how did the last sync go."""
+"""GET /api/health: is envhub up, how big is its catalog, how did the last sync go, which replicas share it."""
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep, SettingsDep, SyncerDep
+from catalog.leases import REPLICA_PREFIX
 from catalog.models import SyncRunPublic
 from catalog.search import count_listed
-from catalog.sync import list_sync_runs
+from catalog.sync import SYNC_RUNNING, list_sync_runs
 
 router = APIRouter(prefix="/api/health", tags=["health"])
 
@@ -15,17 +16,24 @@ class Health(BaseModel):
     status: str
     environments: int
     hub_endpoint: str
-    sync_running: bool
+    sync_running: bool = Field(description="a sync runs now, on any replica")
     last_sync: SyncRunPublic | None
+    replica: str = Field(description="this envhub process: host-pid-random")
+    replicas: list[str] = Field(description="the envhub processes alive on this database")
+    leases: dict[str, str] = Field(description="who runs what: lease name -> replica (sync, health, sync-running)")
 
 
 @router.get("")
 def read_health(session: SessionDep, settings: SettingsDep, syncer: SyncerDep) -> Health:
     runs = list_sync_runs(session, limit=1)
+    live = syncer.leases.live()
     return Health(
         status="ok",
         environments=count_listed(session),
         hub_endpoint=settings.hf_endpoint,
-        sync_running=syncer.running,
+        sync_running=syncer.running or SYNC_RUNNING in live,
         last_sync=runs[0] if runs else None,
+        replica=syncer.leases.replica,
+        replicas=sorted(h for n, h in live.items() if n.startswith(REPLICA_PREFIX)),
+        leases={n: h for n, h in sorted(live.items()) if not n.startswith(REPLICA_PREFIX)},
     )
