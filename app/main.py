@@ -158,6 +158,7 @@ def create_app(
         runtimes_from_settings(settings) if runtimes is None else runtimes,
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
+        leases,
     )
     play_sessions = PlaySessions()
 

@@ -11,16 +11,18 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy import Engine, func, select
+from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlmodel import Session, col
 
 from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
+from catalog.leases import Leases
 from catalog.models import (
     Backend,
     Endpoint,
@@ -34,6 +36,9 @@ from catalog.search import find_environment
 log = logging.getLogger(__name__)
 
 ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
+# How long the gateway trusts a looked-up internal URL: the watch interval, so that an
+# endpoint stopped through another replica is not reached at its old address for long.
+_RESOLVE_TTL_S = 2.0
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -140,14 +145,30 @@ class Traffic:
 
 
 class EndpointManager:
+    """Endpoints of one replica: it launches, watches and stops its own, and serves any through its gateway.
+
+    Replicas sharing a database each manage the endpoints they launched (the row's
+    `replica`): a process endpoint runs on that replica's machine. One replica never
+    stops or fails another live replica's endpoints; those of a replica that died are
+    taken over (kept when they still run, as containers and Spaces do) or stopped.
+    """
+
     def __init__(
-        self, engine: Engine, runtimes: dict[Backend, Runtime], logs_dir: Path, limits: EndpointLimits
+        self,
+        engine: Engine,
+        runtimes: dict[Backend, Runtime],
+        logs_dir: Path,
+        limits: EndpointLimits,
+        leases: Leases | None = None,
     ) -> None:
         self.engine = engine
         self.runtimes = runtimes
         self.logs_dir = logs_dir
         self.limits = limits
-        self._urls: dict[str, Upstream] = {}
+        self.leases = leases or Leases(engine)
+        # Where the gateway reaches each endpoint, for a moment: another replica may stop it.
+        self._urls: dict[str, tuple[Upstream, float]] = {}
+        self._active_written: dict[str, float] = {}  # endpoint id -> the last_active time written to its row
         self._traffic: dict[str, Traffic] = {}
         self._lock = threading.Lock()
 
@@ -178,9 +199,9 @@ class EndpointManager:
 
     def resolve(self, endpoint_id: str) -> Upstream | None:
         """Where the gateway reaches a running endpoint; None when it is not running."""
-        upstream = self._urls.get(endpoint_id)
-        if upstream is not None:
-            return upstream
+        cached = self._urls.get(endpoint_id)
+        if cached is not None and time.monotonic() - cached[1] < _RESOLVE_TTL_S:
+            return cached[0]
         with Session(self.engine) as session:
             endpoint = session.get(Endpoint, endpoint_id)
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING or not endpoint.internal_url:
@@ -189,7 +210,7 @@ class EndpointManager:
 
     def _remember(self, endpoint_id: str, backend: Backend, url: str, handle: dict[str, Any]) -> Upstream:
         upstream = Upstream(url, self.runtimes[backend].auth_headers(handle))
-        self._urls[endpoint_id] = upstream
+        self._urls[endpoint_id] = (upstream, time.monotonic())
         return upstream
 
     # -- changing
@@ -216,6 +237,7 @@ class EndpointManager:
             owner=owner,
             options={"env": request.options.env, "secrets": sorted(request.options.secrets), **checked},
             message="starting",
+            replica=self.leases.replica,
         )
         with self._lock, Session(self.engine) as session:
             self._check_limits(session, owner)
@@ -309,22 +331,10 @@ class EndpointManager:
 
     def reconcile(self) -> None:
         """At start-up: rows match what runs, and nothing runs that no row claims."""
+        live = self.leases.live_replicas()
         for endpoint in self.list(active_only=True):
-            runtime = self.runtimes.get(endpoint.backend)
-            try:
-                running = endpoint.status == EndpointStatus.RUNNING
-                if runtime is not None and running and runtime.is_running(endpoint.handle):
-                    continue
-                if runtime is not None and endpoint.handle:
-                    runtime.stop(endpoint.handle)
-            except EnvhubError as exc:
-                log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
-            self._update(
-                endpoint.id,
-                status=EndpointStatus.STOPPED,
-                message="envhub restarted while it ran; launch it again",
-                stopped_at=utcnow(),
-            )
+            if endpoint.replica not in live:
+                self._take_over(endpoint)
         claimed = {e.id for e in self.list(active_only=True)}
         for backend, runtime in self.runtimes.items():
             try:
@@ -335,12 +345,47 @@ class EndpointManager:
             except EnvhubError as exc:
                 log.info("%s backend not checked for leftovers: %s", backend.value, exc.message)
 
+    def _take_over(self, endpoint: Endpoint) -> None:
+        """An endpoint whose replica is gone: keep it when it still runs as seen from here, else stop it."""
+        with Session(self.engine) as session, session.begin():
+            claimed = session.execute(
+                update(Endpoint)
+                .where(col(Endpoint.id) == endpoint.id, _same_replica(endpoint.replica))
+                .values(replica=self.leases.replica)
+            )
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+            return  # another replica took it first
+        runtime = self.runtimes.get(endpoint.backend)
+        try:
+            running = endpoint.status == EndpointStatus.RUNNING
+            if runtime is not None and running and runtime.is_running(endpoint.handle):
+                log.info("endpoint %s of replica %s is now managed here", endpoint.id, endpoint.replica)
+                return
+            if runtime is not None and endpoint.handle:
+                runtime.stop(endpoint.handle)
+        except EnvhubError as exc:
+            log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
+        gone = f" (its replica {endpoint.replica} is gone)" if endpoint.replica else ""
+        self._urls.pop(endpoint.id, None)
+        self._update(
+            endpoint.id,
+            status=EndpointStatus.STOPPED,
+            message=f"envhub restarted while it ran{gone}; launch it again",
+            stopped_at=utcnow(),
+        )
+
     def watch(self) -> None:
-        """Mark endpoints that died as failed, and stop those idle too long."""
+        """Mark this replica's endpoints that died as failed, stop those idle too long, take over orphans."""
         now = utcnow()
         idle_limit = timedelta(seconds=self.limits.idle_timeout_s)
-        for endpoint in self.list(active_only=True):
-            if endpoint.status != EndpointStatus.RUNNING:
+        active = self.list(active_only=True)
+        self._write_activity(active)
+        live = self.leases.live_replicas()
+        for endpoint in active:
+            if endpoint.replica not in live:
+                self._take_over(endpoint)
+                continue
+            if endpoint.replica != self.leases.replica or endpoint.status != EndpointStatus.RUNNING:
                 continue
             runtime = self.runtimes.get(endpoint.backend)
             if runtime is None:
@@ -349,18 +394,56 @@ class EndpointManager:
                 self._fail(endpoint, self._death_note(endpoint))
                 continue
             stats = self.traffic(endpoint.id).snapshot()
-            last = stats.last_active_at or endpoint.started_at or now
+            # The last traffic through this replica's gateway or, as written to the row, any other's.
+            seen = [_aware(t) for t in (stats.last_active_at, endpoint.last_active_at) if t is not None]
+            last = max(seen) if seen else _aware(endpoint.started_at or now)
             if stats.active_sessions == 0 and now - last > idle_limit:
                 idle = self.limits.idle_timeout_s
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
                 self.stop(endpoint.id, f"stopped after {spent} without sessions")
+        self._stop_unclaimed()
+
+    def _write_activity(self, active: Sequence[Endpoint]) -> None:
+        """Write when this replica's gateway last carried each endpoint's traffic, for the replica managing it."""
+        for endpoint in active:
+            with self._lock:
+                traffic = self._traffic.get(endpoint.id)
+            if traffic is None:
+                continue
+            if traffic.active_sessions > 0:
+                traffic.touch()  # an open session is activity, however quiet
+            if traffic.last_active <= self._active_written.get(endpoint.id, 0):
+                continue
+            when = datetime.fromtimestamp(traffic.last_active, UTC)
+            with Session(self.engine) as session, session.begin():
+                session.execute(
+                    update(Endpoint)
+                    .where(
+                        col(Endpoint.id) == endpoint.id,
+                        col(Endpoint.last_active_at).is_(None) | (col(Endpoint.last_active_at) < when),
+                    )
+                    .values(last_active_at=when)
+                )
+            self._active_written[endpoint.id] = traffic.last_active
+
+    def _stop_unclaimed(self) -> None:
+        """Local servers whose rows another replica stopped: it could not reach this machine's processes."""
+        runtime = self.runtimes.get(Backend.PROCESS)
+        if runtime is None:
+            return
+        mine = {e.id for e in self.list(active_only=True) if e.replica == self.leases.replica}
+        for orphan in runtime.managed_endpoints() - mine:
+            runtime.stop({"endpoint": orphan})
 
     def check_soon(self, endpoint_id: str) -> None:
         """The gateway saw an endpoint fail to answer: find out now whether it died."""
+        self._urls.pop(endpoint_id, None)
         threading.Thread(target=self._check, args=(endpoint_id,), daemon=True).start()
 
     def _check(self, endpoint_id: str) -> None:
         endpoint = self.get(endpoint_id)
+        if endpoint.replica != self.leases.replica:
+            return  # its own replica watches it
         runtime = self.runtimes.get(endpoint.backend)
         if endpoint.status == EndpointStatus.RUNNING and runtime and not runtime.is_running(endpoint.handle):
             self._fail(endpoint, self._death_note(endpoint))
@@ -371,10 +454,21 @@ class EndpointManager:
         return "the server stopped unexpectedly" + ((": " + " | ".join(tail)) if tail else "")
 
     def shutdown(self) -> None:
-        """Stop local processes with envhub; containers and Spaces are reconciled on the next start."""
+        """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""
         for endpoint in self.list(active_only=True):
-            if endpoint.backend == Backend.PROCESS:
+            if endpoint.backend == Backend.PROCESS and endpoint.replica == self.leases.replica:
                 self.stop(endpoint.id, "envhub stopped")
+        self._stop_unclaimed()  # and those whose rows another replica stopped or took over
+
+
+def _same_replica(replica: str | None) -> ColumnElement[bool]:
+    column = col(Endpoint.replica)
+    return column.is_(None) if replica is None else column == replica
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands datetimes back without their zone; they were written in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class LimitError(EnvhubError):

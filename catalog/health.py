@@ -5,6 +5,9 @@ every environment registered by URL, with bounded concurrency. A probe is `GET /
 and one reset (HTTP in simulation mode, WebSocket otherwise); when the cached
 `/metadata`, `/schema`, MCP tools and Task API splits are missing or old, it reads them
 too. A sleeping Space is never sent a request unless a user asks to wake it.
+
+With several replicas on one database, each probes the endpoints it manages, and only the
+holder of the health lease probes the environments, so nothing is probed twice a round.
 """
 
 import asyncio
@@ -41,6 +44,7 @@ CACHE_TTL_S = 6 * 3600  # how long the cached interface of an environment is tru
 WAKE_TIMEOUT_S = 300
 WAKE_POLL_S = 2
 _MAX_SPLITS = 10
+HEALTH_LEASE = "health"  # held by the one replica whose rounds probe the environments
 
 RUNNING_STAGES = frozenset({"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING"})
 BUILDING_STAGES = frozenset({"BUILDING", "APP_STARTING"})
@@ -264,7 +268,15 @@ class HealthMonitor:
         return done
 
     def _targets(self) -> tuple[list[str], list[str]]:
-        running = [e.id for e in self.endpoints.list(active_only=True) if e.status == EndpointStatus.RUNNING]
+        """This replica's running endpoints (they run on its machine); the environments when it holds the lease."""
+        leases = self.endpoints.leases
+        running = [
+            e.id
+            for e in self.endpoints.list(active_only=True)
+            if e.status == EndpointStatus.RUNNING and e.replica == leases.replica
+        ]
+        if not leases.acquire(HEALTH_LEASE):
+            return running, []  # another replica probes the Hub Spaces and URLs
         statement = select(col(Environment.id)).where(
             col(Environment.source).in_([Source.HUB, Source.URL]), col(Environment.removed_at).is_(None)
         )

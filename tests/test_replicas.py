@@ -1,0 +1,240 @@
+"""Two envhub replicas on one database: syncs, leases, endpoints and the gateway across them.
+
+The first tests run two endpoint managers in one process, each with its own leases (its
+own replica id), over one SQLite file; the last ones start two real `python -m app serve`
+processes on one database, as replicas are deployed.
+"""
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openenv.core.generic_client import GenericEnvClient
+from sqlalchemy import Engine
+
+from catalog.endpoints import EndpointLimits, EndpointManager, LaunchRequest
+from catalog.health import HEALTH_LEASE, HealthMonitor
+from catalog.hub import HubClient
+from catalog.leases import Leases
+from catalog.models import Backend, EndpointStatus
+from catalog.outbound import OutboundGuard
+from catalog.runtimes.process import ProcessRuntime
+from catalog.templates import index_templates
+from tests.conftest import ADMIN_TOKEN, space_files, wait_until
+from tests.fakehub import FakeHub, Fault
+from tests.test_cli import cli_env
+from tests.test_endpoints import server_pids
+from tests.test_serve import Server
+
+STARTUP_S = 90  # importing the app takes a while on a loaded machine
+
+# -- two managers in one process
+
+
+@pytest.fixture
+def replicas(
+    engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str
+) -> Iterator[list[EndpointManager]]:
+    """Replicas a and b: the count template in the catalog, idle endpoints stopped after 4 s."""
+    index_templates(engine, [templates_dir])
+    managers = []
+    for name in ("a", "b"):
+        leases = Leases(engine, ttl_s=30)
+        leases.start()
+        runtime = ProcessRuntime(tmp_path / name / "runtime")
+        managers.append(
+            EndpointManager(
+                engine,
+                {Backend.PROCESS: runtime},
+                tmp_path / name / "endpoints",
+                EndpointLimits(idle_timeout_s=4),
+                leases,
+            )
+        )
+    yield managers
+    for manager in managers:
+        manager.shutdown()
+        manager.leases.stop()
+
+
+def running(manager: EndpointManager, environment: str) -> str:
+    launched = manager.launch(LaunchRequest(environment=environment))
+    wait_until(lambda: manager.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
+    assert manager.get(launched.id).status == EndpointStatus.RUNNING, manager.get(launched.id).message
+    return launched.id
+
+
+def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them_awake(
+    replicas: list[EndpointManager], count_template: str, engine: Engine, hub: FakeHub
+) -> None:
+    a, b = replicas
+    endpoint_id = running(a, count_template)
+    assert a.get(endpoint_id).replica == a.leases.replica
+
+    b.reconcile()
+    b.watch()
+    b.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
+    assert a.get(endpoint_id).status == EndpointStatus.RUNNING
+    assert server_pids(endpoint_id)
+
+    # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
+    b.traffic(endpoint_id).session_opened()
+    for _ in range(12):
+        b.watch()
+        a.watch()
+        assert a.get(endpoint_id).status == EndpointStatus.RUNNING
+        time.sleep(0.5)
+    b.traffic(endpoint_id).session_closed()
+    b.watch()
+
+    def stopped_when_idle() -> bool:
+        a.watch()
+        return a.get(endpoint_id).status == EndpointStatus.STOPPED
+
+    wait_until(stopped_when_idle, timeout_s=15)
+    assert "without sessions" in a.get(endpoint_id).message
+
+    guard = OutboundGuard(allow_private=True)
+    for manager in (a, b):
+        HealthMonitor(engine, HubClient(hub.url), manager, guard)._targets()
+    assert {a.leases.holds(HEALTH_LEASE), b.leases.holds(HEALTH_LEASE)} == {True, False}
+
+
+def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
+    replicas: list[EndpointManager], count_template: str
+) -> None:
+    a, b = replicas
+    endpoint_id = running(a, count_template)
+    a.leases.stop()  # a is gone as far as the database can tell; its server still runs
+
+    b.watch()
+
+    row = b.get(endpoint_id)
+    assert row.status == EndpointStatus.STOPPED
+    assert f"its replica {a.leases.replica} is gone" in row.message
+    assert row.replica == b.leases.replica
+    wait_until(lambda: not server_pids(endpoint_id), timeout_s=10)
+
+
+# -- two processes
+
+
+class Replica(Server):
+    """`python -m app serve` as one replica."""
+
+    def get(self, path: str) -> Any:
+        return httpx.get(f"{self.url}{path}", timeout=30).json()
+
+    def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.post(f"{self.url}{path}", timeout=60, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kwargs)
+
+    def wait_healthy(self) -> "Replica":
+        wait_until(self.healthy, timeout_s=STARTUP_S)
+        return self
+
+
+def replica_env(tmp_path: Path, hub: FakeHub, templates_dir: Path, name: str, **settings: str) -> dict[str, str]:
+    env = cli_env(tmp_path, hub.url) | {
+        "ENVHUB_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}",
+        "ENVHUB_DATA_DIR": str(tmp_path / name),
+        "ENVHUB_TEMPLATES_DIR": str(templates_dir),
+        "ENVHUB_ADMIN_TOKEN": ADMIN_TOKEN,
+        "ENVHUB_HEALTH_INTERVAL_S": "0",
+        "ENVHUB_LEASE_TTL_S": "3",
+    }
+    return env | {f"ENVHUB_{key.upper()}": value for key, value in settings.items()}
+
+
+@pytest.mark.timeout(600)
+def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
+    tmp_path: Path, hub: FakeHub, templates_dir: Path, count_template: str
+) -> None:
+    hub.add_space("alice/chess", files=space_files("Chess"))
+    a = Replica(replica_env(tmp_path, hub, templates_dir, "a", sync_interval_s="0", hub_timeout_s="120"))
+    b: Replica | None = None
+    try:
+        started = time.monotonic()
+        a.wait_healthy()
+        startup_s = time.monotonic() - started
+        launched = a.post("/api/endpoints", json={"environment": count_template}).json()
+        wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] != "starting", timeout_s=60)
+        assert a.get(f"/api/endpoints/{launched['id']}")["status"] == "running"
+        # a's sync hangs on the Hub for as long as b may take to start, so that b starts during it.
+        hub.fail("GET", "/api/spaces", Fault(hang_s=2 * startup_s + 20))
+        sync = a.post("/api/sync").json()
+        assert sync["status"] == "running"
+
+        b = Replica(replica_env(tmp_path, hub, templates_dir, "b", sync_interval_s="0")).wait_healthy()
+        time.sleep(3)  # b's watch has looked at every endpoint at least once
+
+        # b's start-up left a's sync and a's endpoint as they were.
+        assert b.get(f"/api/sync/{sync['id']}")["status"] == "running"
+        assert b.post("/api/sync").status_code == 409
+        endpoint = b.get(f"/api/endpoints/{launched['id']}")
+        assert endpoint["status"] == "running", endpoint["message"]
+        health = b.get("/api/health")
+        assert sorted(health["replicas"]) == sorted([health["replica"], a.get("/api/health")["replica"]])
+        assert health["sync_running"] is True
+
+        # The endpoint a launched plays through b's gateway URL.
+        with GenericEnvClient(base_url=f"{b.url}/endpoints/{launched['id']}").sync() as client:
+            assert client.reset().observation["total"] == 0
+            assert client.step({"add": 4}).observation["total"] == 4
+        assert httpx.get(f"{b.url}/endpoints/{launched['id']}/health").json() == {"status": "healthy"}
+
+        # a's sync, once done, is what b serves.
+        wait_until(lambda: b.get(f"/api/sync/{sync['id']}")["status"] != "running", timeout_s=2 * STARTUP_S + 30)
+        assert b.get(f"/api/sync/{sync['id']}")["status"] == "ok"
+        assert [e["id"] for e in b.get("/api/environments?q=chess")["data"]] == ["alice/chess"]
+
+        # Stopped through b, a's server goes (same machine: b stops it; elsewhere a would).
+        stopped = httpx.delete(f"{b.url}/api/endpoints/{launched['id']}", timeout=30).json()
+        assert stopped["status"] == "stopped"
+        wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+        assert a.get(f"/api/endpoints/{launched['id']}")["status"] == "stopped"
+        assert not any("Traceback" in line for line in a.lines + b.lines)
+    finally:
+        for replica in (b, a):
+            if replica is not None:
+                replica.stop()
+
+
+@pytest.mark.timeout(400)
+def test_when_the_sync_replica_dies_another_takes_over(
+    tmp_path: Path, hub: FakeHub, templates_dir: Path, count_template: str
+) -> None:
+    hub.add_space("alice/chess", files=space_files("Chess"))
+    a = Replica(replica_env(tmp_path, hub, templates_dir, "a", sync_interval_s="2"))
+    b: Replica | None = None
+    try:
+        a.wait_healthy()
+        a_id = a.get("/api/health")["replica"]
+        wait_until(lambda: a.get("/api/health")["leases"].get("sync") == a_id, timeout_s=30)
+        launched = a.post("/api/endpoints", json={"environment": count_template}).json()
+        wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] == "running", timeout_s=60)
+        b = Replica(replica_env(tmp_path, hub, templates_dir, "b", sync_interval_s="2")).wait_healthy()
+        b_id = b.get("/api/health")["replica"]
+        time.sleep(3)
+        assert b.get("/api/health")["leases"]["sync"] == a_id
+        runs = b.get("/api/sync")["data"]
+        assert runs
+        assert {r["replica"] for r in runs} == {a_id}  # syncs are due every 2 s: only a ran them
+
+        a.process.send_signal(signal.SIGKILL)  # no shutdown: no lease given back, a's server left running
+        a.process.wait()
+
+        wait_until(lambda: b.get("/api/health")["leases"].get("sync") == b_id, timeout_s=15)
+        wait_until(lambda: b.get("/api/sync")["data"][0]["replica"] == b_id, timeout_s=15)
+        assert b.get("/api/health")["replicas"] == [b_id]
+        endpoint = b.get(f"/api/endpoints/{launched['id']}")
+        assert endpoint["status"] == "stopped"
+        assert f"its replica {a_id} is gone" in endpoint["message"]
+        wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+    finally:
+        for replica in (b, a):
+            if replica is not None:
+                replica.stop()
