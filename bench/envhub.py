@@ -16,9 +16,18 @@ from catalog.runtimes.process import free_port
 @contextmanager
 def envhub_process(scratch: Path, templates: Path) -> Iterator[str]:
     """`python -m app serve` on a free port with its catalog in `scratch`; yields its base URL."""
+    with envhub_server(scratch, templates) as (url, _server):
+        yield url
+
+
+@contextmanager
+def envhub_server(
+    scratch: Path, templates: Path, database_url: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (a replica)."""
     port = free_port()
     env = os.environ | {
-        "ENVHUB_DATABASE_URL": f"sqlite:///{scratch}/envhub.db",
+        "ENVHUB_DATABASE_URL": database_url or f"sqlite:///{scratch}/envhub.db",
         "ENVHUB_DATA_DIR": f"{scratch}/data",
         "ENVHUB_TEMPLATES_DIR": str(templates),
         "ENVHUB_SYNC_INTERVAL_S": "0",
@@ -41,7 +50,7 @@ def envhub_process(scratch: Path, templates: Path) -> Iterator[str]:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield url
+        yield url, server
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -71,7 +71,7 @@ class QueryTimes:
         return " ".join([repr(self.query.q), *extra])
 
 
-def _populate(engine: Engine, count: int, seed: int, batch: int) -> float:
+def populate(engine: Engine, count: int, seed: int, batch: int) -> float:
     """Write `count` generated environments the way a sync does; returns seconds spent writing."""
     corpus = Corpus(seed)
     spaces = corpus.spaces(count)
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         engine = create_db_engine(f"sqlite:///{database}")
         init_db(engine)
         started = time.perf_counter()
-        writing = _populate(engine, args.environments, args.seed, args.batch)
+        writing = populate(engine, args.environments, args.seed, args.batch)
         total = time.perf_counter() - started
         engine.dispose()  # the last connection to close checkpoints and removes the WAL
         print(

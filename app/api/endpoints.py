@@ -1,5 +1,8 @@
 """Hosted endpoints: launch an environment on a backend, follow it, stop it."""
 
+from datetime import UTC
+from pathlib import Path
+
 from fastapi import APIRouter, Request, status
 
 from app.api.deps import EndpointsDep, SettingsDep
@@ -17,12 +20,17 @@ def public_url(settings: Settings, request: Request, endpoint_id: str) -> str:
 
 
 def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
+    # Counters are this replica's gateway's; the last activity is any replica's, as written to the row.
+    stats = manager.traffic(endpoint.id).snapshot()
+    if endpoint.last_active_at is not None:
+        row_active = endpoint.last_active_at.replace(tzinfo=endpoint.last_active_at.tzinfo or UTC)
+        stats.last_active_at = max(stats.last_active_at or row_active, row_active)
     return EndpointPublic.model_validate(
         endpoint.model_dump()
         | {
             "url": public_url(settings, request, endpoint.id),
-            "stats": manager.traffic(endpoint.id).snapshot(),
-            "log_tail": log_tail(manager.log_path(endpoint.id)),
+            "stats": stats,
+            "log_tail": log_tail(Path(endpoint.log_path) if endpoint.log_path else manager.log_path(endpoint.id)),
         }
     )
 
