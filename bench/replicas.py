@@ -89,8 +89,11 @@ class Load:
         return self.requests / self.seconds
 
 
-async def _drive(urls: list[str], paths: list[str], concurrency: int, warmup_s: float, duration_s: float) -> Load:
-    load = Load(len(urls), duration_s)
+async def _drive(
+    servers: list[tuple[str, int]], paths: list[str], concurrency: int, warmup_s: float, duration_s: float
+) -> Load:
+    load = Load(len(servers), duration_s)
+    urls = [u for u, _ in servers]
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     clients = [httpx.AsyncClient(base_url=u, timeout=30, limits=limits) for u in urls]
     start = time.perf_counter()
@@ -106,8 +109,17 @@ async def _drive(urls: list[str], paths: list[str], concurrency: int, warmup_s: 
                 load.errors += response.status_code != 200
                 load.latencies.append((done - now) * 1000)
 
+    async def cpu_meter() -> None:
+        """CPU time over the counted seconds only, not the warm-up."""
+        await asyncio.sleep(warmup_s)
+        replicas_before = [cpu_seconds(pid) for _, pid in servers]
+        client_before = time.process_time()
+        await asyncio.sleep(duration_s)
+        load.client_cpu = time.process_time() - client_before
+        load.replica_cpu = [cpu_seconds(pid) - b for (_, pid), b in zip(servers, replicas_before, strict=True)]
+
     try:
-        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        await asyncio.gather(cpu_meter(), *(worker(i) for i in range(concurrency)))
     finally:
         for client in clients:
             await client.aclose()
@@ -117,12 +129,7 @@ async def _drive(urls: list[str], paths: list[str], concurrency: int, warmup_s: 
 def throughput(
     servers: list[tuple[str, int]], paths: list[str], concurrency: int, warmup_s: float, duration_s: float
 ) -> Load:
-    cpu_before = [cpu_seconds(pid) for _, pid in servers]
-    client_before = time.process_time()
-    load = asyncio.run(_drive([u for u, _ in servers], paths, concurrency, warmup_s, duration_s))
-    load.client_cpu = time.process_time() - client_before
-    load.replica_cpu = [cpu_seconds(pid) - before for (_, pid), before in zip(servers, cpu_before, strict=True)]
-    return load
+    return asyncio.run(_drive(servers, paths, concurrency, warmup_s, duration_s))
 
 
 def search_latencies(url: str, reps: int) -> dict[str, list[float]]:
