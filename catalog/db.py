@@ -13,35 +13,54 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
-# The full-text index follows the environment table through triggers, and holds only the
-# environments that are listed (not removed), so counting matches needs no join. Column
-# weights for bm25: a word in the title counts most, one in the README least.
-FTS_VERSION = 3  # kept in PRAGMA user_version; an older index is rebuilt at start-up
+# The full-text index holds the listed (not removed) environments, read from a view over the
+# environment table and kept in step by triggers, so counting matches needs no join. Each tag
+# is also indexed whole in `tag_keys`, as one token that no other tag shares ('t' + the hex of
+# its UTF-8 bytes + 'x', which no stemming rule touches): a tag filter is then a term of the
+# MATCH and needs no check row by row. Column weights for bm25: a word in the title counts
+# most, one in the README least, a tag key nothing.
+FTS_VERSION = 4  # kept in PRAGMA user_version; an older index is rebuilt at start-up
+FTS_COLUMNS = "title, description, tags, author, readme, tag_keys"
+
+
+def tag_key(tag: str) -> str:
+    """The single token that stands for one whole tag in the full-text index."""
+    return f"t{tag.encode().hex()}x"
+
+
+def _tag_keys(row: str) -> str:
+    tags = f"CASE WHEN json_valid({row}.tags) THEN {row}.tags END"
+    return f"(SELECT group_concat('t' || lower(hex(value)) || 'x', ' ') FROM json_each({tags}))"  # noqa: S608
+
+
+def _fts_values(row: str) -> str:
+    return f"{row}.rowid, {row}.title, {row}.description, {row}.tags, {row}.author, {row}.readme, {_tag_keys(row)}"
+
+
+_FTS_SOURCE = f"""CREATE VIEW IF NOT EXISTS environment_fts_source AS
+    SELECT rowid AS source_rowid, title, description, tags, author, readme, {_tag_keys("environment")} AS tag_keys
+    FROM environment WHERE removed_at IS NULL"""  # noqa: S608
 # Prefix indexes: search-as-you-type makes the last word a prefix, and without them FTS5
 # merges the doclists of every word sharing it on each lookup.
-_FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
-    title, description, tags, author, readme, content='environment', content_rowid='rowid',
+_FTS_TABLE = f"""CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
+    {FTS_COLUMNS}, content='environment_fts_source', content_rowid='source_rowid',
     tokenize='porter unicode61 remove_diacritics 2', prefix='2 3 4 5 6 7 8')"""
 _FTS_TRIGGERS = [
-    """CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment
+    f"""CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment
     WHEN new.removed_at IS NULL BEGIN
-        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-        VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
-    END""",
-    """CREATE TRIGGER environment_fts_delete AFTER DELETE ON environment
+        INSERT INTO environment_fts(rowid, {FTS_COLUMNS}) VALUES ({_fts_values("new")});
+    END""",  # noqa: S608
+    f"""CREATE TRIGGER environment_fts_delete AFTER DELETE ON environment
     WHEN old.removed_at IS NULL BEGIN
-        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
-        VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
-    END""",
+        INSERT INTO environment_fts(environment_fts, rowid, {FTS_COLUMNS}) VALUES ('delete', {_fts_values("old")});
+    END""",  # noqa: S608
     # One trigger for both halves of an update, so the old entry always goes before the new one.
-    """CREATE TRIGGER environment_fts_update
+    f"""CREATE TRIGGER environment_fts_update
     AFTER UPDATE OF title, description, tags, author, readme, removed_at ON environment BEGIN
-        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
-        SELECT 'delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme
-        WHERE old.removed_at IS NULL;
-        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-        SELECT new.rowid, new.title, new.description, new.tags, new.author, new.readme
-        WHERE new.removed_at IS NULL;
+        INSERT INTO environment_fts(environment_fts, rowid, {FTS_COLUMNS})
+        SELECT 'delete', {_fts_values("old")} WHERE old.removed_at IS NULL;
+        INSERT INTO environment_fts(rowid, {FTS_COLUMNS})
+        SELECT {_fts_values("new")} WHERE new.removed_at IS NULL;
     END""",
 ]
 _FTS_REBUILD = [
@@ -49,11 +68,13 @@ _FTS_REBUILD = [
     "DROP TRIGGER IF EXISTS environment_fts_delete",
     "DROP TRIGGER IF EXISTS environment_fts_update",
     "DROP TABLE IF EXISTS environment_fts",
+    "DROP VIEW IF EXISTS environment_fts_source",
+    _FTS_SOURCE,
     _FTS_TABLE,
-    """INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-    SELECT rowid, title, description, tags, author, readme FROM environment WHERE removed_at IS NULL""",
+    # Not the 'rebuild' command: FTS5 cannot run json_each from within its own content read.
+    f"INSERT INTO environment_fts(rowid, {FTS_COLUMNS}) SELECT * FROM environment_fts_source",  # noqa: S608
     *_FTS_TRIGGERS,
-    "INSERT INTO environment_fts(environment_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 6.0, 3.0, 1.0)')",
+    "INSERT INTO environment_fts(environment_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 6.0, 3.0, 1.0, 0.0)')",
     f"PRAGMA user_version = {FTS_VERSION}",
 ]
 
@@ -107,6 +128,7 @@ def init_db(engine: Engine) -> None:
     SQLModel.metadata.create_all(engine)
     if is_sqlite(engine):
         with engine.begin() as conn:
+            conn.execute(text(_FTS_SOURCE))
             conn.execute(text(_FTS_TABLE))
             if conn.execute(text("PRAGMA user_version")).scalar_one() < FTS_VERSION:
                 for statement in _FTS_REBUILD:

@@ -23,7 +23,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Session, col
 
-from catalog.db import is_sqlite
+from catalog.db import is_sqlite, tag_key
 from catalog.errors import NotFoundError
 from catalog.models import (
     Dataset,
@@ -150,9 +150,9 @@ _ORDER: dict[Sort, list[Any]] = {
 # ordered by trending instead (bench/RESULTS.md).
 RANK_LIMIT = 5_000
 # When at least this share of the catalog matches, a sorted page is found fastest by walking
-# the sort index and asking the full-text index about each row; below it, by listing the
-# matches first.
-DENSE_SHARE = 0.05
+# the sort index and asking the full-text index about each row (about 20 / share probes);
+# below it, by listing the matches first (bench/RESULTS.md).
+DENSE_SHARE = 0.25
 _ROWID: ColumnClause[int] = literal_column("environment.rowid")
 # A unary + keeps SQLite from using an index for that term, so a sorted page walks the sort
 # column's index and probes the matches, stopping after one page.
@@ -178,14 +178,12 @@ def search_environments(
 
 def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
     """The ordered statement and the count of a word search over the FTS5 index of listed environments."""
-    # Tags are words of the index too: matching them there first leaves the exact tag check
-    # (in the filters) only the environments that can pass it.
-    tag_phrases = [" ".join(words) for words in (query_terms(tag) for tag in query.tags) if words]
-    expression = fts_match(query.q) + "".join(f' tags : "{phrase}"' for phrase in tag_phrases)
+    # Each whole tag is a token of the index, so tag filters are terms of the same MATCH.
+    expression = fts_match(query.q) + "".join(f" tag_keys : {tag_key(tag)}" for tag in query.tags)
     match = text("environment_fts MATCH :match").bindparams(match=expression)
     matched = select(_FTS.c.rowid).where(match)
     # The index holds listed environments only, so "not removed" is already true of every match.
-    filters = _filters(query.model_copy(update={"include_removed": True}))
+    filters = _filters(query.model_copy(update={"include_removed": True, "tags": []}))
     if filters:
         counting = select(func.count()).select_from(Environment).where(*filters, _ROWID.in_(matched))
     else:

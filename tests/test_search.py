@@ -185,3 +185,17 @@ def test_tag_filter_with_words_is_exact(engine: Engine) -> None:
     assert ids(engine, q="chess", tags=["game"]) == ["games/chess", "games/connect4"]
     assert ids(engine, q="chess", tags=["board-game"]) == ["games/go"]
     assert ids(engine, q="chess", tags=["board"]) == []
+
+
+def test_tag_filter_with_words_follows_tag_changes_and_matches_whole_tags_only(engine: Engine) -> None:
+    tags = ["openenv", "Échecs", "jeux de plateau"]
+    with Session(engine) as session, session.begin():
+        write_environments(session, [row("games/shogi", "Shogi", description="chess of Japan", tags=tags)], {})
+    assert ids(engine, q="chess", tags=["Échecs"]) == ["games/shogi"]
+    assert ids(engine, q="chess", tags=["jeux de plateau"]) == ["games/shogi"]
+    assert ids(engine, q="chess", tags=["échecs"]) == []  # tags are exact, as the filter without words
+    assert ids(engine, q="chess", tags=["jeux"]) == []
+    with Session(engine) as session, session.begin():  # the next sync finds the tag gone
+        write_environments(session, [row("games/shogi", "Shogi", description="chess of Japan")], {})
+    assert ids(engine, q="chess", tags=["Échecs"]) == []
+    assert sorted(ids(engine, q="chess", tags=["openenv"])) == ["games/chess", "games/connect4", "games/shogi"]
