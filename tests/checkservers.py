@@ -302,10 +302,10 @@ def legacy_server() -> ASGIApp:
 class Served:
     """An ASGI app served by uvicorn on loopback in a thread."""
 
-    def __init__(self, app: ASGIApp, port: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical")
+        self.url = f"http://{host}:{self.port}"
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="critical")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -317,8 +317,8 @@ class Served:
 
 
 @contextmanager
-def serve(app: ASGIApp, port: int | None = None) -> Iterator[Served]:
-    served = Served(app, port)
+def serve(app: ASGIApp, port: int | None = None, host: str = "127.0.0.1") -> Iterator[Served]:
+    served = Served(app, port, host)
     try:
         yield served
     finally:

@@ -23,7 +23,7 @@ from app.ui.forms import (
     tool_call,
     visible,
 )
-from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
+from app.ui.live import LiveInfo, from_record, live_session, outbound_refusal, probe
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
 from catalog.endpoints import LaunchRequest
@@ -239,10 +239,18 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             return {play.status: "Open an environment first."}
         if not url or url not in ctx.live_urls(environment, request):
             return {play.status: "Pick a live URL of this environment, or launch it."}
-        refused = await outbound_refusal(ctx.guard, url, ctx.endpoint_url(request, ""))
+        credentials = await ctx.monitor.space_credentials(environment.id)
+        # One outbound session for the probe and the play socket: both reach the address checked here.
+        outbound = live_session(ctx.guard, ctx.endpoint_url(request, ""), credentials=credentials)
+        refused = await outbound_refusal(outbound, url)
         if refused is not None:
+            await outbound.aclose()
             return {play.status: f"**Not connecting:** {refused}"}
-        info = await probe(url)
+        try:
+            info = await probe(url, outbound)
+        except BaseException:
+            await outbound.aclose()
+            raise
         cached = from_record(environment, url)
         info = LiveInfo(
             url=url,
@@ -252,7 +260,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             splits=info.splits or cached.splits,
             problems=info.problems,
         )
-        await ctx.sessions.open(request.session_hash or "", environment.id, url, info)
+        await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:

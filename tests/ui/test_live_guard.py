@@ -1,34 +1,145 @@
-"""The playground connects to live URLs other than envhub's own endpoints only through the outbound guard."""
+"""The playground and the environment page reach live URLs only through the outbound guard,
+at the address it checked; envhub's own endpoints are trusted."""
 
 import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
-from app.ui.live import outbound_refusal
-from catalog.outbound import OutboundGuard
+from app.ui.live import LiveInfo, live_session, outbound_refusal, probe
+from app.ui.sessions import PlaySessions
+from catalog.outbound import OutboundGuard, Resolver
+from tests import checkservers
+from tests.checkservers import counting, serve
+from tests.serving import Envhub, free_port
 
 OWN = "http://envhub.test/endpoints/"
 
 
 def refusal(url: str, *, allow_private: bool = False) -> str | None:
-    return asyncio.run(outbound_refusal(OutboundGuard(allow_private=allow_private), url, OWN))
+    async def ask() -> str | None:
+        outbound = live_session(OutboundGuard(allow_private=allow_private), OWN)
+        try:
+            return await outbound_refusal(outbound, url)
+        finally:
+            await outbound.aclose()
+
+    return asyncio.run(ask())
 
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:8000", "http://10.0.0.7", "http://169.254.169.254/latest", "http://[::1]:8000"],
+    ["http://127.0.0.1:8000", "http://10.0.0.7", "http://169.254.169.254/latest", "http://[::1]:8000", "file:///etc"],
 )
 def test_private_and_metadata_addresses_are_refused(url: str) -> None:
     reason = refusal(url)
     assert reason is not None
-    assert "refused" in reason or "metadata" in reason
+    assert "refused" in reason or "metadata" in reason or "only http" in reason
 
 
 def test_envhubs_own_endpoints_and_public_hosts_are_allowed() -> None:
-    assert refusal(OWN + "3f9c1a2b7d") is None
+    assert refusal(OWN + "3f9c1a2b7d") is None  # envhub.test resolves nowhere: its own URLs are not looked up
     assert refusal("https://93.184.216.34") is None
 
 
 def test_local_development_may_allow_private_addresses() -> None:
     assert refusal("http://127.0.0.1:8000", allow_private=True) is None
     assert refusal("http://169.254.169.254", allow_private=True) is not None  # metadata: never
+
+
+# -- DNS rebinding: the name answers one address when checked, another afterwards
+
+
+@dataclass
+class Rebinding:
+    """Two servers on one port: the one at the checked address, and a decoy where the name points later."""
+
+    url: str
+    checked: list[str]
+    decoy: list[str]
+    lookups: list[str]
+    resolver: Resolver
+
+
+@pytest.fixture
+def rebinding() -> Iterator[Rebinding]:
+    port = free_port()
+    checked_app, checked = counting(checkservers.count_app())
+    decoy_app, decoy = counting(checkservers.count_app())
+    lookups: list[str] = []
+
+    async def resolve(host: str, _port: int) -> list[str]:
+        # The first answer stands for the public address the guard checks; every later one is
+        # loopback, as the system resolver also says for "localhost" to any client that asks it.
+        lookups.append(host)
+        return ["127.0.0.2"] if len(lookups) == 1 else ["127.0.0.1"]
+
+    with serve(decoy_app, port=port), serve(checked_app, port=port, host="127.0.0.2"):
+        yield Rebinding(f"http://localhost:{port}", checked, decoy, lookups, resolve)
+
+
+def test_the_probe_reaches_only_the_checked_address(rebinding: Rebinding) -> None:
+    async def run() -> LiveInfo:
+        outbound = live_session(OutboundGuard(allow_private=True, resolver=rebinding.resolver), OWN)
+        try:
+            assert await outbound_refusal(outbound, rebinding.url) is None
+            return await probe(rebinding.url, outbound)
+        finally:
+            await outbound.aclose()
+
+    info = asyncio.run(run())
+    assert info.schema is not None and "action" in info.schema, info.problems
+    assert "/schema" in rebinding.checked and "/mcp" in rebinding.checked
+    assert rebinding.decoy == []
+    assert rebinding.lookups == ["localhost"]
+
+
+def test_a_play_session_reaches_only_the_checked_address(rebinding: Rebinding) -> None:
+    sessions = PlaySessions()
+
+    async def play() -> tuple[dict[str, object], dict[str, object]]:
+        outbound = live_session(OutboundGuard(allow_private=True, resolver=rebinding.resolver), OWN)
+        assert await outbound_refusal(outbound, rebinding.url) is None
+        info = await probe(rebinding.url, outbound)
+        session = await sessions.open("tab", "alice/count", rebinding.url, info, outbound)
+        try:
+            first = await session.reset({})
+            await session._drop_client()  # as after a lost socket: the next step connects again
+            second = await session.step({"add": 4})
+            return first.observation, second.observation
+        finally:
+            await sessions.close_all()
+
+    first, second = asyncio.run(play())
+    assert first["total"] == 0 and second["total"] == 4
+    assert rebinding.checked.count("/ws") == 2
+    assert rebinding.decoy == []
+    assert rebinding.lookups == ["localhost"]
+
+
+# -- envhub's own gateway: trusted, and a session through it works end to end
+
+
+def test_a_play_session_through_envhubs_gateway(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.launch(count_template)
+    assert envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=120)["status"] == "running"
+    own = f"{envhub.url}/endpoints/"
+    url = own + endpoint["id"]
+    sessions = PlaySessions()
+
+    async def play() -> tuple[LiveInfo, list[dict[str, object]]]:
+        outbound = live_session(OutboundGuard(), own)  # the hosted configuration: loopback refused, except here
+        assert await outbound_refusal(outbound, "http://127.0.0.1:1") is not None
+        assert await outbound_refusal(outbound, url) is None
+        info = await probe(url, outbound)
+        session = await sessions.open("tab", count_template, url, info, outbound)
+        try:
+            outcomes = [await session.reset({"seed": 1}), await session.step({"add": 3})]
+            return info, [o.observation for o in outcomes]
+        finally:
+            await sessions.close_all()
+
+    info, observations = asyncio.run(play())
+    assert info.schema is not None and info.problems == []
+    assert [o.get("total") for o in observations] == [0, 3]
