@@ -337,6 +337,19 @@ def counting(app: ASGIApp) -> tuple[ASGIApp, list[str]]:
     return counted, seen
 
 
+def authorizations(app: ASGIApp) -> tuple[ASGIApp, list[tuple[str, str, str | None]]]:
+    """The app, and (Host header, path, Authorization header) of each request it has seen."""
+    seen: list[tuple[str, str, str | None]] = []
+
+    async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            seen.append((headers.get("host", ""), scope["path"], headers.get("authorization")))
+        await app(scope, receive, send)
+
+    return recorded, seen
+
+
 def plain(status: int = 200, body: bytes = b"", headers: dict[str, str] | None = None) -> ASGIApp:
     """A server that answers every request the same way."""
 

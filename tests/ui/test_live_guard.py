@@ -4,14 +4,24 @@ at the address it checked; envhub's own endpoints are trusted."""
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from app.ui.live import LiveInfo, live_session, outbound_refusal, probe
 from app.ui.sessions import PlaySessions
+from catalog.endpoints import EndpointLimits, EndpointManager
+from catalog.health import HealthMonitor
+from catalog.hub import HubClient
+from catalog.models import Environment, Source
 from catalog.outbound import OutboundGuard, Resolver
+from catalog.sync import Syncer
 from tests import checkservers
-from tests.checkservers import counting, serve
+from tests.checkservers import authorizations, counting, serve
+from tests.conftest import space_files
+from tests.fakehub import FakeHub
 from tests.serving import Envhub, free_port
 
 OWN = "http://envhub.test/endpoints/"
@@ -143,3 +153,47 @@ def test_a_play_session_through_envhubs_gateway(envhub: Envhub, count_template: 
     info, observations = asyncio.run(play())
     assert info.schema is not None and info.problems == []
     assert [o.get("total") for o in observations] == [0, 3]
+
+
+# -- a private Hub Space: the Hub token goes to the Space's host, and to nothing else
+
+SPACE = "alice/count"
+TOKEN = "hf_test_secret"
+
+
+async def loopback_dns(host: str, port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
+    engine: Engine, hub: FakeHub, tmp_path: Path
+) -> None:
+    hub.add_space(SPACE, files=space_files("Count"), private=True)
+    Syncer(engine, HubClient(hub.url), workers=2).run()
+    with Session(engine) as db:
+        db.add(Environment(id="url:count", source=Source.URL, title="count", host="https://bob-count.hf.space"))
+        db.commit()
+    guard = OutboundGuard(allow_private=True, resolver=loopback_dns)
+    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
+    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, guard, hub_token=TOKEN)
+    app, seen = authorizations(checkservers.count_app())
+    sessions = PlaySessions()
+
+    async def run(space: str, other: str) -> None:
+        assert await monitor.space_credentials("url:count") == {}  # registered by URL: not a Hub Space
+        outbound = live_session(guard, OWN, credentials=await monitor.space_credentials(SPACE))
+        info = await probe(space, outbound)
+        assert info.schema is not None, info.problems
+        await probe(other, outbound)
+        session = await sessions.open("tab", SPACE, space, info, outbound)
+        try:
+            await session.reset({})
+        finally:
+            await sessions.close_all()
+
+    with serve(app) as served:
+        space_host, other_host = f"alice-count.hf.space:{served.port}", f"other.test:{served.port}"
+        hub.set_host(SPACE, f"http://{space_host}")
+        asyncio.run(run(f"http://{space_host}", f"http://{other_host}"))
+    assert {(host, auth) for host, _, auth in seen} == {(space_host, f"Bearer {TOKEN}"), (other_host, None)}
+    assert (space_host, "/ws", f"Bearer {TOKEN}") in seen
