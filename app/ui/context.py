@@ -9,11 +9,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.settings import Settings
+from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointManager
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
-from catalog.outbound import OutboundGuard
+from catalog.outbound import OutboundGuard, OutboundSession
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,12 @@ class UiContext:
 
     def endpoint_url(self, request: gr.Request | None, endpoint_id: str) -> str:
         return f"{self.base_url(request)}/endpoints/{endpoint_id}"
+
+    async def outbound(self, environment: EnvironmentDetail, request: gr.Request | None) -> OutboundSession:
+        """The outbound session to reach this environment's live URLs with: envhub's own endpoints
+        trusted, the rest through the guard, and the Hub token for a private Space's host."""
+        credentials = await self.monitor.space_credentials(environment.id)
+        return live_session(self.guard, self.endpoint_url(request, ""), credentials=credentials)
 
     def running_endpoint(self, environment_id: str) -> Endpoint | None:
         """The newest running endpoint of an environment."""

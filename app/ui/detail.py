@@ -9,7 +9,7 @@ import gradio as gr
 from app.ui import connect
 from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.live import LiveInfo, from_record, live_session, outbound_refusal, probe
+from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.readme import render_markdown
 from catalog.errors import EnvhubError
 from catalog.models import EnvironmentDetail, HealthStatus
@@ -114,19 +114,10 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
     missing = info.schema is None or (not info.tools and not info.splits)
     # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
     if url and missing and not asleep(environment):
-        credentials = await ctx.monitor.space_credentials(environment.id)
-        outbound = live_session(ctx.guard, ctx.endpoint_url(request, ""), credentials=credentials)
+        outbound = await ctx.outbound(environment, request)
         try:
             if await outbound_refusal(outbound, url) is None:
-                live = await probe(url, outbound)
-                info = LiveInfo(
-                    url=url,
-                    schema=info.schema or live.schema,
-                    tools=info.tools or live.tools,
-                    task_env=info.task_env or live.task_env,
-                    splits=info.splits or live.splits,
-                    problems=live.problems,
-                )
+                info = info.or_else(await probe(url, outbound))
         finally:
             await outbound.aclose()
     return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(

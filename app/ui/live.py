@@ -41,6 +41,17 @@ class LiveInfo:
     splits: list[Split] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    def or_else(self, other: "LiveInfo") -> "LiveInfo":
+        """This information, with what it lacks taken from other, and the problems of both."""
+        return LiveInfo(
+            url=self.url or other.url,
+            schema=self.schema or other.schema,
+            tools=self.tools or other.tools,
+            task_env=self.task_env or other.task_env,
+            splits=self.splits or other.splits,
+            problems=[*self.problems, *other.problems],
+        )
+
     @property
     def action_schema(self) -> dict[str, Any] | None:
         action = (self.schema or {}).get("action")

@@ -23,7 +23,7 @@ from app.ui.forms import (
     tool_call,
     visible,
 )
-from app.ui.live import LiveInfo, from_record, live_session, outbound_refusal, probe
+from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
 from catalog.endpoints import LaunchRequest
@@ -239,9 +239,8 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             return {play.status: "Open an environment first."}
         if not url or url not in ctx.live_urls(environment, request):
             return {play.status: "Pick a live URL of this environment, or launch it."}
-        credentials = await ctx.monitor.space_credentials(environment.id)
         # One outbound session for the probe and the play socket: both reach the address checked here.
-        outbound = live_session(ctx.guard, ctx.endpoint_url(request, ""), credentials=credentials)
+        outbound = await ctx.outbound(environment, request)
         refused = await outbound_refusal(outbound, url)
         if refused is not None:
             await outbound.aclose()
@@ -251,15 +250,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
         except BaseException:
             await outbound.aclose()
             raise
-        cached = from_record(environment, url)
-        info = LiveInfo(
-            url=url,
-            schema=info.schema or cached.schema,
-            tools=info.tools or cached.tools,
-            task_env=info.task_env or cached.task_env,
-            splits=info.splits or cached.splits,
-            problems=info.problems,
-        )
+        info = info.or_else(from_record(environment, url))
         await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
