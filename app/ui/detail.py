@@ -116,8 +116,9 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
     if url and missing and not asleep(environment):
         outbound = await ctx.outbound(environment, request)
         try:
-            if await outbound_refusal(outbound, url) is None:
-                info = info.or_else(await probe(url, outbound))
+            address = ctx.connection_url(url, request)
+            if await outbound_refusal(outbound, address) is None:
+                info = info.or_else(await probe(address, outbound))
         finally:
             await outbound.aclose()
     return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(

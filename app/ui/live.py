@@ -146,15 +146,14 @@ async def _tasks(outbound: OutboundSession, url: str) -> tuple[str | None, list[
 
 def live_session(
     guard: OutboundGuard,
-    own_endpoints: str,
-    *,
+    *trusted: str,
     credentials: dict[str, dict[str, str]] | None = None,
     timeout_s: float = PROBE_TIMEOUT_S,
 ) -> OutboundSession:
-    """The outbound session for one live URL: envhub's own endpoints are trusted, every other URL goes
-    through the guard (like checks and registration), and every request and WebSocket of the session
-    goes to the address the guard checked."""
-    return OutboundSession(guard.with_trusted(own_endpoints), timeout_s=timeout_s, credentials=credentials or {})
+    """The outbound session for one live URL: the trusted prefixes (envhub's own gateway) skip the
+    guard, every other URL goes through it (like checks and registration), and every request and
+    WebSocket of the session goes to the address the guard checked."""
+    return OutboundSession(guard.with_trusted(*trusted), timeout_s=timeout_s, credentials=credentials or {})
 
 
 async def outbound_refusal(outbound: OutboundSession, url: str) -> str | None:

@@ -241,17 +241,18 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             return {play.status: "Pick a live URL of this environment, or launch it."}
         # One outbound session for the probe and the play socket: both reach the address checked here.
         outbound = await ctx.outbound(environment, request)
-        refused = await outbound_refusal(outbound, url)
+        address = ctx.connection_url(url, request)
+        refused = await outbound_refusal(outbound, address)
         if refused is not None:
             await outbound.aclose()
             return {play.status: f"**Not connecting:** {refused}"}
         try:
-            info = await probe(url, outbound)
+            info = await probe(address, outbound)
         except BaseException:
             await outbound.aclose()
             raise
         info = info.or_else(from_record(environment, url))
-        await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound)
+        await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:

@@ -104,6 +104,7 @@ class PlaySession:
     url: str
     info: LiveInfo
     outbound: OutboundSession
+    address: str = ""  # where the socket connects, when not url (envhub's own gateway on its own address)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     episode: Episode = field(init=False)
     last_used: float = field(default_factory=time.monotonic)
@@ -119,7 +120,10 @@ class PlaySession:
             self.last_used = time.monotonic()
             if self._client is None:
                 self._client = PlayClient(
-                    self.url, self.outbound, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S
+                    self.address or self.url,
+                    self.outbound,
+                    connect_timeout_s=CONNECT_TIMEOUT_S,
+                    message_timeout_s=MESSAGE_TIMEOUT_S,
                 )
             client = self._client
             client.last_error = None
@@ -182,14 +186,19 @@ class PlaySessions:
         return next((s for s in self._sessions.values() if secrets.compare_digest(s.token, token)), None)
 
     async def open(
-        self, key: str, environment: str, url: str, info: LiveInfo, outbound: OutboundSession
+        self, key: str, environment: str, url: str, info: LiveInfo, outbound: OutboundSession, address: str = ""
     ) -> PlaySession:
-        """A new session for this tab, connecting through `outbound`, which it then owns.
-
-        The tab's previous session is closed.
-        """
+        """A new session for this tab, connecting through `outbound`, which it then owns, to `address`
+        (by default `url`, which the episode records). The tab's previous session is closed."""
         await self.close(key)
-        session = PlaySession(key=key, environment=environment, url=url.rstrip("/"), info=info, outbound=outbound)
+        session = PlaySession(
+            key=key,
+            environment=environment,
+            url=url.rstrip("/"),
+            info=info,
+            outbound=outbound,
+            address=address.rstrip("/"),
+        )
         self._sessions[key] = session
         return session
 

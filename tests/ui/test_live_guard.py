@@ -6,16 +6,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
+from starlette.requests import Request
 
+from app.settings import Settings
+from app.ui.context import UiContext
 from app.ui.live import LiveInfo, live_session, outbound_refusal, probe
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import HealthMonitor
 from catalog.hub import HubClient
-from catalog.models import Environment, Source
+from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.outbound import OutboundGuard, Resolver
 from catalog.sync import Syncer
 from tests import checkservers
@@ -197,3 +201,39 @@ def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
         asyncio.run(run(f"http://{space_host}", f"http://{other_host}"))
     assert {(host, auth) for host, _, auth in seen} == {(space_host, f"Bearer {TOKEN}"), (other_host, None)}
     assert (space_host, "/ws", f"Bearer {TOKEN}") in seen
+
+
+def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_header(
+    settings: Settings, engine: Engine, hub: FakeHub, tmp_path: Path
+) -> None:
+    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
+    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, OutboundGuard())
+    ctx = UiContext(settings, engine, endpoints, PlaySessions(), OutboundGuard(), monitor)
+    scope = {
+        "type": "http",
+        "scheme": "http",
+        "server": ("127.0.0.1", 7860),
+        "path": "/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"169.254.169.254")],  # forged
+    }
+    request = gr.Request(request=Request(scope))
+    shown = ctx.endpoint_url(request, "abc")
+    assert shown == "http://169.254.169.254/endpoints/abc"  # what the page shows, from the Host header
+    assert ctx.connection_url(shown, request) == "http://127.0.0.1:7860/endpoints/abc"
+    assert ctx.connection_url("https://alice-count.hf.space", request) == "https://alice-count.hf.space"
+
+    async def refusals() -> tuple[str | None, str | None]:
+        environment = EnvironmentDetail(id="template:count", source=Source.TEMPLATE, title="Count")
+        outbound = await ctx.outbound(environment, request)
+        try:
+            return await outbound_refusal(outbound, shown), await outbound_refusal(
+                outbound, ctx.connection_url(shown, request)
+            )
+        finally:
+            await outbound.aclose()
+
+    forged, own = asyncio.run(refusals())
+    assert forged is not None and "metadata" in forged
+    assert own is None
