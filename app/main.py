@@ -166,6 +166,7 @@ def create_app(
         guard,
         concurrency=settings.health_concurrency,
         timeout_s=settings.health_timeout_s,
+        hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
     )
 
     @asynccontextmanager
