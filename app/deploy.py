@@ -90,12 +90,12 @@ def parse_assignment(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
     """KEY=VALUE, or KEY alone to take the value from the environment (keeps secrets out of shell history)."""
     key, sep, value = text.partition("=")
     key = key.strip()
+    if not _KEY.fullmatch(key):
+        raise DeployError(f"{key!r} is not a variable name: use letters, digits and _")
     if not sep:
         if key not in environ:
             raise DeployError(f"{key} has no value: pass {key}=VALUE or set {key} in the environment")
         value = environ[key]
-    if not _KEY.fullmatch(key):
-        raise DeployError(f"{key!r} is not a variable name: use letters, digits and _")
     return key, value
 
 
