@@ -150,16 +150,17 @@ def _explain(what: str, exc: Exception, endpoint: str, owner: str) -> DeployErro
     return DeployError(f"{what} failed: cannot reach the Hub at {endpoint} ({exc})")
 
 
-def app_url_of(api: HfApi, space_id: str) -> str:
-    """The Space's app URL (https://<subdomain>.hf.space); computed the Hub's way when the Hub does not say."""
+def _space_state(api: HfApi, space_id: str) -> tuple[str, str | None]:
+    """The Space's app URL (https://<subdomain>.hf.space, computed the Hub's way when the Hub does not say) and
+    its current commit."""
     try:
         info = api.space_info(space_id)
     except (httpx.HTTPError, OSError):
         info = None
     if info is not None and info.host:
-        return info.host.rstrip("/")
+        return info.host.rstrip("/"), info.sha
     subdomain = info.subdomain if info is not None and info.subdomain else re.sub(r"[^a-z0-9]+", "-", space_id.lower())
-    return f"https://{subdomain}.hf.space"
+    return f"https://{subdomain}.hf.space", info.sha if info is not None else None
 
 
 def deploy_space(
@@ -186,7 +187,7 @@ def deploy_space(
     )
     space_url = str(repo)
     say(f"Space {space_id}: {space_url}")
-    app_url = app_url_of(api, space_id)
+    app_url, before = _space_state(api, space_id)
     readme = render_readme(template, space_id, app_url, deployment.title)
 
     with tempfile.TemporaryDirectory(prefix="envhub-deploy-") as staging:
@@ -207,7 +208,10 @@ def deploy_space(
                 delete_patterns="*",
             ),
         )
-    say(f"uploaded {len(files) + 1} files: {commit.commit_url}")
+    if commit.oid == before:
+        say(f"{len(files) + 1} files, unchanged since {commit.commit_url}")
+    else:
+        say(f"uploaded {len(files) + 1} files: {commit.commit_url}")
 
     variables = DEFAULT_VARIABLES | dict(deployment.variables)
     for key, value in variables.items():

@@ -106,6 +106,11 @@ def test_deploying_again_updates_the_space_and_drops_stale_files(hub: FakeHub) -
     assert hub.secrets("alice/envhub") == {"ENVHUB_ADMIN_TOKEN": "x"}
     assert again.app_url == "https://alice-envhub.hf.space"
 
+    said: list[str] = []
+    deploy_space(api, Deployment("alice/envhub", title="My envhub"), say=said.append)
+    assert [w.action for w in hub.writes].count("commit") == 4  # nothing new to commit
+    assert any("unchanged since" in line for line in said), said
+
 
 def test_a_refused_token_is_a_clear_error(hub: FakeHub, tmp_path: Path) -> None:
     env = cli_env(tmp_path, hub.url) | {"HF_TOKEN": "hf_not_a_token"}
