@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, SpaceInfo
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import httpx
 
@@ -150,17 +150,19 @@ def _explain(what: str, exc: Exception, endpoint: str, owner: str) -> DeployErro
     return DeployError(f"{what} failed: cannot reach the Hub at {endpoint} ({exc})")
 
 
-def _space_state(api: HfApi, space_id: str) -> tuple[str, str | None]:
-    """The Space's app URL (https://<subdomain>.hf.space, computed the Hub's way when the Hub does not say) and
-    its current commit."""
+def _find_space(api: HfApi, space_id: str) -> SpaceInfo | None:
     try:
-        info = api.space_info(space_id)
+        return api.space_info(space_id)
     except (httpx.HTTPError, OSError):
-        info = None
+        return None
+
+
+def _app_url(space_id: str, info: SpaceInfo | None) -> str:
+    """The Space's app URL (https://<subdomain>.hf.space), computed the Hub's way when the Hub does not say."""
     if info is not None and info.host:
-        return info.host.rstrip("/"), info.sha
+        return info.host.rstrip("/")
     subdomain = info.subdomain if info is not None and info.subdomain else re.sub(r"[^a-z0-9]+", "-", space_id.lower())
-    return f"https://{subdomain}.hf.space", info.sha if info is not None else None
+    return f"https://{subdomain}.hf.space"
 
 
 def deploy_space(
@@ -187,7 +189,10 @@ def deploy_space(
     )
     space_url = str(repo)
     say(f"Space {space_id}: {space_url}")
-    app_url, before = _space_state(api, space_id)
+    info = _find_space(api, space_id)
+    app_url, before = _app_url(space_id, info), info.sha if info is not None else None
+    if deployment.private and info is not None and info.private is False:
+        say(f"note: {space_id} is public; --private only applies to a new Space (change it in the Space's settings)")
     readme = render_readme(template, space_id, app_url, deployment.title)
 
     with tempfile.TemporaryDirectory(prefix="envhub-deploy-") as staging:

@@ -194,3 +194,11 @@ def test_card_values_are_yaml_not_text() -> None:
         template, "alice/envhub", "https://alice-envhub.hf.space", title='Hub: "quoted" # not a comment'
     )
     assert front_matter(readme)["title"] == 'Hub: "quoted" # not a comment'
+
+
+def test_private_does_not_silently_leave_an_existing_space_public(hub: FakeHub) -> None:
+    api = HfApi(endpoint=hub.url, token="hf_test")
+    api.create_repo("alice/envhub", repo_type="space", space_sdk="docker")
+    said: list[str] = []
+    deploy_space(api, Deployment("alice/envhub", private=True), say=said.append)
+    assert any("alice/envhub is public; --private only applies to a new Space" in line for line in said), said
