@@ -62,7 +62,8 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
     assert (card["sdk"], card["app_port"], card["hf_oauth"]) == ("docker", 7860, True)
     assert card["hf_oauth_scopes"] == ["manage-repos", "write-repos"]
     assert isinstance(card["hf_oauth_expiration_minutes"], int)
-    assert isinstance(card["tags"], list) and "openenv" in card["tags"]
+    assert isinstance(card["tags"], list) and "envhub" in card["tags"]
+    assert "openenv" not in card["tags"]  # a sync of the Hub would list envhub as an environment
     for key in ("emoji", "colorFrom", "colorTo", "short_description"):
         assert card[key], key
     # The Hub's own card parser reads it the same way.
