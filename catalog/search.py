@@ -217,14 +217,12 @@ def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tu
 
 def _postgres(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
     """A search on Postgres, where the tsvector and the tags have GIN indexes of their own."""
-    filters = _filters(query.model_copy(update={"tags": []}))
-    if query.tags:
-        filters.append(search_postgres.tagged(query.tags))
     return search_postgres.search(
         session,
         _PUBLIC_COLUMNS,
         words=query_terms(query.q),
-        filters=filters,
+        tags=query.tags,
+        filters=_filters(query.model_copy(update={"tags": []})),
         order=_ORDER[Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort],
         rank=query.sort == Sort.RELEVANCE,
         rank_limit=rank_limit,
