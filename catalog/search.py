@@ -23,7 +23,8 @@ from sqlalchemy import (
 )
 from sqlmodel import Session, col
 
-from catalog.db import is_sqlite, tag_key
+from catalog import search_postgres
+from catalog.db import is_sqlite
 from catalog.errors import NotFoundError
 from catalog.models import (
     Dataset,
@@ -82,6 +83,11 @@ def fts_match(q: str) -> str:
     quoted = [f'"{t}"' for t in query_terms(q)]
     quoted[-1] += "*"
     return " ".join(quoted)
+
+
+def tag_key(tag: str) -> str:
+    """The single token that stands for one whole tag in SQLite's full-text index (catalog/migrations)."""
+    return f"t{tag.encode().hex()}x"
 
 
 _PUBLIC_COLUMNS = [getattr(Environment, name) for name in EnvironmentPublic.model_fields]
@@ -163,7 +169,9 @@ def search_environments(
     session: Session, query: EnvironmentQuery, *, rank_limit: int = RANK_LIMIT
 ) -> tuple[list[EnvironmentPublic], int]:
     """One page of matching environments and the total number that match."""
-    if query_terms(query.q) and is_sqlite(session.get_bind().engine):
+    if session.get_bind().engine.dialect.name == "postgresql":
+        statement, count = _postgres(session, query, rank_limit)
+    elif query_terms(query.q) and is_sqlite(session.get_bind().engine):
         statement, count = _full_text(session, query, rank_limit)
     else:
         statement = select(*_PUBLIC_COLUMNS).where(*_filters(query), *_portable_match(query.q))
@@ -208,6 +216,20 @@ def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tu
             member = _UNINDEXED_ROWID.in_(matched)
         statement = select(*_PUBLIC_COLUMNS).where(*filters, member).order_by(*_ORDER[sort], col(Environment.id))
     return statement, count
+
+
+def _postgres(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
+    """A search on Postgres, where the tsvector and the tags have GIN indexes of their own."""
+    return search_postgres.search(
+        session,
+        _PUBLIC_COLUMNS,
+        words=query_terms(query.q),
+        tags=query.tags,
+        filters=_filters(query.model_copy(update={"tags": []})),
+        order=_ORDER[Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort],
+        rank=query.sort == Sort.RELEVANCE,
+        rank_limit=rank_limit,
+    )
 
 
 def _linked(session: Session, *, environment_id: str | None = None, dataset_id: str | None = None) -> list[str]:

@@ -1,4 +1,4 @@
-"""Search: ranking, filters, sorting and paging over a real SQLite catalog."""
+"""Search: ranking, filters, sorting and paging over a real catalog (SQLite and Postgres)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +10,8 @@ from sqlmodel import Session, col
 from catalog.models import Environment, Source
 from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
 from catalog.sync import write_environments
+
+pytestmark = pytest.mark.databases
 
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -100,6 +102,12 @@ def test_every_word_must_match(engine: Engine) -> None:
 def test_last_word_matches_as_a_prefix_while_typing(engine: Engine) -> None:
     assert sorted(ids(engine, q="word")) == ["words/wordle", "words/wordsmith"]
     assert ids(engine, q="wordl") == ["words/wordle"]
+
+
+def test_an_unfinished_word_that_is_also_a_stop_word_still_matches(engine: Engine) -> None:
+    # "to", while typing "tools": a stop word to Postgres's English configuration
+    assert ids(engine, q="to") == ["tools/calculator"]
+    assert ids(engine, q="calculator to") == ["tools/calculator"]
 
 
 def test_stemming_and_case(engine: Engine) -> None:
