@@ -242,5 +242,8 @@ class ContainerRuntime:
             return False
         return container is not None and container.status == "running"
 
+    def close(self) -> None:
+        pass
+
     def managed_endpoints(self) -> set[str]:
         return {str(c.labels[LABEL]) for c in self._ours(LABEL)}
