@@ -129,10 +129,13 @@ class ProcessRuntime:
         handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id}
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
-            request = ServerRequest(app, str(folder), pythonpath, env, str(spec.log_path), port)
+            name = f"env-{spec.endpoint_id}"  # what ps shows for it
+            request = ServerRequest(app, str(folder), pythonpath, env, str(spec.log_path), port, name)
             pid = self._zygote.spawn(request)
-        if pid is not None and (started := _started_at(pid)) is not None:
-            # A forked server's /proc environ is the zygote's; its start time identifies it instead.
+        if pid is not None:
+            # A forked server's /proc environ is the zygote's; its start time identifies it instead
+            # (-1 when it is gone already: the wait below then reports its log).
+            started = _started_at(pid) or -1
             handle |= {"pid": pid, "started": started}
             with self._lock:
                 self._forked[spec.endpoint_id] = (pid, started)

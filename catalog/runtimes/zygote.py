@@ -18,6 +18,7 @@ import contextlib
 import gc
 import importlib
 import json
+import logging
 import os
 import select
 import signal
@@ -46,6 +47,8 @@ READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL
 READ_LATER = {"HF_TOKEN"}  # huggingface_hub reads it on each call
 WS_MAX_SIZE = 100 * 1024 * 1024
 
+log = logging.getLogger(__name__)
+
 
 def forkable(env: dict[str, str]) -> bool:
     """Whether a server with these variables behaves the same forked as started from scratch."""
@@ -60,6 +63,7 @@ class ServerRequest:
     env: dict[str, str]  # the server's whole environment
     log: str
     port: int
+    name: str = ""  # what ps and top show for the server (at most 15 bytes)
 
 
 # -- the zygote process
@@ -115,6 +119,9 @@ def _serve(request: ServerRequest) -> NoReturn:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
+        if request.name:
+            with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+                comm.write(request.name[:15])
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
@@ -143,8 +150,8 @@ class Zygote:
 
     `spawn` returns None whenever the zygote cannot serve (failed to start, crashed,
     refused); the caller then starts the server from scratch, so nothing is lost.
-    A zygote that dies is started again on the next launch; one that fails to start is
-    not tried again.
+    After a zygote dies, one launch starts from scratch and the next starts a new zygote;
+    one that fails to start is not tried again.
     """
 
     def __init__(self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120) -> None:
@@ -170,7 +177,11 @@ class Zygote:
         with self._lock:
             if self.broken is not None:
                 return None
-            if self._process is None or self._process.poll() is not None:
+            if self._process is not None and self._process.poll() is not None:
+                log.warning("the zygote exited with code %s; see %s", self._process.returncode, self.log_path)
+                self._discard()  # it crashed: this launch starts from scratch, the next one starts a zygote
+                return None
+            if self._process is None:
                 self._start()
                 if self.broken is not None:
                     return None
@@ -191,13 +202,13 @@ class Zygote:
     def _start(self) -> None:
         self._discard()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("ab") as stderr:
             self._process = subprocess.Popen(
                 [sys.executable, "-P", __file__, str(self.work_dir)],  # -P: no script folder on sys.path
                 env=self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=log,
+                stderr=stderr,
                 cwd=self.work_dir,
                 start_new_session=True,  # signals to envhub's group are not for it
             )
@@ -207,7 +218,8 @@ class Zygote:
             ready = {"error": str(exc)}
         if ready.get("ready") is not True or ready.get("threads") != 1:
             self.broken = f"the zygote did not start: {ready}; see {self.log_path}"
-            self._discard()
+            log.warning("%s; process servers start from scratch", self.broken)
+            self._discard(kill=True)
 
     def _ask(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
         process = self._process
@@ -233,11 +245,13 @@ class Zygote:
         message: dict[str, Any] = json.loads(line)
         return message
 
-    def _discard(self) -> None:
+    def _discard(self, *, kill: bool = False) -> None:
         """Close the control pipe (the zygote exits on its EOF) and reap the process."""
         process, self._process, self._buffer = self._process, None, b""
         if process is None:
             return
+        if kill:
+            process.kill()
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
