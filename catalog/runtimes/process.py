@@ -102,7 +102,7 @@ class ProcessRuntime:
         zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         self._zygote = Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120)) if preload else None
         self._children: dict[str, subprocess.Popen[bytes]] = {}
-        self._forked: dict[str, tuple[int, int]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
+        self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
         self._install_locks: dict[str, threading.Lock] = {}
 
@@ -134,8 +134,8 @@ class ProcessRuntime:
             pid = self._zygote.spawn(request)
         if pid is not None:
             # A forked server's /proc environ is the zygote's; its start time identifies it instead
-            # (-1 when it is gone already: the wait below then reports its log).
-            started = _started_at(pid) or -1
+            # ("gone" when it has exited already: the wait below then reports its log).
+            started = _started_at(pid) or "gone"
             handle |= {"pid": pid, "started": started}
             with self._lock:
                 self._forked[spec.endpoint_id] = (pid, started)
@@ -294,7 +294,7 @@ class ProcessRuntime:
         return f"{ENDPOINT_VARIABLE}={endpoint}".encode() in environ.split(b"\0")
 
 
-def _gone(pid: int, started: int, *, timeout_s: float) -> bool:
+def _gone(pid: int, started: str, *, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while _started_at(pid) == started:
         if time.monotonic() > deadline:
@@ -303,13 +303,14 @@ def _gone(pid: int, started: int, *, timeout_s: float) -> bool:
     return True
 
 
-def _started_at(pid: int) -> int | None:
-    """When a live process started, in clock ticks since boot; with the pid it names one process."""
+def _started_at(pid: int) -> str | None:
+    """When a live process started: the boot and the clock tick since it; with the pid it names one process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
     if fields[0] in ("Z", "X"):
         return None  # exited, waiting to be reaped
-    return int(fields[19])
+    return f"{boot}/{fields[19]}"
