@@ -186,7 +186,7 @@ class Zygote:
                 if self.broken is not None:
                     return None
             try:
-                reply = self._ask(asdict(request), timeout_s=10)
+                reply = self._ask(asdict(request), timeout_s=60)  # a fork takes milliseconds; this is a stuck zygote
             except (OSError, ValueError):
                 reply = {}
             pid = reply.get("pid")
@@ -202,7 +202,7 @@ class Zygote:
     def _start(self) -> None:
         self._discard()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as stderr:
+        with self.log_path.open("ab") as stderr, contextlib.suppress(OSError):
             self._process = subprocess.Popen(
                 [sys.executable, "-P", __file__, str(self.work_dir)],  # -P: no script folder on sys.path
                 env=self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"},
@@ -213,6 +213,8 @@ class Zygote:
                 start_new_session=True,  # signals to envhub's group are not for it
             )
         try:
+            if self._process is None:
+                raise OSError(f"{sys.executable} could not be started")
             ready = self._read(timeout_s=self.ready_timeout_s)
         except (OSError, ValueError) as exc:
             ready = {"error": str(exc)}
