@@ -243,7 +243,10 @@ class ContainerRuntime:
         return container is not None and container.status == "running"
 
     def close(self) -> None:
-        pass
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def managed_endpoints(self) -> set[str]:
         return {str(c.labels[LABEL]) for c in self._ours(LABEL)}

@@ -87,7 +87,11 @@ def main() -> None:
         if threads != 1:
             _reply({"error": f"the zygote has {threads} threads, and forking it is unsafe"})
             continue
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _reply({"error": f"fork failed: {exc}"})
+            continue
         if pid == 0:
             _serve(request)
         _reply({"pid": pid})
@@ -112,10 +116,10 @@ def _serve(request: ServerRequest) -> NoReturn:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        log = os.open(request.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
+        output = os.open(request.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(output)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
