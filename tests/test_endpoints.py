@@ -16,7 +16,7 @@ from websockets.sync.client import connect
 from app.settings import Settings
 from tests.conftest import wait_until
 from tests.environments import LAYOUTS, write_count_env
-from tests.serving import Envhub
+from tests.serving import Envhub, serve_templates
 from tests.test_cli import cli_env
 from tests.test_serve import Server
 
@@ -375,3 +375,16 @@ def test_a_crashed_zygote_falls_back_to_starting_from_scratch(settings: Settings
         envhub.stop()
     assert not zygote_pids(work_dir)
     assert not any(server_pids(e["id"]) for e in (forked, fresh, again))
+
+
+def test_a_built_in_template_is_forked_and_plays_over_the_gateway() -> None:
+    with serve_templates("wordle") as urls:
+        server = endpoint_pid(urls["wordle"].rsplit("/", 1)[-1])
+        assert b"zygote.py" in Path(f"/proc/{parent_of(server)}/cmdline").read_bytes()
+        with GenericEnvClient(base_url=urls["wordle"]).sync() as client:
+            reset = client.reset(seed=7, episode_id="forked")
+            assert reset.done is False
+            result = client.step({"guess": "slate"})
+            assert [len(result.observation["guesses"]), len(result.observation["guesses"][0]["colors"])] == [1, 5]
+            assert client.state()["episode_id"] == "forked"
+    assert not _alive(server)
