@@ -54,7 +54,9 @@ _WATCH_INTERVAL_S = 2
 def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
     """The launch backends this server offers."""
     return {
-        Backend.PROCESS: ProcessRuntime(settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s),
+        Backend.PROCESS: ProcessRuntime(
+            settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s, preload=settings.process_preload
+        ),
         Backend.DOCKER: ContainerRuntime(
             base_image=settings.docker_base_image,
             memory=settings.docker_memory,

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     docker_pids: int = Field(default=512, gt=0)
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
+    process_preload: bool = Field(
+        default=True, description="fork process-backend servers from a zygote that has imported openenv once"
+    )
 
     allow_private_urls: bool = Field(
         default=False,

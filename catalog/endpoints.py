@@ -372,9 +372,13 @@ class EndpointManager:
 
     def shutdown(self) -> None:
         """Stop local processes with envhub; containers and Spaces are reconciled on the next start."""
-        for endpoint in self.list(active_only=True):
-            if endpoint.backend == Backend.PROCESS:
-                self.stop(endpoint.id, "envhub stopped")
+        try:
+            for endpoint in self.list(active_only=True):
+                if endpoint.backend == Backend.PROCESS:
+                    self.stop(endpoint.id, "envhub stopped")
+        finally:
+            for runtime in self.runtimes.values():
+                runtime.close()
 
 
 class LimitError(EnvhubError):

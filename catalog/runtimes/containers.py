@@ -242,5 +242,11 @@ class ContainerRuntime:
             return False
         return container is not None and container.status == "running"
 
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     def managed_endpoints(self) -> set[str]:
         return {str(c.labels[LABEL]) for c in self._ours(LABEL)}
