@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
@@ -16,7 +17,7 @@ from sqlmodel import Session
 from app import gateway
 from app.api import checks, datasets, environments, health, sync
 from app.api import endpoints as endpoints_api
-from app.settings import Settings
+from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
 from catalog.conformance import Checker
 from catalog.db import create_db_engine, init_db
@@ -55,7 +56,9 @@ def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
     """The launch backends this server offers."""
     return {
         Backend.PROCESS: ProcessRuntime(
-            settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s, preload=settings.process_preload
+            settings.data_dir / "runtime",
+            ready_timeout_s=settings.launch_timeout_s,
+            preload=settings.process_preload != Preload.OFF,
         ),
         Backend.DOCKER: ContainerRuntime(
             base_image=settings.docker_base_image,
@@ -175,6 +178,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(prepare_catalog, settings, engine)
         await asyncio.to_thread(endpoints.reconcile)
+        process = endpoints.runtimes.get(Backend.PROCESS)
+        if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
+            # In the background: the first launch then finds the zygote ready, or waits for it.
+            threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
         tasks = [asyncio.create_task(_watch_endpoints(endpoints)), asyncio.create_task(play_sessions.reap_forever())]
         if settings.sync_interval_s > 0:
             tasks.append(asyncio.create_task(_sync_periodically(syncer, settings.sync_interval_s)))

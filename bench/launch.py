@@ -17,7 +17,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from app.settings import Settings
+from app.settings import Preload, Settings
 from bench.report import load_average, machine_line, percentile, table, verdict
 from tests.environments import write_count_env
 from tests.serving import Envhub
@@ -63,7 +63,7 @@ def main() -> None:
                     health_interval_s=0,
                     docker_base_image=os.environ.get("BASE_IMAGE", "envhub/python-base:3.11"),
                     launch_timeout_s=600,
-                    process_preload=preload,
+                    process_preload=Preload.LAUNCH if preload else Preload.OFF,
                 )
             )
             stack.callback(server.stop)

@@ -15,7 +15,7 @@ from huggingface_hub import constants
 from sqlalchemy import Engine, create_engine, make_url, text
 
 from app.main import create_app
-from app.settings import Settings
+from app.settings import Preload, Settings
 from catalog.db import create_db_engine, init_db
 from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import LaunchSpec
@@ -114,6 +114,7 @@ def settings(database_url: str, hub: FakeHub, templates_dir: Path) -> Settings:
         hub_timeout_s=10,  # tests that need a timeout set a short one themselves
         hub_max_retries=2,
         hub_backoff_s=0.01,
+        process_preload=Preload.LAUNCH,  # a zygote only in the tests that launch
     )
 
 

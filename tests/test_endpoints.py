@@ -13,7 +13,7 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from app.settings import Settings
+from app.settings import Preload, Settings
 from tests.conftest import wait_until
 from tests.environments import LAYOUTS, write_count_env
 from tests.serving import Envhub, serve_templates
@@ -388,3 +388,17 @@ def test_a_built_in_template_is_forked_and_plays_over_the_gateway() -> None:
             assert [len(result.observation["guesses"]), len(result.observation["guesses"][0]["colors"])] == [1, 5]
             assert client.state()["episode_id"] == "forked"
     assert not _alive(server)
+
+
+def test_the_zygote_starts_with_envhub_so_the_first_launch_is_forked(settings: Settings, tmp_path: Path) -> None:
+    write_count_env(settings.templates_dir / "count")
+    work_dir = tmp_path / "data" / "runtime"
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "process_preload": Preload.START}))
+    try:
+        wait_until(lambda: len(zygote_pids(work_dir)) == 1, timeout_s=120)  # before anything is launched
+        assert (work_dir / "zygote.log").exists()
+        first = envhub.running("template:count")
+        assert parent_of(endpoint_pid(first["id"])) in zygote_pids(work_dir)
+    finally:
+        envhub.stop()
+    assert not zygote_pids(work_dir)

@@ -3,6 +3,7 @@
 import hashlib
 import os
 import re
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -44,8 +45,14 @@ def folder_digest(folder: Path) -> str:
 def engine_client() -> docker.DockerClient:
     """The Docker engine named by DOCKER_HOST (default: the local socket)."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
-        raise DockerException(f"no Docker socket at {host.removeprefix('unix://')}")
+    if host.startswith("unix://"):
+        # Asked first, because the SDK leaves its socket open when the engine refuses it.
+        path = host.removeprefix("unix://")
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(path)
+            except OSError as exc:
+                raise DockerException(f"no Docker engine answers at {path} ({exc.strerror or exc})") from None
     return docker.from_env()
 
 

@@ -106,6 +106,11 @@ class ProcessRuntime:
         self._lock = threading.Lock()
         self._install_locks: dict[str, threading.Lock] = {}
 
+    def warm(self) -> None:
+        """Start the zygote now rather than at the first launch (which then waits for it)."""
+        if self._zygote is not None:
+            self._zygote.warm()
+
     def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
         if not environment.path or not Path(environment.path).is_dir():
             raise InvalidInputError(

@@ -199,6 +199,12 @@ class Zygote:
                 return None
         return pid
 
+    def warm(self) -> None:
+        """Start the zygote if it is not running (and has not failed to start)."""
+        with self._lock:
+            if self.broken is None and (self._process is None or self._process.poll() is not None):
+                self._start()
+
     def close(self) -> None:
         with self._lock:
             self._discard()
