@@ -1,9 +1,10 @@
-"""The envhub command line: python -m app serve | sync | search | check."""
+"""The envhub command line: python -m app serve | sync | search | check | deploy."""
 
 import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,10 +27,13 @@ from catalog.sync import Syncer
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.forwarded import ForwardedHostMiddleware
     from app.main import create_app
 
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url})", flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*")
+    # Behind a proxy (a Space): the scheme from X-Forwarded-Proto (uvicorn), the host from X-Forwarded-Host (ours).
+    app = ForwardedHostMiddleware(create_app(settings))
+    uvicorn.run(app, host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*")
     return 0
 
 
@@ -121,6 +125,39 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if report.conforms else 1
 
 
+def deploy(settings: Settings, args: argparse.Namespace) -> int:
+    from huggingface_hub import HfApi, get_token
+
+    from app.deploy import DeployError, Deployment, deploy_space, parse_assignment
+
+    token = args.token or (settings.hf_token.get_secret_value() if settings.hf_token else None) or get_token()
+    try:
+        if not token:
+            raise DeployError(
+                f"no Hugging Face token: set HF_TOKEN or pass --token (a write token from "
+                f"{settings.hf_endpoint.rstrip('/')}/settings/tokens)"
+            )
+        secrets = dict(parse_assignment(s, os.environ) for s in args.secret)
+        if args.database_url:
+            secrets["ENVHUB_DATABASE_URL"] = args.database_url
+        deployment = Deployment(
+            space_id=args.space,
+            private=args.private,
+            title=args.title,
+            variables=dict(parse_assignment(v, os.environ) for v in args.variable),
+            secrets=secrets,
+        )
+        deployed = deploy_space(HfApi(endpoint=settings.hf_endpoint, token=token), deployment)
+    except DeployError as exc:
+        print(f"envhub: {exc}", file=sys.stderr)
+        return 1
+    if "ENVHUB_ADMIN_TOKEN" not in deployment.secrets:
+        print("note: no ENVHUB_ADMIN_TOKEN secret, so admin actions (e.g. POST /api/sync) are refused on the Space")
+    host = deployed.app_url.removeprefix("https://")
+    print(f"\ndeployed {deployed.space_id}\n  Space: {deployed.space_url}\n  App:   {deployed.app_url}  (host {host})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m app", description="envhub: a hub for OpenEnv environments")
     commands = root.add_subparsers(dest="command", required=True)
@@ -152,6 +189,24 @@ def parser() -> argparse.ArgumentParser:
         "--public-only", action="store_true", help="refuse loopback and private addresses, as a hosted envhub does"
     )
     check_cmd.set_defaults(handler=check)
+
+    deploy_cmd = commands.add_parser("deploy", help="create or update a Docker Space running this envhub")
+    deploy_cmd.add_argument("--space", required=True, metavar="OWNER/NAME", help="the Space, e.g. alice/envhub")
+    deploy_cmd.add_argument("--private", action="store_true", help="create the Space private (a new Space only)")
+    deploy_cmd.add_argument("--title", help="the Space's title (default: its name)")
+    deploy_cmd.add_argument("--token", help="a Hugging Face write token (default: HF_TOKEN, else your saved login)")
+    deploy_cmd.add_argument(
+        "--variable", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)"
+    )
+    deploy_cmd.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="a Space secret, e.g. ENVHUB_ADMIN_TOKEN; KEY alone takes the value from your environment (repeatable)",
+    )
+    deploy_cmd.add_argument("--database-url", help="the catalog database, stored as the secret ENVHUB_DATABASE_URL")
+    deploy_cmd.set_defaults(handler=deploy)
     return root
 
 

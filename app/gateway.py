@@ -15,6 +15,7 @@ import websockets
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -32,6 +33,19 @@ _DROPPED = {
 # Credentials meant for envhub never travel on to an environment's server.
 _PRIVATE = {"authorization", "cookie"}
 _MAX_FRAME = 100 * 1024 * 1024
+
+
+def gateway_url(request: HTTPConnection, endpoint_id: str) -> str:
+    """The endpoint's gateway on the address this server listens on (loopback or its own host).
+
+    envhub reaches its own endpoints here, never at an address taken from a Host header.
+    """
+    host, port = request.scope.get("server") or ("127.0.0.1", 80)
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104  (a listening address, not a bind)
+        host = "127.0.0.1"
+    if ":" in str(host):
+        host = f"[{host}]"
+    return f"http://{host}:{port}/endpoints/{endpoint_id}"
 
 
 def _manager(scope_app: object) -> EndpointManager:

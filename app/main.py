@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
@@ -16,7 +17,7 @@ from sqlmodel import Session
 from app import gateway
 from app.api import checks, datasets, environments, health, sync
 from app.api import endpoints as endpoints_api
-from app.settings import Settings
+from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
 from catalog.conformance import Checker
 from catalog.db import create_db_engine, init_db
@@ -56,7 +57,11 @@ SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
     """The launch backends this server offers."""
     return {
-        Backend.PROCESS: ProcessRuntime(settings.data_dir / "runtime", ready_timeout_s=settings.launch_timeout_s),
+        Backend.PROCESS: ProcessRuntime(
+            settings.data_dir / "runtime",
+            ready_timeout_s=settings.launch_timeout_s,
+            preload=settings.process_preload != Preload.OFF,
+        ),
         Backend.DOCKER: ContainerRuntime(
             base_image=settings.docker_base_image,
             memory=settings.docker_memory,
@@ -177,6 +182,7 @@ def create_app(
         guard,
         concurrency=settings.health_concurrency,
         timeout_s=settings.health_timeout_s,
+        hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
     )
 
     @asynccontextmanager
@@ -184,6 +190,10 @@ def create_app(
         await asyncio.to_thread(prepare_catalog, settings, engine, leases)
         await asyncio.to_thread(leases.start)
         await asyncio.to_thread(endpoints.reconcile)
+        process = endpoints.runtimes.get(Backend.PROCESS)
+        if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
+            # In the background: the first launch then finds the zygote ready, or waits for it.
+            threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
         tasks = [asyncio.create_task(_watch_endpoints(endpoints)), asyncio.create_task(play_sessions.reap_forever())]
         if settings.sync_interval_s > 0:
             poll_s = settings.lease_ttl_s / 3

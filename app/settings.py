@@ -1,6 +1,7 @@
 """envhub's configuration: one settings object read from the environment."""
 
 import hashlib
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr
@@ -8,6 +9,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Preload(StrEnum):
+    """When the process backend's zygote starts (catalog/runtimes/zygote.py)."""
+
+    START = "start"
+    LAUNCH = "launch"
+    OFF = "off"
 
 
 class Settings(BaseSettings):
@@ -40,6 +49,11 @@ class Settings(BaseSettings):
     docker_pids: int = Field(default=512, gt=0)
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
+    process_preload: Preload = Field(
+        default=Preload.START,
+        description="fork process-backend servers from a zygote that has imported openenv once: "
+        "started with envhub (start), at the first launch (launch), or never (off)",
+    )
 
     allow_private_urls: bool = Field(
         default=False,

@@ -2,6 +2,10 @@
 
     .venv/bin/python -m bench.launch [--repeat 5] [--docker]
 
+The process backend runs twice in one go, each server started from scratch (a new
+interpreter) and forked from the zygote (ENVHUB_PROCESS_PRELOAD), launches alternating
+so that outside load hits both alike. The zygote's first launch, which starts the
+zygote itself, is shown on its own line and left out of the figures.
 The docker run needs an engine and the base image (shared/scripts/docker-engine.sh);
 the image is built once before timing, so the figure is a launch with a built image.
 """
@@ -10,9 +14,10 @@ import argparse
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-from app.settings import Settings
+from app.settings import Preload, Settings
 from bench.report import load_average, machine_line, percentile, table, verdict
 from tests.environments import write_count_env
 from tests.serving import Envhub
@@ -32,38 +37,58 @@ def launch_once(envhub: Envhub, environment: str, backend: str) -> float:
     return elapsed
 
 
+def row(name: str, times: list[float]) -> list[object]:
+    p50 = percentile(times, 0.5)
+    return [name, len(times), min(times), p50, max(times), verdict(p50 <= FLOOR_S)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--docker", action="store_true", help="also time the docker backend")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
+    load_before = load_average()
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch, ExitStack() as stack:
         templates = Path(scratch) / "templates"
         write_count_env(templates / "count")
-        settings = Settings(
-            database_url=f"sqlite:///{scratch}/envhub.db",
-            data_dir=Path(scratch) / "data",
-            templates_dir=templates,
-            hf_endpoint="http://127.0.0.1:9",
-            sync_interval_s=0,
-            docker_base_image=os.environ.get("BASE_IMAGE", "envhub/python-base:3.11"),
-            launch_timeout_s=600,
-        )
-        envhub = Envhub(settings)
-        rows = []
-        try:
-            backends = ["process", "docker"] if args.docker else ["process"]
-            for backend in backends:
-                if backend == "docker":
-                    launch_once(envhub, "template:count", backend)  # builds the image once
-                times = [launch_once(envhub, "template:count", backend) for _ in range(args.repeat)]
-                p50 = percentile(times, 0.5)
-                rows.append([backend, len(times), min(times), p50, max(times), verdict(p50 <= FLOOR_S)])
-        finally:
-            envhub.stop()
+
+        def envhub(name: str, *, preload: bool) -> Envhub:
+            server = Envhub(
+                Settings(
+                    database_url=f"sqlite:///{scratch}/{name}.db",
+                    data_dir=Path(scratch) / name,
+                    templates_dir=templates,
+                    hf_endpoint="http://127.0.0.1:9",
+                    sync_interval_s=0,
+                    health_interval_s=0,
+                    docker_base_image=os.environ.get("BASE_IMAGE", "envhub/python-base:3.11"),
+                    launch_timeout_s=600,
+                    process_preload=Preload.LAUNCH if preload else Preload.OFF,
+                )
+            )
+            stack.callback(server.stop)
+            return server
+
+        scratch_start = envhub("scratch", preload=False)
+        forked = envhub("forked", preload=True)
+        first = launch_once(forked, "template:count", "process")
+        cold: list[float] = []
+        warm: list[float] = []
+        for _ in range(args.repeat):
+            cold.append(launch_once(scratch_start, "template:count", "process"))
+            warm.append(launch_once(forked, "template:count", "process"))
+        rows = [
+            row("process, from scratch", cold),
+            row("process, forked from the zygote", warm),
+            ["process, zygote's first launch (starts it)", 1, first, first, first, "-"],
+        ]
+        if args.docker:
+            launch_once(scratch_start, "template:count", "docker")  # builds the image once
+            rows.append(row("docker", [launch_once(scratch_start, "template:count", "docker") for _ in cold]))
     print(machine_line())
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {load_before}; after: {load_average()}")
     print(table(["backend", "launches", "min s", "p50 s", "max s", f"p50 ≤ {FLOOR_S:g} s"], rows))
+    print(f"p50 from scratch / p50 forked: {percentile(cold, 0.5) / percentile(warm, 0.5):.1f}×")
 
 
 if __name__ == "__main__":

@@ -1,61 +1,24 @@
-"""Database engine, schema and the full-text index (FTS5 on SQLite)."""
+"""Database engine, schema migrations and upserts, on SQLite or Postgres."""
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, inspect, make_url, text
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, event, make_url, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.schema import SchemaItem
 from sqlmodel import Session, SQLModel, create_engine
 
-from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
-
-# The full-text index follows the environment table through triggers, and holds only the
-# environments that are listed (not removed), so counting matches needs no join. Column
-# weights for bm25: a word in the title counts most, one in the README least.
-FTS_VERSION = 3  # kept in PRAGMA user_version; an older index is rebuilt at start-up
-# Prefix indexes: search-as-you-type makes the last word a prefix, and without them FTS5
-# merges the doclists of every word sharing it on each lookup.
-_FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS environment_fts USING fts5(
-    title, description, tags, author, readme, content='environment', content_rowid='rowid',
-    tokenize='porter unicode61 remove_diacritics 2', prefix='2 3 4 5 6 7 8')"""
-_FTS_TRIGGERS = [
-    """CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment
-    WHEN new.removed_at IS NULL BEGIN
-        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-        VALUES (new.rowid, new.title, new.description, new.tags, new.author, new.readme);
-    END""",
-    """CREATE TRIGGER environment_fts_delete AFTER DELETE ON environment
-    WHEN old.removed_at IS NULL BEGIN
-        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
-        VALUES ('delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme);
-    END""",
-    # One trigger for both halves of an update, so the old entry always goes before the new one.
-    """CREATE TRIGGER environment_fts_update
-    AFTER UPDATE OF title, description, tags, author, readme, removed_at ON environment BEGIN
-        INSERT INTO environment_fts(environment_fts, rowid, title, description, tags, author, readme)
-        SELECT 'delete', old.rowid, old.title, old.description, old.tags, old.author, old.readme
-        WHERE old.removed_at IS NULL;
-        INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-        SELECT new.rowid, new.title, new.description, new.tags, new.author, new.readme
-        WHERE new.removed_at IS NULL;
-    END""",
-]
-_FTS_REBUILD = [
-    "DROP TRIGGER IF EXISTS environment_fts_insert",
-    "DROP TRIGGER IF EXISTS environment_fts_delete",
-    "DROP TRIGGER IF EXISTS environment_fts_update",
-    "DROP TABLE IF EXISTS environment_fts",
-    _FTS_TABLE,
-    """INSERT INTO environment_fts(rowid, title, description, tags, author, readme)
-    SELECT rowid, title, description, tags, author, readme FROM environment WHERE removed_at IS NULL""",
-    *_FTS_TRIGGERS,
-    "INSERT INTO environment_fts(environment_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 6.0, 3.0, 1.0)')",
-    f"PRAGMA user_version = {FTS_VERSION}",
-]
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Any constant shared by every envhub process: the key of the Postgres advisory lock under
+# which one replica at a time migrates the schema.
+_MIGRATION_LOCK = 0x656E76687562  # "envhub"
 
 
 def _json_dumps(value: Any) -> str:
@@ -87,30 +50,55 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to a table since its database was created (all nullable): ALTER TABLE ADD COLUMN."""
-    existing = inspect(engine)
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if not existing.has_table(table.name):
-                continue
-            present = {c["name"] for c in existing.get_columns(table.name)}
-            for column in table.columns:
-                if column.name not in present and column.nullable:
-                    kind = column.type.compile(dialect=engine.dialect)
-                    conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}'))
+# Full-text objects that only the revisions know: the SQLite FTS5 table (and its shadow
+# tables) and the Postgres tsvector column and GIN indexes. Comparing the models with a
+# database (autogenerate) must neither drop them nor ask for them.
+_FULL_TEXT_OBJECTS = frozenset({"search", "ix_environment_search", "ix_environment_tags"})
+
+
+def compared_with_models(item: SchemaItem, name: str | None, kind: str, reflected: bool, compare_to: object) -> bool:
+    """Alembic's include_object: whether a table, column or index is one the models describe."""
+    return name not in _FULL_TEXT_OBJECTS and not (name or "").startswith("environment_fts")
+
+
+def migration_config(connection: Connection) -> Config:
+    """Alembic's configuration, built here so that no alembic.ini or working directory matters."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[Connection]:
+    """A connection in a transaction that no other process migrating the schema can share."""
+    with engine.connect() as connection:
+        if not is_sqlite(engine):
+            # Released at commit or rollback; Postgres runs every revision's DDL in this transaction.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            yield connection
+            connection.commit()
+            return
+        # pysqlite opens transactions only for DML: take the write lock ourselves, so that a
+        # second process waits (busy_timeout) instead of reading a schema being changed.
+        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.exec_driver_sql("ROLLBACK")
+            raise
+        connection.exec_driver_sql("COMMIT")
 
 
 def init_db(engine: Engine) -> None:
-    """Create missing tables and columns and, on SQLite, the full-text index and its triggers."""
-    _add_missing_columns(engine)
-    SQLModel.metadata.create_all(engine)
-    if is_sqlite(engine):
-        with engine.begin() as conn:
-            conn.execute(text(_FTS_TABLE))
-            if conn.execute(text("PRAGMA user_version")).scalar_one() < FTS_VERSION:
-                for statement in _FTS_REBUILD:
-                    conn.execute(text(statement))
+    """Bring the schema to the newest revision, one process at a time.
+
+    A new database gets every table and the full-text index (FTS5 on SQLite, a tsvector
+    column and GIN indexes on Postgres); one made before migrations is adopted in place.
+    """
+    with _migration_lock(engine) as connection:
+        command.upgrade(migration_config(connection), "head")
 
 
 def upsert(session: Session, table: type[SQLModel], rows: Sequence[dict[str, Any]]) -> None:

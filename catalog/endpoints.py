@@ -352,8 +352,9 @@ class EndpointManager:
                 update(Endpoint)
                 .where(col(Endpoint.id) == endpoint.id, _same_replica(endpoint.replica))
                 .values(replica=self.leases.replica)
-            )
-        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+                .returning(col(Endpoint.id))
+            ).first()
+        if claimed is None:
             return  # another replica took it first
         runtime = self.runtimes.get(endpoint.backend)
         try:
@@ -455,10 +456,14 @@ class EndpointManager:
 
     def shutdown(self) -> None:
         """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""
-        for endpoint in self.list(active_only=True):
-            if endpoint.backend == Backend.PROCESS and endpoint.replica == self.leases.replica:
-                self.stop(endpoint.id, "envhub stopped")
-        self._stop_unclaimed()  # and those whose rows another replica stopped or took over
+        try:
+            for endpoint in self.list(active_only=True):
+                if endpoint.backend == Backend.PROCESS and endpoint.replica == self.leases.replica:
+                    self.stop(endpoint.id, "envhub stopped")
+            self._stop_unclaimed()  # and those whose rows another replica stopped or took over
+        finally:
+            for runtime in self.runtimes.values():
+                runtime.close()
 
 
 def _same_replica(replica: str | None) -> ColumnElement[bool]:

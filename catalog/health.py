@@ -18,14 +18,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.endpoints import EndpointManager
 from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
-from catalog.hub import Hub
+from catalog.hub import Hub, SpaceRuntimeInfo
 from catalog.models import (
     Endpoint,
     EndpointStatus,
@@ -188,6 +188,19 @@ def record(previous: dict[str, Any] | None, seen: Probe, *, cold_start_s: float 
     return stored
 
 
+def space_credentials(runtime: SpaceRuntimeInfo | None, token: str | None) -> dict[str, dict[str, str]]:
+    """The Hub token scoped to a private Space's own `*.hf.space` host, as `OutboundSession.credentials`.
+
+    Empty for a public Space, a Space served elsewhere, or without a token: the token goes
+    to nothing but the host the configured Hub names for a private Space.
+    """
+    if not token or runtime is None or not runtime.private or not runtime.host:
+        return {}
+    if not (urlsplit(runtime.host).hostname or "").lower().endswith(".hf.space"):
+        return {}
+    return {runtime.host: {"Authorization": f"Bearer {token}"}}
+
+
 def _stage_probe(stage: str | None, error_message: str | None) -> Probe | None:
     """The status a Hub stage means without asking the Space; None when the Space runs and may be probed."""
     if stage in RUNNING_STAGES:
@@ -220,9 +233,11 @@ class HealthMonitor:
         *,
         concurrency: int = 16,
         timeout_s: float = 5,
+        hub_token: str | None = None,
     ) -> None:
         self.engine = engine
         self.hub = hub
+        self.hub_token = hub_token  # sent to private Spaces' hosts only, see space_credentials
         self.endpoints = endpoints
         self.guard = guard
         self.internal = OutboundGuard(allow_private=True)  # envhub's own endpoints
@@ -284,13 +299,23 @@ class HealthMonitor:
             environments = list(session.execute(statement).scalars())
         return running, environments
 
-    def _session(self, guard: OutboundGuard, headers: dict[str, str] | None = None) -> OutboundSession:
-        return OutboundSession(guard, timeout_s=self.timeout_s, headers=headers or {})
+    def _session(
+        self,
+        guard: OutboundGuard,
+        headers: dict[str, str] | None = None,
+        credentials: dict[str, dict[str, str]] | None = None,
+    ) -> OutboundSession:
+        return OutboundSession(guard, timeout_s=self.timeout_s, headers=headers or {}, credentials=credentials or {})
 
     async def _probe(
-        self, base: str, guard: OutboundGuard, read_cache: bool, headers: dict[str, str] | None = None
+        self,
+        base: str,
+        guard: OutboundGuard,
+        read_cache: bool,
+        headers: dict[str, str] | None = None,
+        credentials: dict[str, dict[str, str]] | None = None,
     ) -> Probe:
-        outbound = self._session(guard, headers)
+        outbound = self._session(guard, headers, credentials)
         try:
             async with asyncio.timeout(self.timeout_s * 8):
                 return await probe(base, outbound, read_cache=read_cache)
@@ -346,7 +371,7 @@ class HealthMonitor:
         row = await asyncio.to_thread(self._environment, environment_id)
         if row is None or row.source not in (Source.HUB, Source.URL):
             return None
-        host, stage_seen, updates = row.host, None, {}
+        host, stage_seen, updates, credentials = row.host, None, {}, {}
         if row.source == Source.HUB:
             try:
                 runtime = await asyncio.to_thread(self.hub.space_runtime, row.id)
@@ -359,6 +384,7 @@ class HealthMonitor:
                 host = runtime.host or host
                 updates = {"runtime_stage": runtime.stage, "host": host}
                 stage_seen = _stage_probe(runtime.stage, runtime.error_message)
+                credentials = space_credentials(runtime, self.hub_token)
         if row.id in self._wakes:
             return None  # a wake asked for by a user is following it
         if stage_seen is not None:
@@ -366,10 +392,24 @@ class HealthMonitor:
         elif not host:
             seen = Probe(HealthStatus.DOWN, "no host to probe")
         else:
-            seen = await self._probe(host, self.guard, self._stale(row))
+            seen = await self._probe(host, self.guard, self._stale(row), credentials=credentials)
         health = record(row.health, seen)
         await asyncio.to_thread(self._save_environment, row.id, health, seen.cache, updates)
         return Health.model_validate(health)
+
+    async def space_credentials(self, environment_id: str) -> dict[str, dict[str, str]]:
+        """For a private Hub Space, the token scoped to its host (asks the Hub where it runs); else nothing."""
+        if not self.hub_token:
+            return {}
+        row = await asyncio.to_thread(self._environment, environment_id)
+        if row is None or row.source != Source.HUB:
+            return {}
+        try:
+            runtime = await asyncio.to_thread(self.hub.space_runtime, row.id)
+        except EnvhubError as exc:
+            log.info("no token for %s: %s", row.id, exc.message)
+            return {}
+        return space_credentials(runtime, self.hub_token)
 
     def _environment(self, environment_id: str) -> Environment | None:
         with Session(self.engine) as session:
@@ -402,23 +442,26 @@ class HealthMonitor:
         current = row.health or {}
         if current.get("status") == HealthStatus.UP.value or environment_id in self._wakes:
             return Health.model_validate(current) if current else Health(status=HealthStatus.BUILDING)
-        host, updates = row.host, {}
+        host, updates, credentials = row.host, {}, {}
         if row.source == Source.HUB:
             runtime = await asyncio.to_thread(self.hub.space_runtime, row.id)  # where it runs now
             if runtime is None:
                 raise NotFoundError(f"the Hub no longer has the Space {environment_id}")
             host = runtime.host or host
             updates = {"runtime_stage": runtime.stage, "host": host}
+            credentials = space_credentials(runtime, self.hub_token)
         waking = Probe(HealthStatus.BUILDING, "waking on request")
         health = {**record(current, waking), "waking_since": utcnow().isoformat()}
         await asyncio.to_thread(self._save_environment, environment_id, health, None, updates)
-        task = asyncio.create_task(self._follow_wake(environment_id, host, time.monotonic()))
+        task = asyncio.create_task(self._follow_wake(environment_id, host, time.monotonic(), credentials))
         self._wakes[environment_id] = task
         task.add_done_callback(lambda _: self._wakes.pop(environment_id, None))
         return Health.model_validate(health)
 
-    async def _follow_wake(self, environment_id: str, host: str, started: float) -> None:
-        outbound = self._session(self.guard)
+    async def _follow_wake(
+        self, environment_id: str, host: str, started: float, credentials: dict[str, dict[str, str]]
+    ) -> None:
+        outbound = self._session(self.guard, credentials=credentials)
         try:
             while time.monotonic() - started < WAKE_TIMEOUT_S:
                 try:
@@ -433,7 +476,7 @@ class HealthMonitor:
                 await self._finish_wake(environment_id, Probe(HealthStatus.DOWN, "did not wake within 5 minutes"))
                 return
             cold_start = round(time.monotonic() - started, 3)
-            seen = await self._probe(host, self.guard, read_cache=True)
+            seen = await self._probe(host, self.guard, read_cache=True, credentials=credentials)
             await self._finish_wake(environment_id, seen, cold_start)
         finally:
             await outbound.aclose()

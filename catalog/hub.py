@@ -78,6 +78,7 @@ class SpaceRuntimeInfo:
     stage: str | None
     host: str | None
     error_message: str | None = None
+    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -318,4 +319,5 @@ class HubClient:
             stage=_str(runtime.get("stage")),
             host=host.rstrip("/") if host else None,
             error_message=_str(runtime.get("errorMessage")),
+            private=info.get("private") is True,
         )

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Result, delete, select, update
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
@@ -65,8 +65,9 @@ def gone_from_this_host(replica: str) -> bool:
     return False
 
 
-def _changed_one(result: Result[Any]) -> bool:
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+def _changed_one(session: Session, statement: Any) -> bool:
+    """Run an UPDATE or INSERT and say whether it changed a row (RETURNING: rowcount is not portable)."""
+    return session.execute(statement.returning(col(Lease.name))).first() is not None
 
 
 class Leases:
@@ -89,30 +90,29 @@ class Leases:
         now = utcnow()
         expires = now + self.ttl
         with Session(self.engine) as session, session.begin():
-            taken = session.execute(
+            won = _changed_one(
+                session,
                 update(Lease)
                 .where(
                     col(Lease.name) == name,
                     (col(Lease.holder) == self.replica) | (col(Lease.expires_at) < now),
                 )
-                .values(holder=self.replica, expires_at=expires)
+                .values(holder=self.replica, expires_at=expires),
             )
-            won = _changed_one(taken)
             if not won:
                 insert = sqlite_insert if session.get_bind().dialect.name == "sqlite" else postgresql_insert
                 statement = insert(Lease).values(name=name, holder=self.replica, expires_at=expires)
-                inserted = session.execute(statement.on_conflict_do_nothing(index_elements=["name"]))
-                won = _changed_one(inserted)
+                won = _changed_one(session, statement.on_conflict_do_nothing(index_elements=["name"]))
             if not won:
                 holder = session.execute(select(col(Lease.holder)).where(col(Lease.name) == name)).scalar()
                 if holder is not None and gone_from_this_host(holder):
                     # Its process is gone: no need to wait for the lease to expire.
-                    stolen = session.execute(
+                    won = _changed_one(
+                        session,
                         update(Lease)
                         .where(col(Lease.name) == name, col(Lease.holder) == holder)
-                        .values(holder=self.replica, expires_at=expires)
+                        .values(holder=self.replica, expires_at=expires),
                     )
-                    won = _changed_one(stolen)
         with self._lock:
             if won:
                 self._held.add(name)

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import JSON, Field, SQLModel
 
 from catalog.checks.report import ConformanceReport, ConformanceSummary
@@ -29,7 +29,8 @@ class EnvironmentBase(SQLModel):
     emoji: str | None = None
     description: str = ""
     author: str | None = Field(default=None, index=True)
-    tags: list[str] = Field(default_factory=list, sa_type=JSON)
+    # JSONB on Postgres, where a GIN index on it serves the tag filter.
+    tags: list[str] = Field(default_factory=list, sa_type=JSON().with_variant(JSONB(), "postgresql"))
     likes: int = Field(default=0, index=True)
     trending_score: float = Field(default=0, index=True)
     sdk: str | None = Field(default=None, index=True)
@@ -276,7 +277,7 @@ class Lease(SQLModel, table=True):
 
     name: str = Field(primary_key=True)
     holder: str = Field(description="the replica id: host-pid-random")
-    expires_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+    expires_at: datetime = Field(index=True)
 
 
 class CheckReportBase(SQLModel):

@@ -32,6 +32,7 @@ __all__ = [
     "OutboundSession",
     "RefusedURLError",
     "Resolver",
+    "origin",
     "refusal_reason",
 ]
 
@@ -197,6 +198,9 @@ class OutboundGuard:
             literal = None
         if literal is not None:
             addresses = [str(literal)]
+        elif self.is_trusted(url):
+            # envhub's own URLs need no pin: the connection resolves the name itself, trying every address.
+            return Target(url, parts.scheme, host, port, host)
         else:
             try:
                 async with asyncio.timeout(self.resolve_timeout_s):
@@ -241,6 +245,13 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def origin(url: str) -> tuple[str, str, int]:
+    """A URL's scheme, host and port, ws(s) counted as http(s): what credentials are scoped to."""
+    parts = urlsplit(url.strip())
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+    return scheme, (parts.hostname or "").rstrip(".").lower(), parts.port or _default_port(scheme)
+
+
 class _PinnedTransport(httpx.AsyncBaseTransport):
     """Sends each request to the address its host was checked and pinned to."""
 
@@ -258,11 +269,13 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
         extensions = dict(request.extensions)
         if target.scheme == "https":
             extensions["sni_hostname"] = target.host
+        headers = request.headers.copy()
+        headers.update(self.session.credentials_for(str(request.url)))
         # A new request: the caller's keeps the host name, so redirects resolve against it.
         pinned = httpx.Request(
             request.method,
             request.url.copy_with(host=target.address),
-            headers=request.headers,
+            headers=headers,
             stream=request.stream,
             extensions=extensions,
         )
@@ -281,6 +294,8 @@ class OutboundSession:
     timeout_s: float = 10
     max_bytes: int = MAX_RESPONSE_BYTES
     headers: dict[str, str] = field(default_factory=dict)
+    # Headers sent to one origin only (a private Space's token to its host), never across a redirect.
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     _pins: dict[tuple[str, int, bool], Target] = field(default_factory=dict)
     _client: httpx.AsyncClient | None = None
 
@@ -295,6 +310,11 @@ class OutboundSession:
         target = await self.guard.resolve(url)
         self._pins[key] = target
         return target
+
+    def credentials_for(self, url: str) -> dict[str, str]:
+        """The scoped headers for a URL's origin, if any."""
+        where = origin(url)
+        return next((h for scope, h in self.credentials.items() if origin(scope) == where), {})
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -354,22 +374,21 @@ class OutboundSession:
         """A WebSocket connection to a ws(s):// URL, pinned like HTTP requests."""
         http_url = "http" + url.removeprefix("ws") if url.startswith("ws") else url
         target = await self.pin(http_url)
-        extra: dict[str, Any] = {"host": target.address, "port": target.port}
-        if target.scheme == "https":
-            extra["server_hostname"] = target.host
-            extra["ssl"] = _tls_context()
-        return await connect(
-            url,
-            open_timeout=self.timeout_s if open_timeout_s is None else open_timeout_s,
-            max_size=self.max_bytes,
-            ping_interval=None,
-            close_timeout=1,
-            compression=None,
-            proxy=None,
-            additional_headers=self.headers or None,
-            **extra,
+        settings: dict[str, Any] = {
+            "open_timeout": self.timeout_s if open_timeout_s is None else open_timeout_s,
+            "max_size": self.max_bytes,
+            "ping_interval": None,
+            "close_timeout": 1,
+            "compression": None,
             **options,
-        )
+        }
+        headers = {**self.headers, **(options.get("additional_headers") or {}), **self.credentials_for(url)}
+        settings["additional_headers"] = headers or None
+        # Connect to the checked address; the URL keeps the Host header, TLS name and certificate check.
+        settings |= {"host": target.address, "port": target.port, "proxy": None}
+        if target.scheme == "https":
+            settings |= {"server_hostname": target.host, "ssl": _tls_context()}
+        return await connect(url, **settings)
 
     async def aclose(self) -> None:
         if self._client is not None:

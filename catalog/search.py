@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Session, col
 
+from catalog import search_postgres
 from catalog.db import is_sqlite
 from catalog.errors import NotFoundError
 from catalog.models import (
@@ -82,6 +83,11 @@ def fts_match(q: str) -> str:
     quoted = [f'"{t}"' for t in query_terms(q)]
     quoted[-1] += "*"
     return " ".join(quoted)
+
+
+def tag_key(tag: str) -> str:
+    """The single token that stands for one whole tag in SQLite's full-text index (catalog/migrations)."""
+    return f"t{tag.encode().hex()}x"
 
 
 _PUBLIC_COLUMNS = [getattr(Environment, name) for name in EnvironmentPublic.model_fields]
@@ -150,9 +156,9 @@ _ORDER: dict[Sort, list[Any]] = {
 # ordered by trending instead (bench/RESULTS.md).
 RANK_LIMIT = 5_000
 # When at least this share of the catalog matches, a sorted page is found fastest by walking
-# the sort index and asking the full-text index about each row; below it, by listing the
-# matches first.
-DENSE_SHARE = 0.05
+# the sort index and asking the full-text index about each row (about 20 / share probes);
+# below it, by listing the matches first (bench/RESULTS.md).
+DENSE_SHARE = 0.25
 _ROWID: ColumnClause[int] = literal_column("environment.rowid")
 # A unary + keeps SQLite from using an index for that term, so a sorted page walks the sort
 # column's index and probes the matches, stopping after one page.
@@ -163,7 +169,9 @@ def search_environments(
     session: Session, query: EnvironmentQuery, *, rank_limit: int = RANK_LIMIT
 ) -> tuple[list[EnvironmentPublic], int]:
     """One page of matching environments and the total number that match."""
-    if query_terms(query.q) and is_sqlite(session.get_bind().engine):
+    if session.get_bind().engine.dialect.name == "postgresql":
+        statement, count = _postgres(session, query, rank_limit)
+    elif query_terms(query.q) and is_sqlite(session.get_bind().engine):
         statement, count = _full_text(session, query, rank_limit)
     else:
         statement = select(*_PUBLIC_COLUMNS).where(*_filters(query), *_portable_match(query.q))
@@ -178,14 +186,12 @@ def search_environments(
 
 def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
     """The ordered statement and the count of a word search over the FTS5 index of listed environments."""
-    # Tags are words of the index too: matching them there first leaves the exact tag check
-    # (in the filters) only the environments that can pass it.
-    tag_phrases = [" ".join(words) for words in (query_terms(tag) for tag in query.tags) if words]
-    expression = fts_match(query.q) + "".join(f' tags : "{phrase}"' for phrase in tag_phrases)
+    # Each whole tag is a token of the index, so tag filters are terms of the same MATCH.
+    expression = fts_match(query.q) + "".join(f" tag_keys : {tag_key(tag)}" for tag in query.tags)
     match = text("environment_fts MATCH :match").bindparams(match=expression)
     matched = select(_FTS.c.rowid).where(match)
     # The index holds listed environments only, so "not removed" is already true of every match.
-    filters = _filters(query.model_copy(update={"include_removed": True}))
+    filters = _filters(query.model_copy(update={"include_removed": True, "tags": []}))
     if filters:
         counting = select(func.count()).select_from(Environment).where(*filters, _ROWID.in_(matched))
     else:
@@ -210,6 +216,20 @@ def _full_text(session: Session, query: EnvironmentQuery, rank_limit: int) -> tu
             member = _UNINDEXED_ROWID.in_(matched)
         statement = select(*_PUBLIC_COLUMNS).where(*filters, member).order_by(*_ORDER[sort], col(Environment.id))
     return statement, count
+
+
+def _postgres(session: Session, query: EnvironmentQuery, rank_limit: int) -> tuple[Select[tuple[object, ...]], int]:
+    """A search on Postgres, where the tsvector and the tags have GIN indexes of their own."""
+    return search_postgres.search(
+        session,
+        _PUBLIC_COLUMNS,
+        words=query_terms(query.q),
+        tags=query.tags,
+        filters=_filters(query.model_copy(update={"tags": []})),
+        order=_ORDER[Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort],
+        rank=query.sort == Sort.RELEVANCE,
+        rank_limit=rank_limit,
+    )
 
 
 def _linked(session: Session, *, environment_id: str | None = None, dataset_id: str | None = None) -> list[str]:

@@ -302,10 +302,10 @@ def legacy_server() -> ASGIApp:
 class Served:
     """An ASGI app served by uvicorn on loopback in a thread."""
 
-    def __init__(self, app: ASGIApp, port: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical")
+        self.url = f"http://{host}:{self.port}"
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="critical")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -317,8 +317,8 @@ class Served:
 
 
 @contextmanager
-def serve(app: ASGIApp, port: int | None = None) -> Iterator[Served]:
-    served = Served(app, port)
+def serve(app: ASGIApp, port: int | None = None, host: str = "127.0.0.1") -> Iterator[Served]:
+    served = Served(app, port, host)
     try:
         yield served
     finally:
@@ -335,6 +335,19 @@ def counting(app: ASGIApp) -> tuple[ASGIApp, list[str]]:
         await app(scope, receive, send)
 
     return counted, seen
+
+
+def authorizations(app: ASGIApp) -> tuple[ASGIApp, list[tuple[str, str, str | None]]]:
+    """The app, and (Host header, path, Authorization header) of each request it has seen."""
+    seen: list[tuple[str, str, str | None]] = []
+
+    async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            seen.append((headers.get("host", ""), scope["path"], headers.get("authorization")))
+        await app(scope, receive, send)
+
+    return recorded, seen
 
 
 def plain(status: int = 200, body: bytes = b"", headers: dict[str, str] | None = None) -> ASGIApp:

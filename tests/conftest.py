@@ -1,18 +1,21 @@
-"""Shared fixtures: a fake Hub on loopback, a SQLite file per test, and the app built on both."""
+"""Shared fixtures: a fake Hub on loopback, a database per test (a SQLite file, and in tests
+marked `databases` a Postgres schema too), and the app built on them."""
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import constants
-from sqlalchemy import Engine
+from sqlalchemy import Engine, create_engine, make_url, text
 
 from app.main import create_app
-from app.settings import Settings
+from app.settings import Preload, Settings
 from catalog.db import create_db_engine, init_db
 from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import LaunchSpec
@@ -29,6 +32,50 @@ ADMIN_TOKEN = "test-admin-token"
 def needs(what: str, available: bool, reason: str) -> pytest.MarkDecorator:
     """Skip on a bare machine, but never in CI, where every service must be there."""
     return pytest.mark.skipif(not available and os.environ.get("CI") != "true", reason=f"{what}: {reason}")
+
+
+# A Postgres URL whose role may create schemas, e.g. postgresql+psycopg://envhub:envhub@localhost/envhub
+POSTGRES_URL = os.environ.get("ENVHUB_TEST_POSTGRES_URL", "")
+on_postgres = needs("postgres", bool(POSTGRES_URL), "set ENVHUB_TEST_POSTGRES_URL to run on Postgres (see .ci/run)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `databases` run once on SQLite and once on Postgres."""
+    if metafunc.definition.get_closest_marker("databases") and "database_url" in metafunc.fixturenames:
+        dialects = ["sqlite", pytest.param("postgres", marks=on_postgres)]
+        metafunc.parametrize("database_url", dialects, indirect=True)
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A URL of a new, empty schema in the Postgres database of ENVHUB_TEST_POSTGRES_URL, dropped after."""
+    if not POSTGRES_URL:
+        pytest.fail("ENVHUB_TEST_POSTGRES_URL is not set: CI must run the tests on Postgres too")
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield (
+            make_url(POSTGRES_URL)
+            .update_query_dict({"options": f"-c search_path={schema}"})
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text("SET lock_timeout = '10s'"))
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The test's own empty database: a SQLite file, or a Postgres schema when parametrized so."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path / 'data' / 'envhub.db'}"
+        return
+    with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
@@ -54,9 +101,9 @@ def templates_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
+def settings(database_url: str, hub: FakeHub, templates_dir: Path) -> Settings:
     return Settings(
-        database_url=f"sqlite:///{tmp_path / 'data' / 'envhub.db'}",
+        database_url=database_url,
         hf_endpoint=hub.url,
         hf_token=None,
         admin_token=ADMIN_TOKEN,
@@ -67,12 +114,13 @@ def settings(tmp_path: Path, hub: FakeHub, templates_dir: Path) -> Settings:
         hub_timeout_s=10,  # tests that need a timeout set a short one themselves
         hub_max_retries=2,
         hub_backoff_s=0.01,
+        process_preload=Preload.LAUNCH,  # a zygote only in the tests that launch
     )
 
 
 @pytest.fixture
 def engine(settings: Settings) -> Iterator[Engine]:
-    """The test's SQLite catalog, created empty."""
+    """The test's catalog, created empty."""
     engine = create_db_engine(settings.database_url)
     init_db(engine)
     yield engine

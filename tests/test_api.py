@@ -8,6 +8,8 @@ from app.settings import Settings
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 
+pytestmark = pytest.mark.databases
+
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 

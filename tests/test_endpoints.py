@@ -13,10 +13,10 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from app.settings import Settings
+from app.settings import Preload, Settings
 from tests.conftest import wait_until
-from tests.environments import write_count_env
-from tests.serving import Envhub
+from tests.environments import LAYOUTS, write_count_env
+from tests.serving import Envhub, serve_templates
 from tests.test_cli import cli_env
 from tests.test_serve import Server
 
@@ -118,7 +118,8 @@ def test_killed_endpoint_fails_fast_for_clients_and_in_its_row(envhub: Envhub, c
 
 
 def endpoint_pid(endpoint_id: str) -> int:
-    pids = server_pids(endpoint_id)
+    """The server itself: the leader of its process group (what it starts inherits its marker)."""
+    pids = [pid for pid in server_pids(endpoint_id) if os.getpgid(pid) == pid]
     assert len(pids) == 1, pids
     return pids[0]
 
@@ -167,17 +168,46 @@ def test_server_that_crashes_at_import_fails_with_its_log(settings: Settings, tm
 
 
 def server_pids(endpoint_id: str) -> list[int]:
-    """Processes whose environment names the endpoint, as the process backend marks them."""
+    """Processes serving the endpoint, as the process backend marks them.
+
+    A server started from scratch has the endpoint in its environment; one forked from the
+    zygote has the zygote's environment, and the endpoint in its process name.
+    """
     marker = f"ENVHUB_ENDPOINT={endpoint_id}".encode()
+    name = f"env-{endpoint_id}"[:15]
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                if (
+                    marker in (entry / "environ").read_bytes().split(b"\0")
+                    or (entry / "comm").read_text() == name + "\n"
+                ):
                     pids.append(int(entry.name))
             except OSError:
                 continue
+    return [pid for pid in pids if _alive(pid)]
+
+
+def zygote_pids(work_dir: Path) -> list[int]:
+    """The zygotes a process backend with this work folder started (not the servers they forked)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                comm = (entry / "comm").read_text()
+            except OSError:
+                continue
+            ours = str(work_dir).encode() in argv and any(a.endswith(b"zygote.py") for a in argv)
+            if ours and not comm.startswith("env-") and _alive(int(entry.name)):
+                pids.append(int(entry.name))
     return pids
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
@@ -194,10 +224,14 @@ def test_restart_after_a_crash_reconciles_rows_with_what_runs(
         wait_until(crashed.healthy, timeout_s=30)
         launched = httpx.post(f"{crashed.url}/api/endpoints", json={"environment": count_template}).json()
         wait_until(lambda: httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["status"] == "running")
+        server = endpoint_pid(launched["id"])
+        zygotes = zygote_pids(tmp_path / "data" / "runtime")
+        assert zygotes == [parent_of(server)]  # the server was forked, not started from scratch
     finally:
         crashed.process.kill()  # no shutdown: the server it launched is left running
         crashed.stop()
-    assert server_pids(launched["id"])
+    wait_until(lambda: not any(_alive(pid) for pid in zygotes), timeout_s=10)  # EOF on its pipe ends it
+    assert server_pids(launched["id"]) == [server]
 
     restarted = Server(env)
     try:
@@ -211,11 +245,12 @@ def test_restart_after_a_crash_reconciles_rows_with_what_runs(
 
 
 def _alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for whoever adopted it to reap it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def test_unmet_requirements_go_into_a_cached_virtualenv(settings: Settings, tmp_path: Path) -> None:
@@ -270,3 +305,100 @@ def test_idle_endpoints_are_stopped(settings: Settings, tmp_path: Path, count_te
     finally:
         envhub.stop()
     assert stopped["message"] == "stopped after 1 seconds without sessions"
+
+
+def test_every_import_layout_is_forked_from_the_zygote(settings: Settings, tmp_path: Path) -> None:
+    for layout in LAYOUTS:
+        write_count_env(settings.templates_dir / f"count_{layout}", layout=layout)
+    work_dir = tmp_path / "data" / "runtime"
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "max_endpoints_per_owner": 3}))
+    try:
+        launched = [envhub.launch(f"template:count_{layout}") for layout in LAYOUTS]  # at once
+        servers = []
+        for endpoint in launched:
+            running = envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=120)
+            assert running["status"] == "running", running["message"]
+            servers.append(endpoint_pid(endpoint["id"]))
+            with GenericEnvClient(base_url=running["url"]).sync() as client:
+                assert client.reset().observation["total"] == 0
+                assert client.step({"add": 10}).done is True
+        zygotes = zygote_pids(work_dir)
+        assert len(zygotes) == 1
+        assert {parent_of(pid) for pid in servers} == set(zygotes)
+    finally:
+        envhub.stop()
+    assert not any(_alive(pid) for pid in [*servers, *zygotes])  # envhub's exit leaves neither behind
+
+
+def test_stop_ends_a_forked_servers_whole_group_and_its_stderr_is_logged(
+    envhub: Envhub, settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    app = settings.templates_dir / "count" / "server" / "app.py"
+    app.write_text(
+        app.read_text() + "\nimport subprocess, sys\n"
+        "helper = subprocess.Popen(['sleep', '600'])\n"
+        "print(f'helper process {helper.pid}', file=sys.stderr)\n"
+    )
+    endpoint = envhub.running(count_template)
+    server = endpoint_pid(endpoint["id"])
+    assert parent_of(server) in zygote_pids(tmp_path / "data" / "runtime")
+    lines = [line for line in endpoint["log_tail"] if line.startswith("helper process ")]
+    assert len(lines) == 1, endpoint["log_tail"]
+    helper = int(lines[0].split()[-1])
+    assert os.getpgid(helper) == server  # the server leads its own group
+
+    stopped = envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
+
+    assert stopped["status"] == "stopped"
+    assert not _alive(server)
+    wait_until(lambda: not _alive(helper), timeout_s=5)
+
+
+def test_a_crashed_zygote_falls_back_to_starting_from_scratch(settings: Settings, tmp_path: Path) -> None:
+    write_count_env(settings.templates_dir / "count")
+    work_dir = tmp_path / "data" / "runtime"
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "max_endpoints_per_owner": 3}))
+    try:
+        forked = envhub.running("template:count")
+        [zygote] = zygote_pids(work_dir)
+        os.kill(zygote, signal.SIGKILL)
+        wait_until(lambda: not _alive(zygote))
+
+        fresh = envhub.running("template:count")  # started from scratch, as without a zygote
+        again = envhub.running("template:count")  # a new zygote forks this one
+
+        assert parent_of(endpoint_pid(fresh["id"])) == os.getpid()  # envhub runs in this test's process
+        assert parent_of(endpoint_pid(again["id"])) in zygote_pids(work_dir)
+        for endpoint in (forked, fresh, again):  # the orphaned server kept serving
+            assert envhub.http.get(f"/endpoints/{endpoint['id']}/health").json() == {"status": "healthy"}
+    finally:
+        envhub.stop()
+    assert not zygote_pids(work_dir)
+    assert not any(server_pids(e["id"]) for e in (forked, fresh, again))
+
+
+def test_a_built_in_template_is_forked_and_plays_over_the_gateway() -> None:
+    with serve_templates("wordle") as urls:
+        server = endpoint_pid(urls["wordle"].rsplit("/", 1)[-1])
+        assert b"zygote.py" in Path(f"/proc/{parent_of(server)}/cmdline").read_bytes()
+        with GenericEnvClient(base_url=urls["wordle"]).sync() as client:
+            reset = client.reset(seed=7, episode_id="forked")
+            assert reset.done is False
+            result = client.step({"guess": "slate"})
+            assert [len(result.observation["guesses"]), len(result.observation["guesses"][0]["colors"])] == [1, 5]
+            assert client.state()["episode_id"] == "forked"
+    assert not _alive(server)
+
+
+def test_the_zygote_starts_with_envhub_so_the_first_launch_is_forked(settings: Settings, tmp_path: Path) -> None:
+    write_count_env(settings.templates_dir / "count")
+    work_dir = tmp_path / "data" / "runtime"
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "process_preload": Preload.START}))
+    try:
+        wait_until(lambda: len(zygote_pids(work_dir)) == 1, timeout_s=120)  # before anything is launched
+        assert (work_dir / "zygote.log").exists()
+        first = envhub.running("template:count")
+        assert parent_of(endpoint_pid(first["id"])) in zygote_pids(work_dir)
+    finally:
+        envhub.stop()
+    assert not zygote_pids(work_dir)

@@ -9,13 +9,13 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor, Probe, record
-from catalog.hub import HubClient
+from catalog.health import HealthMonitor, Probe, record, space_credentials
+from catalog.hub import HubClient, SpaceRuntimeInfo
 from catalog.models import Environment, HealthStatus, Source
 from catalog.outbound import OutboundGuard
 from catalog.sync import Syncer
 from tests import checkservers
-from tests.checkservers import counting, serve
+from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import Envhub, free_port
@@ -178,6 +178,43 @@ def test_a_private_url_is_not_probed_in_the_hosted_configuration(engine: Engine,
     status = health(engine, "url:private")
     assert status["status"] == "error"
     assert "loopback" in status["message"]
+
+
+TOKEN = "hf_test_secret"
+
+
+def test_the_hub_token_is_scoped_to_a_private_spaces_own_host() -> None:
+    private = SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space", private=True)
+    assert space_credentials(private, TOKEN) == {"https://alice-count.hf.space": {"Authorization": f"Bearer {TOKEN}"}}
+    assert space_credentials(private, None) == {}
+    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space"), TOKEN) == {}  # public
+    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://count.example.org", private=True), TOKEN) == {}
+    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://hf.space.example.org", private=True), TOKEN) == {}
+    assert space_credentials(SpaceRuntimeInfo("RUNNING", None, private=True), TOKEN) == {}
+    assert space_credentials(None, TOKEN) == {}
+
+
+async def loopback_dns(host: str, port: int) -> list[str]:
+    """Every name resolves to the test's servers on loopback."""
+    return ["127.0.0.1"]
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_a_private_space_is_probed_with_the_hub_token(
+    engine: Engine, hub: FakeHub, tmp_path: Path, private: bool
+) -> None:
+    hub.add_space(SPACE, files=space_files("Count"), private=private)
+    Syncer(engine, HubClient(hub.url), workers=2).run()
+    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
+    guard = OutboundGuard(allow_private=True, resolver=loopback_dns)
+    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, guard, timeout_s=2, hub_token=TOKEN)
+    app, seen = authorizations(checkservers.count_app())
+    with serve(app) as served:
+        hub.set_host(SPACE, f"http://alice-count.hf.space:{served.port}")
+        round_of(monitor)
+    assert health(engine, SPACE)["status"] == "up"
+    assert {host for host, _, _ in seen} == {f"alice-count.hf.space:{served.port}"}
+    assert {auth for _, _, auth in seen} == ({f"Bearer {TOKEN}"} if private else {None})
 
 
 def test_the_median_of_recent_probes_is_shown() -> None:

@@ -136,6 +136,10 @@ async def _echo_host(request: Request) -> JSONResponse:
     return JSONResponse({"host": request.headers["host"], "path": request.url.path})
 
 
+async def _auth(request: Request) -> JSONResponse:
+    return JSONResponse({"host": request.headers["host"], "authorization": request.headers.get("authorization")})
+
+
 async def _redirect(request: Request) -> RedirectResponse:
     return RedirectResponse(request.query_params["to"], status_code=307)
 
@@ -163,15 +167,23 @@ async def _ws_host(websocket: WebSocket) -> None:
     await websocket.close()
 
 
+async def _ws_auth(websocket: WebSocket) -> None:
+    await websocket.accept()
+    await websocket.send_text(websocket.headers.get("authorization", "none"))
+    await websocket.close()
+
+
 @pytest.fixture
 def site() -> Iterator[Served]:
     app = Starlette(
         routes=[
             Route("/host", _echo_host),
+            Route("/auth", _auth),
             Route("/redirect", _redirect),
             Route("/huge", _huge),
             Route("/slow", _slow),
             WebSocketRoute("/ws", _ws_host),
+            WebSocketRoute("/ws-auth", _ws_auth),
         ]
     )
     with serve(app) as served:
@@ -271,3 +283,30 @@ def test_a_check_resolves_its_host_once(site: Served) -> None:
     report = asyncio.run(check_url(f"http://env.test:{site.port}", guard, timeout_s=2, deadline_s=5))
     assert report.url == f"http://env.test:{site.port}"
     assert calls == ["env.test"]
+
+
+def test_credentials_go_to_their_origin_only(site: Served) -> None:
+    dns = fake_dns({"space.test": ["127.0.0.1"], "elsewhere.test": ["127.0.0.1"]})
+    space = f"http://space.test:{site.port}"
+    session = OutboundSession(
+        OutboundGuard(allow_private=True, resolver=dns),  # type: ignore[arg-type]
+        credentials={space: {"Authorization": "Bearer secret"}},
+    )
+
+    async def seen() -> list[object]:
+        try:
+            direct = await session.fetch("GET", f"{space}/auth")
+            redirected = await session.fetch("GET", f"{space}/redirect?to=http://elsewhere.test:{site.port}/auth")
+            other = await session.fetch("GET", f"http://elsewhere.test:{site.port}/auth")
+            socket = await session.websocket(f"ws://space.test:{site.port}/ws-auth")
+            on_socket = await socket.recv()
+            await socket.close()
+            other_socket = await session.websocket(f"ws://elsewhere.test:{site.port}/ws-auth")
+            on_other_socket = await other_socket.recv()
+            await other_socket.close()
+        finally:
+            await session.aclose()
+        answers = [__import__("json").loads(f.body) for f in (direct, redirected, other)]
+        return [a["authorization"] for a in answers] + [on_socket, on_other_socket]
+
+    assert asyncio.run(seen()) == ["Bearer secret", None, None, "Bearer secret", "none"]

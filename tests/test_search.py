@@ -1,4 +1,4 @@
-"""Search: ranking, filters, sorting and paging over a real SQLite catalog."""
+"""Search: ranking, filters, sorting and paging over a real catalog (SQLite and Postgres)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +10,8 @@ from sqlmodel import Session, col
 from catalog.models import Environment, Source
 from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
 from catalog.sync import write_environments
+
+pytestmark = pytest.mark.databases
 
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -102,6 +104,12 @@ def test_last_word_matches_as_a_prefix_while_typing(engine: Engine) -> None:
     assert ids(engine, q="wordl") == ["words/wordle"]
 
 
+def test_an_unfinished_word_that_is_also_a_stop_word_still_matches(engine: Engine) -> None:
+    # "to", while typing "tools": a stop word to Postgres's English configuration
+    assert ids(engine, q="to") == ["tools/calculator"]
+    assert ids(engine, q="calculator to") == ["tools/calculator"]
+
+
 def test_stemming_and_case(engine: Engine) -> None:
     assert ids(engine, q="DROPPING disc") == ["games/connect4"]
 
@@ -185,3 +193,17 @@ def test_tag_filter_with_words_is_exact(engine: Engine) -> None:
     assert ids(engine, q="chess", tags=["game"]) == ["games/chess", "games/connect4"]
     assert ids(engine, q="chess", tags=["board-game"]) == ["games/go"]
     assert ids(engine, q="chess", tags=["board"]) == []
+
+
+def test_tag_filter_with_words_follows_tag_changes_and_matches_whole_tags_only(engine: Engine) -> None:
+    tags = ["openenv", "Échecs", "jeux de plateau"]
+    with Session(engine) as session, session.begin():
+        write_environments(session, [row("games/shogi", "Shogi", description="chess of Japan", tags=tags)], {})
+    assert ids(engine, q="chess", tags=["Échecs"]) == ["games/shogi"]
+    assert ids(engine, q="chess", tags=["jeux de plateau"]) == ["games/shogi"]
+    assert ids(engine, q="chess", tags=["échecs"]) == []  # tags are exact, as the filter without words
+    assert ids(engine, q="chess", tags=["jeux"]) == []
+    with Session(engine) as session, session.begin():  # the next sync finds the tag gone
+        write_environments(session, [row("games/shogi", "Shogi", description="chess of Japan")], {})
+    assert ids(engine, q="chess", tags=["Échecs"]) == []
+    assert sorted(ids(engine, q="chess", tags=["openenv"])) == ["games/chess", "games/connect4", "games/shogi"]

@@ -1,5 +1,6 @@
-"""`python -m app serve` as a user starts it: up at once, even with the Hub out of reach."""
+"""`python -m app serve` as a user starts it: up at once, even with the Hub out of reach, and right behind a proxy."""
 
+import json
 import subprocess
 import sys
 import threading
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from app.settings import REPO_ROOT
 from tests.conftest import wait_until
+from tests.environments import write_count_env
 from tests.serving import free_port
 from tests.test_cli import cli_env
 from tests.test_templates import make_template
@@ -72,3 +75,51 @@ def test_offline_start_serves_templates_and_says_so_once(offline_server: Server)
     assert len(hub_lines) == 1, hub_lines
     assert "serving the 1 environment in the catalog" in hub_lines[0]
     assert not any("Traceback" in line for line in offline_server.lines)
+
+
+# What the Spaces proxy adds to a request for https://alice-envhub.hf.space (TLS ends at the proxy).
+SPACE_PROXY = {
+    "X-Forwarded-Proto": "https",
+    "X-Forwarded-Host": "alice-envhub.hf.space",
+    "X-Forwarded-For": "203.0.113.9",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_behind_the_spaces_proxy_urls_are_https_on_the_forwarded_host(tmp_path: Path) -> None:
+    write_count_env(tmp_path / "templates" / "count")
+    env = cli_env(tmp_path, "http://127.0.0.1:9") | {
+        "ENVHUB_TEMPLATES_DIR": str(tmp_path / "templates"),
+        "ENVHUB_DATA_DIR": str(tmp_path / "data"),
+        "ENVHUB_SYNC_INTERVAL_S": "0",
+    }
+    server = Server(env)
+    try:
+        wait_until(server.healthy, timeout_s=90)
+        launched = httpx.post(
+            f"{server.url}/api/endpoints", json={"environment": "template:count"}, headers=SPACE_PROXY
+        )
+        assert launched.status_code == 201, launched.text
+        endpoint_id = launched.json()["id"]
+        assert launched.json()["url"] == f"https://alice-envhub.hf.space/endpoints/{endpoint_id}"
+        direct = httpx.get(f"{server.url}/api/endpoints/{endpoint_id}").json()
+        assert direct["url"] == f"{server.url}/endpoints/{endpoint_id}"  # no proxy, no rewriting
+        ui_config = httpx.get(f"{server.url}/config", headers=SPACE_PROXY).json()
+        assert ui_config["root"].startswith("https://alice-envhub.hf.space")
+
+        def running() -> bool:
+            return bool(httpx.get(f"{server.url}/api/endpoints/{endpoint_id}").json()["status"] == "running")
+
+        wait_until(running, timeout_s=60)
+        # The proxy turns wss:// into ws:// plus the same headers; the gateway carries the session through.
+        ws_url = f"ws://127.0.0.1:{server.port}/endpoints/{endpoint_id}/ws"
+        with connect(ws_url, additional_headers=SPACE_PROXY | {"X-Forwarded-Proto": "wss"}) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"episode_id": "via-proxy"}}))
+            assert json.loads(ws.recv())["type"] == "observation"
+            ws.send(json.dumps({"type": "state"}))
+            assert json.loads(ws.recv())["data"]["episode_id"] == "via-proxy"
+        httpx.delete(f"{server.url}/api/endpoints/{endpoint_id}")
+    finally:
+        server.stop()
+    assert not any("Traceback" in line for line in server.lines), server.lines

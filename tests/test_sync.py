@@ -1,4 +1,4 @@
-"""Syncing the fake Hub into a real SQLite catalog: first, incremental, removals and faults."""
+"""Syncing the fake Hub into a real catalog (SQLite and Postgres): first, incremental, removals and faults."""
 
 import pytest
 from sqlalchemy import Engine
@@ -12,6 +12,8 @@ from catalog.search import EnvironmentQuery, get_dataset, get_environment, searc
 from catalog.sync import Syncer, get_sync_run
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
+
+pytestmark = pytest.mark.databases
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from app.api.deps import CheckerDep, EndpointsDep, SessionDep, SettingsDep
+from app.gateway import gateway_url
 from app.settings import Settings
 from catalog.conformance import get_report, list_reports
 from catalog.errors import ConflictError, InvalidInputError
@@ -40,16 +41,6 @@ class CheckRequest(BaseModel):
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
-
-
-def gateway_url(request: Request, endpoint_id: str) -> str:
-    """The endpoint's gateway on the address this server listens on (loopback or its own host)."""
-    host, port = request.scope.get("server") or ("127.0.0.1", 80)
-    if host in ("0.0.0.0", "::", ""):  # noqa: S104  (a listening address, not a bind)
-        host = "127.0.0.1"
-    if ":" in str(host):
-        host = f"[{host}]"
-    return f"http://{host}:{port}/endpoints/{endpoint_id}"
 
 
 def own_endpoint(url: str, request: Request, settings: Settings) -> str | None:

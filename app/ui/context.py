@@ -7,13 +7,16 @@ from dataclasses import dataclass
 import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session
+from starlette.requests import HTTPConnection
 
+from app.gateway import gateway_url
 from app.settings import Settings
+from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointManager
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
-from catalog.outbound import OutboundGuard
+from catalog.outbound import OutboundGuard, OutboundSession
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,24 @@ class UiContext:
 
     def endpoint_url(self, request: gr.Request | None, endpoint_id: str) -> str:
         return f"{self.base_url(request)}/endpoints/{endpoint_id}"
+
+    def own_gateway(self, request: gr.Request | None) -> str | None:
+        """envhub's gateway on the address this server listens on, where it reaches its own endpoints."""
+        inner = getattr(request, "request", None) if request is not None else None
+        return gateway_url(inner, "") if isinstance(inner, HTTPConnection) else None
+
+    def connection_url(self, url: str, request: gr.Request | None) -> str:
+        """Where envhub connects for a live URL: its own endpoints through its gateway on its own
+        address (the Host header a page came with names nothing envhub trusts), others as given."""
+        own, gateway = self.endpoint_url(request, ""), self.own_gateway(request)
+        return gateway + url.removeprefix(own) if gateway is not None and url.startswith(own) else url
+
+    async def outbound(self, environment: EnvironmentDetail, request: gr.Request | None) -> OutboundSession:
+        """The outbound session to reach this environment's live URLs with: envhub's own gateway
+        trusted, the rest through the guard, and the Hub token for a private Space's host."""
+        credentials = await self.monitor.space_credentials(environment.id)
+        gateway = self.own_gateway(request)
+        return live_session(self.guard, *([gateway] if gateway else []), credentials=credentials)
 
     def running_endpoint(self, environment_id: str) -> Endpoint | None:
         """The newest running endpoint of an environment."""

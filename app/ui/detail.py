@@ -113,21 +113,14 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
     info = from_record(environment, url)
     missing = info.schema is None or (not info.tools and not info.splits)
     # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
-    if (
-        url
-        and missing
-        and not asleep(environment)
-        and not await outbound_refusal(ctx.guard, url, ctx.endpoint_url(request, ""))
-    ):
-        live = await probe(url)
-        info = LiveInfo(
-            url=url,
-            schema=info.schema or live.schema,
-            tools=info.tools or live.tools,
-            task_env=info.task_env or live.task_env,
-            splits=info.splits or live.splits,
-            problems=live.problems,
-        )
+    if url and missing and not asleep(environment):
+        outbound = await ctx.outbound(environment, request)
+        try:
+            address = ctx.connection_url(url, request)
+            if await outbound_refusal(outbound, address) is None:
+                info = info.or_else(await probe(address, outbound))
+        finally:
+            await outbound.aclose()
     return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(
         detail.connect, url, environment.title, info
     )

@@ -7,13 +7,13 @@ to show, not an error.
 """
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
+from urllib.parse import quote
 
 from catalog.models import EnvironmentDetail
-from catalog.outbound import OutboundGuard, RefusedURLError
+from catalog.outbound import OutboundGuard, OutboundSession, RefusedURLError
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -40,6 +40,17 @@ class LiveInfo:
     task_env: str | None = None
     splits: list[Split] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def or_else(self, other: "LiveInfo") -> "LiveInfo":
+        """This information, with what it lacks taken from other, and the problems of both."""
+        return LiveInfo(
+            url=self.url or other.url,
+            schema=self.schema or other.schema,
+            tools=self.tools or other.tools,
+            task_env=self.task_env or other.task_env,
+            splits=self.splits or other.splits,
+            problems=[*self.problems, *other.problems],
+        )
 
     @property
     def action_schema(self) -> dict[str, Any] | None:
@@ -85,67 +96,81 @@ def from_record(environment: EnvironmentDetail, url: str | None = None) -> LiveI
     )
 
 
-async def _json(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
-    response = await http.request(method, url, **kwargs)
-    response.raise_for_status()
-    return response.json()
+class _Refused(Exception):
+    """A probe request answered with something other than what it asked for."""
 
 
-async def _schema(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    schema = await _json(http, "GET", f"{url}/schema")
+async def _json(outbound: OutboundSession, method: str, url: str, **kwargs: Any) -> Any:
+    fetched = await outbound.fetch(method, url, **kwargs)
+    if fetched.status != 200:
+        raise _Refused(f"HTTP {fetched.status}")
+    if fetched.cut:
+        raise _Refused(f"the answer is over {outbound.max_bytes} bytes")
+    return json.loads(fetched.body)
+
+
+async def _schema(outbound: OutboundSession, url: str) -> dict[str, Any]:
+    schema = await _json(outbound, "GET", f"{url}/schema")
     if not isinstance(schema, dict):
         raise ValueError("GET /schema did not return an object")
     return schema
 
 
-async def _tools(http: httpx.AsyncClient, url: str) -> list[Tool]:
+async def _tools(outbound: OutboundSession, url: str) -> list[Tool]:
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    answer = await _json(http, "POST", f"{url}/mcp", json=request)
+    answer = await _json(outbound, "POST", f"{url}/mcp", json=request)
     return parse_tools(answer.get("result")) if isinstance(answer, dict) else []
 
 
-async def _tasks(http: httpx.AsyncClient, url: str) -> tuple[str | None, list[Split]]:
-    names = await _json(http, "GET", f"{url}/list_environments")
+async def _tasks(outbound: OutboundSession, url: str) -> tuple[str | None, list[Split]]:
+    names = await _json(outbound, "GET", f"{url}/list_environments")
     if not isinstance(names, list) or not names or not isinstance(names[0], str):
         return None, []
-    env = names[0]
-    response = await http.get(f"{url}/{env}/splits")
-    if response.status_code != 200:
+    env = quote(names[0], safe="")
+    try:
+        splits = parse_splits(await _json(outbound, "GET", f"{url}/{env}/splits"))
+    except _Refused:
         return None, []  # the route exists on every 0.10 server; 501 means no tasks
-    splits = parse_splits(response.json())
 
     async def count(split: Split) -> tuple[str, int | None]:
-        answer = await http.post(f"{url}/{env}/num_tasks", json={"split": split.name})
-        number = answer.json().get("num_tasks") if answer.status_code == 200 else None
+        try:
+            answer = await _json(outbound, "POST", f"{url}/{env}/num_tasks", json={"split": split.name})
+        except (_Refused, ValueError):
+            return split.name, None
+        number = answer.get("num_tasks") if isinstance(answer, dict) else None
         return split.name, number if isinstance(number, int) else None
 
     counts = dict(await asyncio.gather(*(count(s) for s in splits)))
-    return env, [Split(s.name, s.type, counts.get(s.name)) for s in splits]
+    return names[0], [Split(s.name, s.type, counts.get(s.name)) for s in splits]
 
 
-async def outbound_refusal(guard: OutboundGuard, url: str, own_endpoints: str) -> str | None:
-    """Why the playground may not connect to a URL, or None: envhub's own endpoints always may.
+def live_session(
+    guard: OutboundGuard,
+    *trusted: str,
+    credentials: dict[str, dict[str, str]] | None = None,
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> OutboundSession:
+    """The outbound session for one live URL: the trusted prefixes (envhub's own gateway) skip the
+    guard, every other URL goes through it (like checks and registration), and every request and
+    WebSocket of the session goes to the address the guard checked."""
+    return OutboundSession(guard.with_trusted(*trusted), timeout_s=timeout_s, credentials=credentials or {})
 
-    Other live URLs (a Space's host, a registered URL) go through the outbound guard, like
-    checks and registration.
-    """
-    if url.startswith(own_endpoints.rstrip("/") + "/"):
-        return None
+
+async def outbound_refusal(outbound: OutboundSession, url: str) -> str | None:
+    """Why the session may not connect to a URL, or None; the URL's host is pinned from here on."""
     try:
-        await guard.resolve(url)
+        await outbound.pin(outbound.guard.normalize(url))
     except RefusedURLError as exc:
         return exc.message
     return None
 
 
-async def probe(url: str, *, timeout_s: float = PROBE_TIMEOUT_S) -> LiveInfo:
-    """Ask a live environment for its schema, tools and tasks, all at once."""
+async def probe(url: str, outbound: OutboundSession) -> LiveInfo:
+    """Ask a live environment for its schema, tools and tasks, all at once, through the session's pins."""
     url = url.rstrip("/")
-    # No redirects: a live URL that sends the probe elsewhere could send it to a private address.
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as http:
-        schema, tools, tasks = await asyncio.gather(
-            _schema(http, url), _tools(http, url), _tasks(http, url), return_exceptions=True
-        )
+    schema, tools, tasks = await asyncio.gather(
+        _schema(outbound, url), _tools(outbound, url), _tasks(outbound, url), return_exceptions=True
+    )
     problems = []
     if isinstance(schema, BaseException):
         problems.append(f"GET {url}/schema failed: {_reason(schema)}")
@@ -161,6 +186,6 @@ async def probe(url: str, *, timeout_s: float = PROBE_TIMEOUT_S) -> LiveInfo:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, RefusedURLError | _Refused):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -239,20 +239,20 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             return {play.status: "Open an environment first."}
         if not url or url not in ctx.live_urls(environment, request):
             return {play.status: "Pick a live URL of this environment, or launch it."}
-        refused = await outbound_refusal(ctx.guard, url, ctx.endpoint_url(request, ""))
+        # One outbound session for the probe and the play socket: both reach the address checked here.
+        outbound = await ctx.outbound(environment, request)
+        address = ctx.connection_url(url, request)
+        refused = await outbound_refusal(outbound, address)
         if refused is not None:
+            await outbound.aclose()
             return {play.status: f"**Not connecting:** {refused}"}
-        info = await probe(url)
-        cached = from_record(environment, url)
-        info = LiveInfo(
-            url=url,
-            schema=info.schema or cached.schema,
-            tools=info.tools or cached.tools,
-            task_env=info.task_env or cached.task_env,
-            splits=info.splits or cached.splits,
-            problems=info.problems,
-        )
-        await ctx.sessions.open(request.session_hash or "", environment.id, url, info)
+        try:
+            info = await probe(address, outbound)
+        except BaseException:
+            await outbound.aclose()
+            raise
+        info = info.or_else(from_record(environment, url))
+        await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:

@@ -2,7 +2,9 @@
 tab goes away or after an idle timeout.
 
 Each session holds one WebSocket session on the environment (through envhub's gateway or
-a Space's host), driven by openenv's GenericEnvClient on the server's event loop.
+a Space's host), driven by openenv's GenericEnvClient on the server's event loop, and
+opened through the tab's outbound session: to the address the guard checked when the tab
+connected, never to whatever the host name resolves to later.
 """
 
 import asyncio
@@ -13,9 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openenv.core.generic_client import GenericEnvClient
+from websockets.asyncio.client import ClientConnection
+from websockets.protocol import State
 
 from app.ui.episode import Episode, Outcome
 from app.ui.live import LiveInfo
+from catalog.outbound import OutboundSession
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +39,39 @@ class PlayError(Exception):
 
 
 class PlayClient(GenericEnvClient):  # type: ignore[misc]
-    """openenv's client, keeping the last error frame whole: its field errors explain a refusal."""
+    """openenv's client, keeping the last error frame whole: its field errors explain a refusal,
+    with its WebSocket opened by the outbound session (pinned) instead of by host name."""
 
     last_error: dict[str, Any] | None = None
+    _ws: ClientConnection | None
+    _ws_loop: asyncio.AbstractEventLoop | None
+
+    def __init__(self, base_url: str, outbound: OutboundSession, **options: Any) -> None:
+        super().__init__(base_url=base_url, **options)
+        self._outbound = outbound
+
+    async def _connect_async(self) -> "PlayClient":
+        # openenv's own connect, minus what a client without a provider never needs.
+        if self._ws is not None:
+            if self._ws.state not in (State.CLOSING, State.CLOSED) and self._ws_loop is asyncio.get_running_loop():
+                return self
+            self._ws, self._ws_loop = None, None
+        await self._drain_pending_close_tasks()
+        try:
+            self._ws = await self._outbound.websocket(
+                self._ws_url,
+                open_timeout_s=self._connect_timeout,
+                max_size=self._max_message_size,
+                ping_interval=self._websocket_ping_interval_s,
+                ping_timeout=self._websocket_ping_timeout_s,
+                close_timeout=10,
+                compression="deflate",
+            )
+            self._ws_loop = asyncio.get_running_loop()
+        except Exception as e:
+            await self.close()
+            raise ConnectionError(f"Failed to connect to {self._ws_url}: {e}") from e
+        return self
 
     async def _receive(self) -> dict[str, Any]:
         response: dict[str, Any] = await super()._receive()
@@ -68,6 +103,8 @@ class PlaySession:
     environment: str
     url: str
     info: LiveInfo
+    outbound: OutboundSession
+    address: str = ""  # where the socket connects, when not url (envhub's own gateway on its own address)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     episode: Episode = field(init=False)
     last_used: float = field(default_factory=time.monotonic)
@@ -83,7 +120,10 @@ class PlaySession:
             self.last_used = time.monotonic()
             if self._client is None:
                 self._client = PlayClient(
-                    base_url=self.url, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S
+                    self.address or self.url,
+                    self.outbound,
+                    connect_timeout_s=CONNECT_TIMEOUT_S,
+                    message_timeout_s=MESSAGE_TIMEOUT_S,
                 )
             client = self._client
             client.last_error = None
@@ -123,6 +163,7 @@ class PlaySession:
     async def close(self) -> None:
         async with self._lock:
             await self._drop_client()
+            await self.outbound.aclose()
 
 
 class PlaySessions:
@@ -144,10 +185,20 @@ class PlaySessions:
     def find_by_token(self, token: str) -> PlaySession | None:
         return next((s for s in self._sessions.values() if secrets.compare_digest(s.token, token)), None)
 
-    async def open(self, key: str, environment: str, url: str, info: LiveInfo) -> PlaySession:
-        """A new session for this tab; the tab's previous one is closed."""
+    async def open(
+        self, key: str, environment: str, url: str, info: LiveInfo, outbound: OutboundSession, address: str = ""
+    ) -> PlaySession:
+        """A new session for this tab, connecting through `outbound`, which it then owns, to `address`
+        (by default `url`, which the episode records). The tab's previous session is closed."""
         await self.close(key)
-        session = PlaySession(key=key, environment=environment, url=url.rstrip("/"), info=info)
+        session = PlaySession(
+            key=key,
+            environment=environment,
+            url=url.rstrip("/"),
+            info=info,
+            outbound=outbound,
+            address=address.rstrip("/"),
+        )
         self._sessions[key] = session
         return session
 

@@ -60,6 +60,10 @@ class Runtime(Protocol):
         """Ids of the endpoints this backend holds a server for now, whatever the database says."""
         ...
 
+    def close(self) -> None:
+        """Release what the backend holds in envhub's process; servers are left as they are."""
+        ...
+
 
 def log_tail(path: Path | None, lines: int = 40) -> list[str]:
     """The last lines of a log file, decoded leniently."""

@@ -3,6 +3,7 @@
 import hashlib
 import os
 import re
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -44,8 +45,14 @@ def folder_digest(folder: Path) -> str:
 def engine_client() -> docker.DockerClient:
     """The Docker engine named by DOCKER_HOST (default: the local socket)."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
-        raise DockerException(f"no Docker socket at {host.removeprefix('unix://')}")
+    if host.startswith("unix://"):
+        # Asked first, because the SDK leaves its socket open when the engine refuses it.
+        path = host.removeprefix("unix://")
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(path)
+            except OSError as exc:
+                raise DockerException(f"no Docker engine answers at {path} ({exc.strerror or exc})") from None
     return docker.from_env()
 
 
@@ -241,6 +248,12 @@ class ContainerRuntime:
         except (DockerException, requests.RequestException):
             return False
         return container is not None and container.status == "running"
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def managed_endpoints(self) -> set[str]:
         return {str(c.labels[LABEL]) for c in self._ours(LABEL)}

@@ -3,8 +3,11 @@
 The folder is any OpenEnv Space layout. When its own requirements are not met by
 envhub's interpreter, they go into a virtualenv cached by the hash of those
 requirements, layered over envhub's packages so that only what differs is installed.
+A folder that runs on envhub's own interpreter can instead be forked from a zygote that
+has imported uvicorn and openenv already (zygote.py), which saves seconds per launch.
 """
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -12,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -22,6 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail
 from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, log_tail, wait_healthy
+from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
@@ -87,13 +92,24 @@ def _package_name(folder: Path, manifest: dict[str, Any] | None) -> str | None:
 class ProcessRuntime:
     name = Backend.PROCESS
 
-    def __init__(self, work_dir: Path, *, ready_timeout_s: float = 60, install_timeout_s: float = 900) -> None:
+    def __init__(
+        self, work_dir: Path, *, ready_timeout_s: float = 60, install_timeout_s: float = 900, preload: bool = False
+    ) -> None:
+        """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py)."""
         self.work_dir = work_dir
         self.ready_timeout_s = ready_timeout_s
         self.install_timeout_s = install_timeout_s
+        zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+        self._zygote = Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120)) if preload else None
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
         self._install_locks: dict[str, threading.Lock] = {}
+
+    def warm(self) -> None:
+        """Start the zygote now rather than at the first launch (which then waits for it)."""
+        if self._zygote is not None:
+            self._zygote.warm()
 
     def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
         if not environment.path or not Path(environment.path).is_dir():
@@ -108,56 +124,37 @@ class ProcessRuntime:
     def start(self, spec: LaunchSpec, report: Report) -> Launched:
         folder = Path(spec.environment.path or "")
         python = self._interpreter(folder, spec, report)
-        manifest = spec.environment.manifest or {}
-        app = str(manifest.get("app") or "server.app:app")
-        package = _package_name(folder, manifest)
-        shim = self.work_dir / "packages" / spec.endpoint_id
-        pythonpath = [str(folder)]
-        if package is not None:
-            # The folder is importable under its package name, so both `from ..models import X`
-            # (the app loaded as package.server.app) and `from package.models import X` work.
-            shim.mkdir(parents=True, exist_ok=True)
-            link = shim / package
-            if not link.exists():
-                link.symlink_to(folder.resolve(), target_is_directory=True)
-            pythonpath.append(str(shim))
-            app = f"{package}.{app}"
+        app, pythonpath = self._layout(folder, spec)
         port = free_port()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
         env |= spec.env | {ENDPOINT_VARIABLE: spec.endpoint_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with spec.log_path.open("ab") as log:
-            child = subprocess.Popen(
-                [
-                    python,
-                    "-m",
-                    "uvicorn",
-                    app,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--ws-max-size",
-                    "104857600",
-                ],
-                cwd=folder,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, stopped as a whole
-            )
-        with self._lock:
-            self._children[spec.endpoint_id] = child
-        handle = {"pid": child.pid, "port": port, "endpoint": spec.endpoint_id}
+        handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id}
+        pid = None
+        if self._zygote is not None and python == sys.executable and forkable(spec.env):
+            name = f"env-{spec.endpoint_id}"  # what ps shows for it
+            request = ServerRequest(app, str(folder), pythonpath, env, str(spec.log_path), port, name)
+            pid = self._zygote.spawn(request)
+        if pid is not None:
+            # A forked server's /proc environ is the zygote's; its start time identifies it instead
+            # ("gone" when it has exited already: the wait below then reports its log).
+            started = _started_at(pid) or "gone"
+            handle |= {"pid": pid, "started": started}
+            with self._lock:
+                self._forked[spec.endpoint_id] = (pid, started)
+        else:
+            child = self._popen(python, app, folder, env, port, spec.log_path)
+            handle["pid"] = child.pid
+            with self._lock:
+                self._children[spec.endpoint_id] = child
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(
                 url,
                 timeout_s=self.ready_timeout_s,
-                alive=lambda: child.poll() is None,
+                alive=lambda: self.is_running(handle),
                 what=f"the server of {spec.environment.id}",
                 log_path=spec.log_path,
             )
@@ -165,6 +162,41 @@ class ProcessRuntime:
             self.stop(handle)
             raise
         return Launched(url, handle)
+
+    def _layout(self, folder: Path, spec: LaunchSpec) -> tuple[str, list[str]]:
+        """The app to serve and the import path, for the three layouts seen in the wild."""
+        manifest = spec.environment.manifest or {}
+        app = str(manifest.get("app") or "server.app:app")
+        package = _package_name(folder, manifest)
+        pythonpath = [str(folder)]
+        if package is not None:
+            # The folder is importable under its package name, so both `from ..models import X`
+            # (the app loaded as package.server.app) and `from package.models import X` work.
+            shim = self.work_dir / "packages" / spec.endpoint_id
+            shim.mkdir(parents=True, exist_ok=True)
+            link = shim / package
+            if not link.exists():
+                link.symlink_to(folder.resolve(), target_is_directory=True)
+            pythonpath.append(str(shim))
+            app = f"{package}.{app}"
+        return app, pythonpath
+
+    @staticmethod
+    def _popen(
+        python: str, app: str, folder: Path, env: dict[str, str], port: int, log_path: Path
+    ) -> subprocess.Popen[bytes]:
+        """The server started from scratch: a new interpreter running uvicorn."""
+        argv = [python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+        with log_path.open("ab") as log:
+            return subprocess.Popen(
+                [*argv, "--ws-max-size", str(WS_MAX_SIZE)],
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, stopped as a whole
+            )
 
     def _interpreter(self, folder: Path, spec: LaunchSpec, report: Report) -> str:
         requirements = requirements_of(folder)
@@ -210,8 +242,9 @@ class ProcessRuntime:
         endpoint = str(handle.get("endpoint", ""))
         with self._lock:
             child = self._children.pop(endpoint, None)
+            forked = self._forked.pop(endpoint, None)
         pid = int(handle.get("pid", 0))
-        if child is None and not self._is_ours(pid, endpoint):
+        if child is None and forked is None and not self._is_ours(pid, endpoint, handle.get("started")):
             return
         try:
             os.killpg(pid, signal.SIGTERM)
@@ -223,26 +256,66 @@ class ProcessRuntime:
             except subprocess.TimeoutExpired:
                 os.killpg(pid, signal.SIGKILL)
                 child.wait()
+        elif forked is not None and not _gone(pid, forked[1], timeout_s=5):
+            # The zygote, not envhub, is its parent: wait for it to be gone rather than reap it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _gone(pid, forked[1], timeout_s=5)
+
+    def close(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
 
     def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
         return {}
 
     def is_running(self, handle: dict[str, Any]) -> bool:
+        endpoint = str(handle.get("endpoint", ""))
         with self._lock:
-            child = self._children.get(str(handle.get("endpoint", "")))
+            child = self._children.get(endpoint)
+            forked = self._forked.get(endpoint)
+        if forked is not None:
+            return _started_at(forked[0]) == forked[1]
         return child is not None and child.poll() is None
 
     def managed_endpoints(self) -> set[str]:
         with self._lock:
-            return {endpoint for endpoint, child in self._children.items() if child.poll() is None}
+            children = dict(self._children)
+            forked = dict(self._forked)
+        running = {endpoint for endpoint, child in children.items() if child.poll() is None}
+        return running | {endpoint for endpoint, (pid, started) in forked.items() if _started_at(pid) == started}
 
     @staticmethod
-    def _is_ours(pid: int, endpoint: str) -> bool:
-        """A server left by an earlier envhub: its environment names the endpoint."""
+    def _is_ours(pid: int, endpoint: str, started: object = None) -> bool:
+        """A server left by an earlier envhub: its environment names the endpoint, or its start time matches."""
         if pid <= 0:
             return False
+        if started is not None:
+            return _started_at(pid) == started
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             return False
         return f"{ENDPOINT_VARIABLE}={endpoint}".encode() in environ.split(b"\0")
+
+
+def _gone(pid: int, started: str, *, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _started_at(pid) == started:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _started_at(pid: int) -> str | None:
+    """When a live process started: the boot and the clock tick since it; with the pid it names one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    if fields[0] in ("Z", "X"):
+        return None  # exited, waiting to be reaped
+    return f"{boot}/{fields[19]}"

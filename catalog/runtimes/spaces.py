@@ -166,5 +166,8 @@ class SpaceRuntime:
         except (HfHubHTTPError, OSError):
             return False
 
+    def close(self) -> None:
+        pass
+
     def managed_endpoints(self) -> set[str]:
         return set()

@@ -13,6 +13,7 @@ import pytest
 from app.ui.connect import target_for
 from app.ui.live import LiveInfo, probe
 from app.ui.snippets import all_snippets
+from catalog.outbound import OutboundGuard, OutboundSession
 from tests.serving import serve_templates
 
 pytestmark = pytest.mark.slow
@@ -51,8 +52,16 @@ def urls() -> Iterator[dict[str, str]]:
         yield launched
 
 
+async def probed(url: str) -> LiveInfo:
+    outbound = OutboundSession(OutboundGuard(allow_private=True))
+    try:
+        return await probe(url, outbound)
+    finally:
+        await outbound.aclose()
+
+
 def snippets(url: str, title: str) -> tuple[dict[str, str], LiveInfo]:
-    info = asyncio.run(probe(url))
+    info = asyncio.run(probed(url))
     return all_snippets(target_for(url, title, info)), info
 
 

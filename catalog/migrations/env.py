@@ -1,0 +1,31 @@
+"""Alembic's entry point: runs the catalog's revisions on the connection catalog.db hands it."""
+
+from alembic import context
+from sqlalchemy import Connection, create_engine
+from sqlmodel import SQLModel
+
+from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from catalog.db import compared_with_models
+
+
+def run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=SQLModel.metadata,
+        include_object=compared_with_models,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = context.config.attributes.get("connection")
+if connection is not None:
+    run(connection)
+else:  # the alembic command line, to write a new revision: see README.md
+    url = context.get_x_argument(as_dictionary=True).get("url")
+    if not url:
+        raise SystemExit("name the database: alembic -x url=sqlite:///data/envhub.db ...")
+    with create_engine(url).connect() as standalone:
+        run(standalone)

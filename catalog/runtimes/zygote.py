@@ -1,0 +1,279 @@
+"""A preloaded interpreter that forks environment servers, so a launch skips Python's start-up.
+
+Importing openenv's server imports gradio, which costs seconds of CPU in every new
+interpreter. The zygote is one long-lived process, started from envhub's own interpreter
+with a minimal environment, that imports uvicorn and openenv once and then forks a
+server per request. A forked server is a session leader (stopped by its process group),
+runs in the environment folder with the same sys.path, variables and log file as a
+server started from scratch, and outlives the zygote. The zygote exits when its control
+pipe closes, so it never outlives envhub; the kernel reaps its children (SIGCHLD
+ignored). It forks only while it has a single thread: numpy's BLAS would start a thread
+pool at import, so the zygote pins it to one thread.
+
+This file runs as a script (`python -P zygote.py`) and so imports only the standard
+library at the top; envhub uses `Zygote`, the parent side, from the same module.
+"""
+
+import contextlib
+import gc
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+PRELOAD = (
+    "uvloop",
+    "uvicorn",
+    "uvicorn.loops.auto",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+    "uvicorn.lifespan.on",
+    "openenv.core.env_server.http_server",
+)
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Variables the interpreter or a preloaded library reads when it starts: a forked server
+# would not see them take effect, so a launch that sets one starts from scratch.
+READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL_", "GRADIO_", "HF_", "UVICORN_")
+READ_LATER = {"HF_TOKEN"}  # huggingface_hub reads it on each call
+WS_MAX_SIZE = 100 * 1024 * 1024
+
+log = logging.getLogger(__name__)
+
+
+def forkable(env: dict[str, str]) -> bool:
+    """Whether a server with these variables behaves the same forked as started from scratch."""
+    return not any(name.startswith(READ_AT_START) and name not in READ_LATER for name in env)
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    app: str  # uvicorn's "module:attribute"
+    cwd: str
+    path: list[str]  # what PYTHONPATH would hold, in order
+    env: dict[str, str]  # the server's whole environment
+    log: str
+    port: int
+    name: str = ""  # what ps and top show for the server (at most 15 bytes)
+
+
+# -- the zygote process
+
+
+def main() -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # envhub's Ctrl-C is for envhub; EOF ends the zygote
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):  # a server that needs it fails with its own message
+            importlib.import_module(name)
+    gc.freeze()  # keep preloaded objects out of collections, so forked servers share their pages
+    _reply({"ready": True, "threads": _threads()})
+    for line in sys.stdin.buffer:
+        try:
+            request = ServerRequest(**json.loads(line))
+        except (TypeError, ValueError) as exc:
+            _reply({"error": f"bad request: {exc}"})
+            continue
+        threads = _threads()
+        if threads != 1:
+            _reply({"error": f"the zygote has {threads} threads, and forking it is unsafe"})
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _reply({"error": f"fork failed: {exc}"})
+            continue
+        if pid == 0:
+            _serve(request)
+        _reply({"pid": pid})
+
+
+def _reply(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _serve(request: ServerRequest) -> NoReturn:
+    """In the forked child: become the server a fresh `python -m uvicorn` would have been."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        output = os.open(request.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(output)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        if request.name:
+            with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+                comm.write(request.name[:15])
+        os.chdir(request.cwd)
+        os.environ.clear()
+        os.environ.update(request.env)
+        sys.path[:0] = [request.cwd, *request.path]  # as `python -m` with PYTHONPATH would have it
+        sys.argv = ["uvicorn", request.app]
+        import uvicorn
+
+        uvicorn.run(request.app, host="127.0.0.1", port=request.port, ws_max_size=WS_MAX_SIZE)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+# -- envhub's side
+
+
+class Zygote:
+    """The parent side: starts the zygote on first use and asks it for servers.
+
+    `spawn` returns None whenever the zygote cannot serve (failed to start, crashed,
+    refused); the caller then starts the server from scratch, so nothing is lost.
+    After a zygote dies, one launch starts from scratch and the next starts a new zygote;
+    one that fails to start is not tried again.
+    """
+
+    def __init__(self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120) -> None:
+        self.work_dir = work_dir
+        self.env = env
+        self.ready_timeout_s = ready_timeout_s
+        self.broken: str | None = None  # why the zygote is not used, once it failed to start
+        self._process: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+        self._lock = threading.Lock()
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "zygote.log"
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def spawn(self, request: ServerRequest) -> int | None:
+        """The pid of a server forked for the request, or None to start it from scratch."""
+        with self._lock:
+            if self.broken is not None:
+                return None
+            if self._process is not None and self._process.poll() is not None:
+                log.warning("the zygote exited with code %s; see %s", self._process.returncode, self.log_path)
+                self._discard()  # it crashed: this launch starts from scratch, the next one starts a zygote
+                return None
+            if self._process is None:
+                self._start()
+                if self.broken is not None:
+                    return None
+            try:
+                reply = self._ask(asdict(request), timeout_s=60)  # a fork takes milliseconds; this is a stuck zygote
+            except (OSError, ValueError):
+                reply = {}
+            pid = reply.get("pid")
+            if not isinstance(pid, int):
+                self._discard()  # crashed or refused: the next launch gets a fresh one
+                return None
+        return pid
+
+    def warm(self) -> None:
+        """Start the zygote if it is not running (and has not failed to start)."""
+        with self._lock:
+            if self.broken is None and (self._process is None or self._process.poll() is not None):
+                self._start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+    def _start(self) -> None:
+        self._discard()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as stderr, contextlib.suppress(OSError):
+            self._process = subprocess.Popen(
+                [sys.executable, "-P", __file__, str(self.work_dir)],  # -P: no script folder on sys.path
+                env=self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=self.work_dir,
+                start_new_session=True,  # signals to envhub's group are not for it
+            )
+        try:
+            if self._process is None:
+                raise OSError(f"{sys.executable} could not be started")
+            ready = self._read(timeout_s=self.ready_timeout_s)
+        except (OSError, ValueError) as exc:
+            ready = {"error": str(exc)}
+        if ready.get("ready") is not True or ready.get("threads") != 1:
+            self.broken = f"the zygote did not start: {ready}; see {self.log_path}"
+            log.warning("%s; process servers start from scratch", self.broken)
+            self._discard(kill=True)
+
+    def _ask(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        process = self._process
+        assert process is not None and process.stdin is not None
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        return self._read(timeout_s=timeout_s)
+
+    def _read(self, *, timeout_s: float) -> dict[str, Any]:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        fd = process.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"the zygote did not answer within {timeout_s:g} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise ConnectionError("the zygote exited")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def _discard(self, *, kill: bool = False) -> None:
+        """Close the control pipe (the zygote exits on its EOF) and reap the process."""
+        process, self._process, self._buffer = self._process, None, b""
+        if process is None:
+            return
+        if kill:
+            process.kill()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+if __name__ == "__main__":
+    main()
