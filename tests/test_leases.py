@@ -21,6 +21,8 @@ from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 
+pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_URL, on Postgres
+
 
 @pytest.fixture
 def other_engine(settings: Settings, engine: Engine) -> Iterator[Engine]:

@@ -16,6 +16,7 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 from sqlalchemy import Engine
 
+from app.settings import Settings
 from catalog.endpoints import EndpointLimits, EndpointManager, LaunchRequest
 from catalog.health import HEALTH_LEASE, HealthMonitor
 from catalog.hub import HubClient
@@ -29,6 +30,8 @@ from tests.fakehub import FakeHub, Fault
 from tests.test_cli import cli_env
 from tests.test_endpoints import server_pids
 from tests.test_serve import Server
+
+pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_URL, on Postgres
 
 STARTUP_S = 90  # importing the app takes a while on a loaded machine
 
@@ -137,24 +140,25 @@ class Replica(Server):
         return self
 
 
-def replica_env(tmp_path: Path, hub: FakeHub, templates_dir: Path, name: str, **settings: str) -> dict[str, str]:
-    env = cli_env(tmp_path, hub.url) | {
-        "ENVHUB_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}",
+def replica_env(settings: Settings, tmp_path: Path, name: str, **values: str) -> dict[str, str]:
+    """The environment of one replica's process: the test's database, its own data folder, short leases."""
+    env = cli_env(tmp_path, settings.hf_endpoint) | {
+        "ENVHUB_DATABASE_URL": settings.database_url,
         "ENVHUB_DATA_DIR": str(tmp_path / name),
-        "ENVHUB_TEMPLATES_DIR": str(templates_dir),
+        "ENVHUB_TEMPLATES_DIR": str(settings.templates_dir),
         "ENVHUB_ADMIN_TOKEN": ADMIN_TOKEN,
         "ENVHUB_HEALTH_INTERVAL_S": "0",
         "ENVHUB_LEASE_TTL_S": "3",
     }
-    return env | {f"ENVHUB_{key.upper()}": value for key, value in settings.items()}
+    return env | {f"ENVHUB_{key.upper()}": value for key, value in values.items()}
 
 
 @pytest.mark.timeout(600)
 def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
-    tmp_path: Path, hub: FakeHub, templates_dir: Path, count_template: str
+    settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
 ) -> None:
     hub.add_space("alice/chess", files=space_files("Chess"))
-    a = Replica(replica_env(tmp_path, hub, templates_dir, "a", sync_interval_s="0", hub_timeout_s="120"))
+    a = Replica(replica_env(settings, tmp_path, "a", sync_interval_s="0", hub_timeout_s="120"))
     b: Replica | None = None
     try:
         started = time.monotonic()
@@ -168,7 +172,7 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         sync = a.post("/api/sync").json()
         assert sync["status"] == "running"
 
-        b = Replica(replica_env(tmp_path, hub, templates_dir, "b", sync_interval_s="0")).wait_healthy()
+        b = Replica(replica_env(settings, tmp_path, "b", sync_interval_s="0")).wait_healthy()
         time.sleep(3)  # b's watch has looked at every endpoint at least once
 
         # b's start-up left a's sync and a's endpoint as they were.
@@ -205,10 +209,10 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
 
 @pytest.mark.timeout(400)
 def test_when_the_sync_replica_dies_another_takes_over(
-    tmp_path: Path, hub: FakeHub, templates_dir: Path, count_template: str
+    settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
 ) -> None:
     hub.add_space("alice/chess", files=space_files("Chess"))
-    a = Replica(replica_env(tmp_path, hub, templates_dir, "a", sync_interval_s="2"))
+    a = Replica(replica_env(settings, tmp_path, "a", sync_interval_s="2"))
     b: Replica | None = None
     try:
         a.wait_healthy()
@@ -216,7 +220,7 @@ def test_when_the_sync_replica_dies_another_takes_over(
         wait_until(lambda: a.get("/api/health")["leases"].get("sync") == a_id, timeout_s=30)
         launched = a.post("/api/endpoints", json={"environment": count_template}).json()
         wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] == "running", timeout_s=60)
-        b = Replica(replica_env(tmp_path, hub, templates_dir, "b", sync_interval_s="2")).wait_healthy()
+        b = Replica(replica_env(settings, tmp_path, "b", sync_interval_s="2")).wait_healthy()
         b_id = b.get("/api/health")["replica"]
         time.sleep(3)
         assert b.get("/api/health")["leases"]["sync"] == a_id
