@@ -1,8 +1,9 @@
 """Replicas benchmark: search p95 and API throughput on SQLite and Postgres, one replica against two.
 
 Run from the repository root: `.venv/bin/python -m bench.replicas` (SQLite only), or with
-`--postgres postgresql+psycopg://user@host/db` (or ENVHUB_BENCH_POSTGRES_URL) to add
-Postgres: an empty database the benchmark may fill; its tables are dropped at the end.
+`--postgres postgresql+psycopg://user:password@host/db` (or ENVHUB_BENCH_POSTGRES_URL) to
+add Postgres: the benchmark works in a schema of its own there, dropped at the end, so
+the role needs CREATE on the database.
 
 For each database, 100,000 generated environments (bench/corpus.py) are written the way
 a sync writes them. Then:
@@ -25,6 +26,7 @@ import random
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -32,8 +34,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
-from sqlalchemy import make_url
-from sqlmodel import SQLModel
+from sqlalchemy import create_engine, make_url, text
 
 from app.settings import REPO_ROOT
 from bench.corpus import Corpus
@@ -74,6 +75,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU time so far of every Postgres process on this machine (a local server's backends and workers)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    total += cpu_seconds(int(entry.name))
+            except OSError:
+                continue
+    return total
+
+
 @dataclass
 class Load:
     replicas: int
@@ -83,6 +97,7 @@ class Load:
     latencies: list[float] = field(default_factory=list)
     replica_cpu: list[float] = field(default_factory=list)
     client_cpu: float = 0.0
+    database_cpu: float = 0.0  # local Postgres processes; SQLite runs inside the replicas
 
     @property
     def rate(self) -> float:
@@ -113,9 +128,10 @@ async def _drive(
         """CPU time over the counted seconds only, not the warm-up."""
         await asyncio.sleep(warmup_s)
         replicas_before = [cpu_seconds(pid) for _, pid in servers]
-        client_before = time.process_time()
+        client_before, database_before = time.process_time(), postgres_cpu_seconds()
         await asyncio.sleep(duration_s)
         load.client_cpu = time.process_time() - client_before
+        load.database_cpu = postgres_cpu_seconds() - database_before
         load.replica_cpu = [cpu_seconds(pid) - b for (_, pid), b in zip(servers, replicas_before, strict=True)]
 
     try:
@@ -169,19 +185,32 @@ def replicas(scratch: Path, url: str, count: int) -> Iterator[list[tuple[str, in
 def fresh_catalog(url: str, environments: int, seed: int) -> float:
     """An empty catalog at `url` filled with the generated environments; seconds spent writing."""
     engine = create_db_engine(url)
-    if engine.dialect.name != "sqlite":
-        SQLModel.metadata.drop_all(engine)
     init_db(engine)
     seconds = populate(engine, environments, seed, 200)
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("VACUUM ANALYZE"))  # as autovacuum would soon after a sync
     engine.dispose()
     return seconds
 
 
-def drop_catalog(url: str) -> None:
-    engine = create_db_engine(url)
-    if engine.dialect.name != "sqlite":
-        SQLModel.metadata.drop_all(engine)
-    engine.dispose()
+@contextmanager
+def postgres_schema(url: str) -> Iterator[str]:
+    """A new schema in the Postgres database at `url`, dropped at the end; yields a URL that uses it."""
+    schema = f"bench_replicas_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield (
+            make_url(url)
+            .update_query_dict({"options": f"-c search_path={schema}"})
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
 
 
 def run_database(name: str, url: str, scratch: Path, args: argparse.Namespace) -> Outcome:
@@ -226,7 +255,8 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
                     percentile(load.latencies, 0.95),
                     " + ".join(f"{c:.1f}" for c in load.replica_cpu),
                     load.client_cpu,
-                    (sum(load.replica_cpu) + load.client_cpu) / (load.seconds * cores),
+                    load.database_cpu,
+                    (sum(load.replica_cpu) + load.client_cpu + load.database_cpu) / (load.seconds * cores),
                 ]
             )
     print(f"throughput, the same load on one replica and spread over two; {cores} cores")
@@ -242,12 +272,14 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
                 "p95 ms",
                 "replica CPU s",
                 "client CPU s",
+                "postgres CPU s",
                 "cores busy",
             ],
             rows,
         )
     )
-    print("(cores busy = CPU seconds of the replicas and the load generator / (seconds x cores))")
+    print("(postgres CPU = every local postgres process; cores busy = CPU seconds of the replicas, the load")
+    print(" generator and postgres / (seconds x cores))")
 
     checks = []
     for o in outcomes:
@@ -276,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--postgres",
         default=os.environ.get("ENVHUB_BENCH_POSTGRES_URL"),
-        help="an empty Postgres database to fill (its tables are dropped at the end); none: SQLite only",
+        help="a Postgres database to use a new schema of (dropped at the end); none: SQLite only",
     )
     parser.add_argument("--reps", type=int, default=10, help="timed requests per search query")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight during the load")
@@ -295,10 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(run_database("sqlite", f"sqlite:///{database}", scratch, args))
         if args.postgres:
             print(f"postgres: {make_url(args.postgres).render_as_string(hide_password=True)}")
-            try:
-                outcomes.append(run_database("postgres", args.postgres, scratch, args))
-            finally:
-                drop_catalog(args.postgres)
+            with postgres_schema(args.postgres) as url:
+                outcomes.append(run_database("postgres", url, scratch, args))
         else:
             print("postgres: skipped (no --postgres URL or ENVHUB_BENCH_POSTGRES_URL)")
     print(f"load average at end: {load_average()}; the benchmark took {time.perf_counter() - began:.0f} s")

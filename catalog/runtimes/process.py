@@ -243,7 +243,10 @@ class ProcessRuntime:
         with self._lock:
             child = self._children.pop(endpoint, None)
             forked = self._forked.pop(endpoint, None)
-        pid = int(handle.get("pid", 0))
+        # A handle of only {"endpoint": ...} (a leftover found by id) takes the pid this runtime knows.
+        pid = int(handle.get("pid", 0)) or (child.pid if child else forked[0] if forked else 0)
+        if pid <= 0:
+            return  # never killpg(0): that is envhub's own process group
         if child is None and forked is None and not self._is_ours(pid, endpoint, handle.get("started")):
             return
         try:
