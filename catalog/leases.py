@@ -158,6 +158,8 @@ class Leases:
                 self.renew()
             except OperationalError as exc:  # the database is away for a moment: try again next time
                 log.warning("renewing leases failed: %s", exc)
+            except Exception:  # whatever else: the keeper must go on, or the others take over
+                log.exception("renewing leases failed")
 
     def stop(self) -> None:
         """Stop renewing and give back every lease, the replica's own last."""
