@@ -35,7 +35,7 @@ def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> No
 
 
 def create_db_engine(url: str) -> Engine:
-    """An engine for any SQLAlchemy URL; SQLite files get their folder, WAL and FTS5."""
+    """An engine for a SQLite or Postgres URL; SQLite files get their folder and WAL."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, json_serializer=_json_dumps, pool_pre_ping=True)
