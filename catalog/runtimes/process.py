@@ -95,7 +95,9 @@ class ProcessRuntime:
         self._lock = threading.Lock()
         self._install_locks: dict[str, threading.Lock] = {}
 
-    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
+    ) -> dict[str, Any]:
         if not environment.path or not Path(environment.path).is_dir():
             raise InvalidInputError(
                 f"the process backend runs local environment folders, and {environment.id} has none; "
