@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import gateway
-from app.api import checks, datasets, environments, health, sync
+from app.api import checks, datasets, environments, health, publications, sync
 from app.api import endpoints as endpoints_api
 from app.auth import Identities, SessionStore, require_csrf, session_secret
 from app.auth import routes as auth_routes
@@ -29,6 +29,7 @@ from catalog.health import HealthMonitor
 from catalog.hub import Hub, HubClient
 from catalog.models import Backend
 from catalog.outbound import OutboundGuard
+from catalog.publish import Publisher
 from catalog.runtimes import Runtime
 from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
@@ -166,6 +167,9 @@ def create_app(
         deadline_s=settings.check_deadline_s,
         max_running=settings.max_concurrent_checks,
     )
+    # Publishing always acts with the user's token, never the server's HF_TOKEN.
+    spaces = SpaceRuntime(settings.hf_endpoint, None, sealer=sessions.sealer, poll_s=settings.space_poll_s)
+    publisher = Publisher(engine, spaces, checker, settings.hf_endpoint)
     monitor = HealthMonitor(
         engine,
         hub,
@@ -194,6 +198,7 @@ def create_app(
                 with suppress(asyncio.CancelledError):
                     await task
             await play_sessions.close_all()
+            await publisher.aclose()
             await monitor.aclose()
             await app.state.http.aclose()
             await asyncio.to_thread(endpoints.shutdown)
@@ -210,6 +215,7 @@ def create_app(
     app.state.endpoints = endpoints
     app.state.checker = checker
     app.state.monitor = monitor
+    app.state.publisher = publisher
     app.state.guard = guard  # for anything else that fetches a user-supplied URL (the playground)
     app.state.session_secret = secret
     app.state.identities = identities = Identities(settings, sessions)
@@ -224,10 +230,10 @@ def create_app(
         return _error_response(422, _describe_validation(exc))
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
-    for module in (environments, datasets, sync, endpoints_api, checks, health):
+    for module in (environments, datasets, sync, endpoints_api, checks, health, publications):
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(auth_routes.router)
     app.include_router(gateway.router)
     # Last: the UI's mount at / takes every path the routes above do not.
-    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard, monitor, identities))
+    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard, monitor, identities, publisher))
     return app

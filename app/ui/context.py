@@ -17,6 +17,7 @@ from catalog.errors import ForbiddenError
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
 from catalog.outbound import OutboundGuard
+from catalog.publish import Publisher
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class UiContext:
     guard: OutboundGuard
     monitor: HealthMonitor
     identities: Identities
+    publisher: Publisher
 
     def caller(self, request: gr.Request | None) -> Caller:
         """Who clicked: the session cookie (or bearer token) the browser sent with the event."""
