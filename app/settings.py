@@ -66,9 +66,9 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("oauth_client_secret", "OAUTH_CLIENT_SECRET", "ENVHUB_OAUTH_CLIENT_SECRET"),
     )
     oauth_scopes: str = Field(
-        default="openid profile",
+        default="openid profile manage-repos write-repos",
         validation_alias=AliasChoices("oauth_scopes", "OAUTH_SCOPES", "ENVHUB_OAUTH_SCOPES"),
-        description="space-separated; launching and publishing Spaces needs manage-repos and write-repos",
+        description="space-separated; launching and publishing Spaces as the user needs manage-repos and write-repos",
     )
     openid_provider_url: str | None = Field(
         default=None,

@@ -185,3 +185,58 @@ def test_anonymous_callers_browse_and_check_but_do_not_launch_once_sign_in_is_on
     assert "/auth/login" in launch.json()["detail"]
     assert check.status_code not in (401, 403)
     assert api.post("/api/sync", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).status_code == 202
+
+
+def test_the_space_variables_configure_sign_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OAUTH_CLIENT_ID", "space-client")
+    monkeypatch.setenv("OAUTH_CLIENT_SECRET", "space-secret")
+    monkeypatch.setenv("OAUTH_SCOPES", "openid profile manage-repos")
+    monkeypatch.setenv("OPENID_PROVIDER_URL", "https://huggingface.co")
+    monkeypatch.setenv("SPACE_ID", "someone/envhub")
+
+    settings = Settings()
+
+    assert (settings.auth_mode, settings.oauth_client_id, settings.oauth_scopes) == (
+        "oauth",
+        "space-client",
+        "openid profile manage-repos",
+    )
+    assert settings.openid_provider_url == "https://huggingface.co"
+    assert settings.anonymous_may_launch() is False
+    with pytest.raises(ValueError, match="ENVHUB_DEV_LOGIN is for local development"):
+        Settings(dev_login=True)
+
+
+def test_on_a_space_cookies_work_in_its_iframe_and_the_callback_is_on_its_host(
+    settings: Settings, tmp_path: Path, browsers: Browsers, hub: FakeHub
+) -> None:
+    on_space = oauth_settings(
+        settings, data_dir=tmp_path / "data", space_id="someone/envhub", space_host="someone-envhub.hf.space"
+    )
+    server = Envhub(on_space)
+    try:
+        login = browsers.new(server.url).get("/auth/login")
+    finally:
+        server.stop()
+
+    query = parse_qs(urlsplit(login.headers["location"]).query)
+    assert query["redirect_uri"] == ["https://someone-envhub.hf.space/auth/callback"]
+    cookie = login.headers["set-cookie"]
+    assert "SameSite=none" in cookie and "Secure" in cookie and "HttpOnly" in cookie
+
+
+def test_local_development_signs_in_as_the_owner_of_hf_token(
+    settings: Settings, tmp_path: Path, browsers: Browsers, hub: FakeHub
+) -> None:
+    local = settings.model_copy(update={"dev_login": True, "hf_token": SecretStr("hf_test"), "data_dir": tmp_path})
+    server = Envhub(local)
+    try:
+        browser = browsers.new(server.url)
+        signed = browser.get("/auth/login", params={"next": "/?env=x"})
+        me = browser.get("/api/me").json()
+    finally:
+        server.stop()
+
+    assert signed.status_code == 303 and signed.headers["location"] == "/?env=x"
+    assert (me["signed_in"], me["name"], me["sign_in"]) == (True, "alice", "dev")
+    assert hub.oauth.authorizations == []  # no OAuth: the token is trusted because the developer set it

@@ -107,7 +107,11 @@ def _identities(request: Request) -> Identities:
 
 def _signed_in(request: Request, user: User, token: str, scopes: str, target: str) -> Response:
     settings: Settings = request.app.state.settings
-    cookie = _identities(request).store.create(user, token, scopes)
+    store = _identities(request).store
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous:
+        store.end(previous)  # a new sign-in replaces the old session rather than leaving it alive
+    cookie = store.create(user, token, scopes)
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(SESSION_COOKIE, cookie, max_age=settings.session_max_age_s, **cookie_policy(settings))
     response.delete_cookie(LOGIN_COOKIE, path="/auth", **cookie_policy(settings))
