@@ -97,6 +97,11 @@ def test_a_space_is_made_in_the_users_namespace_with_their_token_which_never_lea
     hub.set_stage("bob/count", "RUNNING")
     wait_until(lambda: bob.get(f"/api/endpoints/{endpoint_id}").json()["status"] == "running", timeout_s=60)
     seen += [bob.get(f"/api/endpoints/{endpoint_id}"), bob.get("/api/endpoints"), bob.get("/api/me")]
+    through_gateway = bob.get(f"/endpoints/{endpoint_id}/health")
+    assert through_gateway.json() == {"status": "healthy"}
+    # The environment's pages get an origin of their own: their scripts cannot act as bob on envhub.
+    assert through_gateway.headers["content-security-policy"].startswith("sandbox allow-scripts")
+    seen.append(through_gateway)
     seen.append(bob.delete(f"/api/endpoints/{endpoint_id}", headers=csrf(bob)))
 
     writes = [(w.user, w.action) for w in hub.writes if w.repo_id == "bob/count"]
