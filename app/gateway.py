@@ -92,6 +92,8 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
     if request.app.state.settings.auth_mode != "off":
         headers["content-security-policy"] = _SANDBOX
+        # The sandboxed page's own requests now come from an opaque origin; nothing of envhub's rides on them.
+        headers.setdefault("access-control-allow-origin", "*")
     location = headers.get("location")
     if location is not None:
         # Keep redirects (such as /web -> /web/) inside the gateway.

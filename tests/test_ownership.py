@@ -101,6 +101,7 @@ def test_a_space_is_made_in_the_users_namespace_with_their_token_which_never_lea
     assert through_gateway.json() == {"status": "healthy"}
     # The environment's pages get an origin of their own: their scripts cannot act as bob on envhub.
     assert through_gateway.headers["content-security-policy"].startswith("sandbox allow-scripts")
+    assert through_gateway.headers["access-control-allow-origin"] == "*"  # its assets load from its own origin
     seen.append(through_gateway)
     seen.append(bob.delete(f"/api/endpoints/{endpoint_id}", headers=csrf(bob)))
 
