@@ -33,6 +33,10 @@ _DROPPED = {
 # Credentials meant for envhub never travel on to an environment's server.
 _PRIVATE = {"authorization", "cookie"}
 _MAX_FRAME = 100 * 1024 * 1024
+# With sign-in on, an environment's pages must not run as envhub's origin: their scripts could read
+# /api/me's CSRF token and act as whoever opened them. A sandbox without allow-same-origin gives them
+# an origin of their own; they can still run scripts and forms.
+_SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 
 def gateway_url(request: HTTPConnection, endpoint_id: str) -> str:
@@ -99,7 +103,11 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         detail = f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
         return JSONResponse({"detail": detail}, 502)
     traffic.request(failed=response.status_code >= 500)
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED}
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
+    if request.app.state.settings.auth_mode != "off":
+        headers["content-security-policy"] = _SANDBOX
+        # The sandboxed page's own requests now come from an opaque origin; nothing of envhub's rides on them.
+        headers.setdefault("access-control-allow-origin", "*")
     location = headers.get("location")
     if location is not None:
         # Keep redirects (such as /web -> /web/) inside the gateway.

@@ -8,15 +8,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app import gateway
-from app.api import checks, datasets, environments, health, sync
+from app.api import checks, datasets, environments, health, publications, sync
 from app.api import endpoints as endpoints_api
+from app.auth import Identities, SessionStore, require_csrf, session_secret
+from app.auth import routes as auth_routes
+from app.auth.routes import Provider
 from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
 from catalog.conformance import Checker
@@ -28,10 +31,12 @@ from catalog.hub import Hub, HubClient
 from catalog.leases import Leases
 from catalog.models import Backend
 from catalog.outbound import OutboundGuard
+from catalog.publish import Publisher
 from catalog.runtimes import Runtime
 from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
 from catalog.runtimes.spaces import SpaceRuntime
+from catalog.sealed import Sealer
 from catalog.search import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
@@ -54,8 +59,8 @@ _WATCH_INTERVAL_S = 2
 SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 
 
-def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
-    """The launch backends this server offers."""
+def runtimes_from_settings(settings: Settings, sealer: Sealer | None = None) -> dict[Backend, Runtime]:
+    """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles."""
     return {
         Backend.PROCESS: ProcessRuntime(
             settings.data_dir / "runtime",
@@ -73,6 +78,7 @@ def runtimes_from_settings(settings: Settings) -> dict[Backend, Runtime]:
         Backend.SPACE: SpaceRuntime(
             settings.hf_endpoint,
             settings.hf_token.get_secret_value() if settings.hf_token else None,
+            sealer=sealer,
             poll_s=settings.space_poll_s,
         ),
     }
@@ -158,9 +164,11 @@ def create_app(
     leases = Leases(engine, ttl_s=settings.lease_ttl_s)
     hub = hub or hub_from_settings(settings)
     syncer = Syncer(engine, hub, workers=settings.hub_workers, leases=leases)
+    secret = session_secret(settings)
+    sessions = SessionStore(engine, secret, settings.session_max_age_s)
     endpoints = EndpointManager(
         engine,
-        runtimes_from_settings(settings) if runtimes is None else runtimes,
+        runtimes_from_settings(settings, sessions.sealer) if runtimes is None else runtimes,
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
         leases,
@@ -175,6 +183,9 @@ def create_app(
         deadline_s=settings.check_deadline_s,
         max_running=settings.max_concurrent_checks,
     )
+    # Publishing always acts with the user's token, never the server's HF_TOKEN.
+    spaces = SpaceRuntime(settings.hf_endpoint, None, sealer=sessions.sealer, poll_s=settings.space_poll_s)
+    publisher = Publisher(engine, spaces, checker, settings.hf_endpoint)
     monitor = HealthMonitor(
         engine,
         hub,
@@ -210,6 +221,7 @@ def create_app(
                 with suppress(asyncio.CancelledError):
                     await task
             await play_sessions.close_all()
+            await publisher.aclose()
             await monitor.aclose()
             await app.state.http.aclose()
             await asyncio.to_thread(endpoints.shutdown)
@@ -228,7 +240,11 @@ def create_app(
     app.state.endpoints = endpoints
     app.state.checker = checker
     app.state.monitor = monitor
+    app.state.publisher = publisher
     app.state.guard = guard  # for anything else that fetches a user-supplied URL (the playground)
+    app.state.session_secret = secret
+    app.state.identities = identities = Identities(settings, sessions)
+    app.state.oauth_provider = Provider(settings)
 
     @app.exception_handler(EnvhubError)
     async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
@@ -238,9 +254,11 @@ def create_app(
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error_response(422, _describe_validation(exc))
 
-    for module in (environments, datasets, sync, endpoints_api, checks, health):
-        app.include_router(module.router)
+    # Every state-changing API call that rides on a session cookie must carry its CSRF token.
+    for module in (environments, datasets, sync, endpoints_api, checks, health, publications):
+        app.include_router(module.router, dependencies=[Depends(require_csrf)])
+    app.include_router(auth_routes.router)
     app.include_router(gateway.router)
     # Last: the UI's mount at / takes every path the routes above do not.
-    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard, monitor))
+    mount_ui(app, UiContext(settings, engine, endpoints, play_sessions, guard, monitor, identities, publisher))
     return app

@@ -3,8 +3,9 @@
 import hashlib
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 
@@ -75,6 +76,56 @@ class Settings(BaseSettings):
     hub_max_retries: int = Field(default=4, ge=0)
     hub_backoff_s: float = Field(default=1, ge=0, description="first retry wait, doubling")
     hub_workers: int = Field(default=8, ge=1, description="parallel file downloads in a sync")
+
+    # Sign in with Hugging Face. A Space with `hf_oauth: true` injects the four OAUTH_*/OPENID_* variables.
+    oauth_client_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("oauth_client_id", "OAUTH_CLIENT_ID", "ENVHUB_OAUTH_CLIENT_ID")
+    )
+    oauth_client_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("oauth_client_secret", "OAUTH_CLIENT_SECRET", "ENVHUB_OAUTH_CLIENT_SECRET"),
+    )
+    oauth_scopes: str = Field(
+        default="openid profile manage-repos write-repos",
+        validation_alias=AliasChoices("oauth_scopes", "OAUTH_SCOPES", "ENVHUB_OAUTH_SCOPES"),
+        description="space-separated; launching and publishing Spaces as the user needs manage-repos and write-repos",
+    )
+    openid_provider_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("openid_provider_url", "OPENID_PROVIDER_URL", "ENVHUB_OPENID_PROVIDER_URL"),
+        description="the OpenID provider; HF_ENDPOINT when unset",
+    )
+    dev_login: bool = Field(
+        default=False,
+        description="local development only: 'Sign in' signs in as the owner of HF_TOKEN, checked against HF_ENDPOINT",
+    )
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="signs login state and seals users' Hub tokens at rest; derived from the OAuth client secret, "
+        "else random per process (sessions then end with the process)",
+    )
+    session_max_age_s: int = Field(default=8 * 3600, gt=0, description="how long a sign-in lasts")
+    anonymous_launch: bool | None = Field(
+        default=None, description="let people who are not signed in launch endpoints; default: only when sign-in is off"
+    )
+    space_id: str | None = Field(default=None, validation_alias=AliasChoices("space_id", "SPACE_ID"))
+    space_host: str | None = Field(default=None, validation_alias=AliasChoices("space_host", "SPACE_HOST"))
+
+    @model_validator(mode="after")
+    def _no_dev_login_on_a_space(self) -> Self:
+        if self.dev_login and self.space_id:
+            raise ValueError("ENVHUB_DEV_LOGIN is for local development; a Space signs in with OAuth (hf_oauth: true)")
+        return self
+
+    @property
+    def auth_mode(self) -> Literal["oauth", "dev", "off"]:
+        """How people sign in: OAuth against the provider, as HF_TOKEN's owner (local dev), or not at all."""
+        if self.oauth_client_id and self.oauth_client_secret:
+            return "oauth"
+        return "dev" if self.dev_login else "off"
+
+    def anonymous_may_launch(self) -> bool:
+        return self.auth_mode == "off" if self.anonymous_launch is None else self.anonymous_launch
 
     def catalog_id(self) -> str:
         """A short name for this catalog's database, the same on every replica that shares it."""

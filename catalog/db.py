@@ -9,6 +9,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, event, make_url, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -35,7 +37,7 @@ def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> No
 
 
 def create_db_engine(url: str) -> Engine:
-    """An engine for any SQLAlchemy URL; SQLite files get their folder, WAL and FTS5."""
+    """An engine for a SQLite or Postgres URL; SQLite files get their folder and WAL."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, json_serializer=_json_dumps, pool_pre_ping=True)
@@ -97,6 +99,11 @@ def init_db(engine: Engine) -> None:
     A new database gets every table and the full-text index (FTS5 on SQLite, a tsvector
     column and GIN indexes on Postgres); one made before migrations is adopted in place.
     """
+    with engine.connect() as connection:
+        config = migration_config(connection)
+        current = set(MigrationContext.configure(connection).get_current_heads())
+        if current == set(ScriptDirectory.from_config(config).get_heads()):
+            return  # up to date: no lock, so a start-up never waits for a long sync's writes
     with _migration_lock(engine) as connection:
         command.upgrade(migration_config(connection), "head")
 

@@ -215,8 +215,11 @@ class EndpointManager:
 
     # -- changing
 
-    def launch(self, request: LaunchRequest, owner: str | None = None) -> Endpoint:
-        """Check the request, record the endpoint as starting, and start it in the background."""
+    def launch(self, request: LaunchRequest, owner: str | None = None, token: str | None = None) -> Endpoint:
+        """Check the request, record the endpoint as starting, and start it in the background.
+
+        token is the owner's Hub token: the space backend creates the Space with it, in their namespace.
+        """
         with Session(self.engine) as session:
             environment = find_environment(session, request.environment)
         if environment is None:
@@ -229,7 +232,7 @@ class EndpointManager:
         if runtime is None:
             raise InvalidInputError(f"the {request.backend.value} backend is not available on this server")
         extra = dict(request.options.model_extra or {})
-        checked = runtime.check(environment, extra)
+        checked = runtime.check(environment, extra, token)
         endpoint = Endpoint(
             id=secrets.token_hex(5),
             environment=environment.id,
@@ -251,6 +254,7 @@ class EndpointManager:
             log_path=self.log_path(endpoint.id),
             env=request.options.env | request.options.secrets,
             options=checked,
+            token=token,
         )
         threading.Thread(target=self._start, args=(runtime, spec), name=f"launch-{endpoint.id}", daemon=True).start()
         return endpoint

@@ -306,3 +306,48 @@ class CheckReportPublic(CheckReportBase):
 class CheckReportsPublic(SQLModel):
     data: list[CheckReportPublic]
     count: int
+
+
+class UserSession(SQLModel, table=True):
+    """A signed-in browser. The cookie holds a random id; only its hash and the sealed Hub token are kept."""
+
+    id: str = Field(primary_key=True, description="sha256 of the session cookie's value")
+    username: str = Field(index=True)
+    fullname: str = ""
+    avatar_url: str | None = None
+    token_sealed: str = Field(description="the user's Hub access token, sealed; never stored or shown in clear")
+    scopes: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime = Field(index=True)
+
+
+class PublicationStatus(StrEnum):
+    BUILDING = "building"
+    CHECKING = "checking"
+    RUNNING = "running"
+    FAILED = "failed"
+
+
+class PublicationBase(SQLModel):
+    """A template deployed as a Space in a user's namespace, followed until it runs and is checked."""
+
+    id: str = Field(primary_key=True, description="short, URL-safe")
+    environment: str = Field(index=True, description="the template it was made from")
+    space: str = Field(index=True, description="owner/name of the new Space")
+    owner: str = Field(index=True)
+    status: PublicationStatus = PublicationStatus.BUILDING
+    message: str = ""
+    space_url: str = Field(description="the Space's page on the Hub")
+    url: str | None = Field(default=None, description="where the Space's server answers, once it runs")
+    check_id: int | None = Field(default=None, description="the conformance report, once it runs")
+    conforms: bool | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class Publication(PublicationBase, table=True):
+    pass
+
+
+class PublicationPublic(PublicationBase):
+    pass

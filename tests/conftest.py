@@ -25,6 +25,7 @@ from tests.fakehub import FakeHub
 
 if TYPE_CHECKING:
     from tests.serving import Envhub
+    from tests.signin import Browsers
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -172,6 +173,16 @@ def envhub(settings: Settings, tmp_path: Path, count_template: str) -> "Iterator
     server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def browsers() -> "Iterator[Browsers]":
+    """Cookie-keeping HTTP clients that sign in through the fake Hub (tests/signin.py)."""
+    from tests.signin import Browsers
+
+    opened = Browsers()
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ they need ``Authorization: Bearer <token>`` with a token from ``users`` (else 40
 user's own or one of their ``orgs`` (else 403). Repos can be created, deleted and duplicated, committed to the way
 ``HfApi.upload_folder``/``create_commit`` do it (preupload + NDJSON commit, every file inline), and Spaces carry
 secrets, variables, hardware, sleep time and a runtime stage that walks ``boot_sequence`` one step per runtime poll.
+``oauth`` serves the Hub's OAuth/OpenID routes (see tests/fakeoauth.py); the tokens it mints work as above.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from typing import Any, Self, cast
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import yaml
+
+from tests.fakeoauth import FakeOAuth
 
 # The libyaml loader is ~10x faster; adding 10,000 Spaces parses 10,000 READMEs.
 _YAML_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -674,6 +677,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             self._apply_fault(fault)
             return
+        oauth = hub.oauth.handle(self.command, path, query, self.headers, body)
+        if oauth is not None:
+            self._send(_Response(*oauth))
+            return
         self._send(hub._route(self.command, raw_path, query, user, body))
 
     def _apply_fault(self, fault: Fault) -> None:
@@ -755,6 +762,7 @@ class FakeHub:
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.oauth = FakeOAuth(lambda: self.users, lambda: self.url)
 
     def start(self) -> Self:
         if self._server is not None:

@@ -13,6 +13,8 @@ from tests.checkservers import Served, counting, serve
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub
 
+pytestmark = pytest.mark.databases
+
 
 @pytest.fixture
 def local_client(settings: Settings, count_template: str) -> Iterator[TestClient]:

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, text, update
 from sqlmodel import Session, col
 
 from catalog.models import Environment, Source
@@ -207,3 +207,11 @@ def test_tag_filter_with_words_follows_tag_changes_and_matches_whole_tags_only(e
         write_environments(session, [row("games/shogi", "Shogi", description="chess of Japan")], {})
     assert ids(engine, q="chess", tags=["Échecs"]) == []
     assert sorted(ids(engine, q="chess", tags=["openenv"])) == ["games/chess", "games/connect4", "games/shogi"]
+
+
+def test_a_search_leaves_the_session_as_it_found_it(engine: Engine) -> None:
+    with Session(engine) as session:
+        found, count = search_environments(session, EnvironmentQuery(q="chess", tags=["game"]))
+        assert (len(found), count) == (2, 2)
+        if engine.dialect.name == "postgresql":  # the count turns sequential scans off for itself only
+            assert session.execute(text("SHOW enable_seqscan")).scalar_one() == "on"

@@ -106,7 +106,7 @@ def test_space_options_are_checked(space_envhub: Envhub, options: dict[str, obje
 def test_space_backend_needs_a_token(envhub: Envhub) -> None:
     response = envhub.http.post("/api/endpoints", json={"environment": "template:count", "backend": "space"})
     assert response.status_code == 422
-    assert "needs a Hub token: set HF_TOKEN" in response.json()["detail"]
+    assert "needs a Hub token: sign in with Hugging Face, or set HF_TOKEN" in response.json()["detail"]
 
 
 def _files(hub: FakeHub, space_id: str) -> dict[str, bytes]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request, status
 
 from app.api.deps import EndpointsDep, SettingsDep
+from app.auth import CallerDep, ensure_may_launch, ensure_may_stop
 from app.settings import Settings
 from catalog.endpoints import EndpointManager, LaunchRequest
 from catalog.models import Endpoint, EndpointPublic, EndpointsPublic
@@ -37,10 +38,14 @@ def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, re
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def launch_endpoint(
-    body: LaunchRequest, request: Request, settings: SettingsDep, manager: EndpointsDep
+    body: LaunchRequest, request: Request, settings: SettingsDep, manager: EndpointsDep, caller: CallerDep
 ) -> EndpointPublic:
-    """Start an environment; it is `starting` until its server answers, then `running`."""
-    return present(manager.launch(body), manager, settings, request)
+    """Start an environment; it is `starting` until its server answers, then `running`.
+
+    A signed-in caller owns it, and the space backend creates the Space in their namespace with their token.
+    """
+    ensure_may_launch(caller, settings)
+    return present(manager.launch(body, owner=caller.name, token=caller.token), manager, settings, request)
 
 
 @router.get("")
@@ -55,5 +60,9 @@ def read_endpoint(endpoint_id: str, request: Request, settings: SettingsDep, man
 
 
 @router.delete("/{endpoint_id}")
-def stop_endpoint(endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointPublic:
+def stop_endpoint(
+    endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep, caller: CallerDep
+) -> EndpointPublic:
+    """Stop an endpoint: its owner or the admin may; one launched by nobody in particular, anyone."""
+    ensure_may_stop(caller, endpoint_id, manager.get(endpoint_id).owner)
     return present(manager.stop(endpoint_id), manager, settings, request)

@@ -3,20 +3,24 @@
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.requests import HTTPConnection
 
+from app.auth import ANONYMOUS, Caller, Identities
 from app.gateway import gateway_url
 from app.settings import Settings
 from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import EndpointManager
+from catalog.errors import ForbiddenError
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
 from catalog.outbound import OutboundGuard, OutboundSession
+from catalog.publish import Publisher
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,25 @@ class UiContext:
     sessions: PlaySessions
     guard: OutboundGuard
     monitor: HealthMonitor
+    identities: Identities
+    publisher: Publisher
+
+    def caller(self, request: gr.Request | None) -> Caller:
+        """Who clicked: the session cookie (or bearer token) the browser sent with the event."""
+        if request is None:
+            return ANONYMOUS
+        headers = {k.lower(): v for k, v in dict(getattr(request, "headers", {}) or {}).items()}
+        cookies = dict(getattr(request, "cookies", {}) or {})
+        return self.identities.resolve(headers, cookies)
+
+    def acting_caller(self, request: gr.Request | None) -> Caller:
+        """The caller of a click that changes something: refused when another site's page sent it."""
+        if request is not None:
+            headers = {k.lower(): v for k, v in dict(getattr(request, "headers", {}) or {}).items()}
+            origin = headers.get("origin")
+            if origin and urlsplit(origin).netloc not in _hosts(headers, self.settings.public_url):
+                raise ForbiddenError("this action came from another site's page; use envhub's own page")
+        return self.caller(request)
 
     @contextmanager
     def db(self) -> Iterator[Session]:
@@ -93,3 +116,10 @@ class UiContext:
         for endpoint in self.endpoints.list(active_only=True):
             found.setdefault(endpoint.environment, endpoint.status.value)
         return found
+
+
+def _hosts(headers: dict[str, str], public_url: str | None) -> set[str]:
+    hosts = {headers.get("host", ""), headers.get("x-forwarded-host", "")}
+    if public_url:
+        hosts.add(urlsplit(public_url).netloc)
+    return {h.split(",")[0].strip() for h in hosts if h}

@@ -6,7 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.ui import connect
+from app.ui import connect, publish
 from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
@@ -26,6 +26,7 @@ class Detail:
     launch: gr.Button
     wake: gr.Button
     connect: connect.Connect
+    publish: publish.Publish
 
     @property
     def outputs(self) -> list[Any]:
@@ -58,7 +59,8 @@ def build() -> Detail:
             launch = gr.Button("🚀 Launch", elem_id="open-launch")
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
-    return Detail(header, readme, api, status, play, launch, wake, panel)
+            deploy = publish.build()
+    return Detail(header, readme, api, status, play, launch, wake, panel, deploy)
 
 
 def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
+from app.auth import ensure_may_launch, ensure_may_stop
 from app.ui.context import UiContext
 from catalog.endpoints import LaunchOptions, LaunchRequest
 from catalog.errors import EnvhubError
@@ -19,7 +20,8 @@ BACKEND_HELP = {
     Backend.PROCESS: "Runs a built-in or local environment folder as a process on this server. No options.",
     Backend.DOCKER: "Builds the folder's Dockerfile or runs a Space's image. "
     'Options: `{"image": "...", "port": 8000}`.',
-    Backend.SPACE: "Creates a Space on the Hub with the server's token. Options: "
+    Backend.SPACE: "Creates a Space on the Hub: in your namespace with your token when you are signed in, "
+    "else with the server's. Options: "
     '`{"namespace": "...", "name": "...", "private": false, "hardware": "cpu-basic", "sleep_time": 3600, '
     '"delete_on_stop": false}`.',
 }
@@ -169,7 +171,9 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
                     **extra,
                 ),
             )
-            endpoint = ctx.endpoints.launch(body)
+            caller = ctx.acting_caller(request)
+            ensure_may_launch(caller, ctx.settings)
+            endpoint = ctx.endpoints.launch(body, owner=caller.name, token=caller.token)
         except (ValueError, ValidationError) as exc:
             return {launch.message: f"**Not launched:** {_reason(exc)}"}
         except EnvhubError as exc:
@@ -192,6 +196,7 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
+            ensure_may_stop(ctx.acting_caller(request), endpoint_id, ctx.endpoints.get(endpoint_id).owner)
             ctx.endpoints.stop(endpoint_id)
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}

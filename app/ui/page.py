@@ -9,7 +9,7 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
-from app.ui import browse, detail, launch, play
+from app.ui import browse, detail, launch, play, publish
 from app.ui.context import UiContext
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
@@ -32,7 +32,9 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:
         selected = gr.Textbox(visible=False, elem_id="selected-env")
-        gr.HTML(HEADER)
+        with gr.Row(equal_height=True):
+            gr.HTML(HEADER)
+            account = gr.HTML(elem_id="account")
         with gr.Tabs(selected="browse", elem_id="main-tabs") as tabs:
             with gr.Tab("Browse", id="browse", elem_id="tab-browse"):
                 b = browse.build()
@@ -45,8 +47,9 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
         browse.wire(ctx, b)
         play_events = play.wire(ctx, p, selected)
         launch.wire(ctx, lp, selected)
+        publish.wire(ctx, d.publish, selected)
 
-        opened = [selected, tabs, lp.environment, *d.outputs, p.url, *p.setup]
+        opened = [selected, tabs, lp.environment, *d.outputs, *d.publish.outputs, p.url, *p.setup]
 
         def open_environment(environment_id: str, request: gr.Request) -> dict[Any, Any]:
             return (
@@ -56,6 +59,7 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
                     lp.environment: f"Launching **`{environment_id}`**" if environment_id else "",
                 }
                 | detail.show(ctx, d, environment_id, request)
+                | publish.show(ctx, d.publish, environment_id, request)
                 | play.prepare(ctx, p, environment_id, request)
             )
 
@@ -72,11 +76,15 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
             q = str(params.get("q", ""))[:500]
             filters = [q, "relevance", [], "", "", False, False]
             values = dict(zip(b.outputs, browse.run_search(ctx, filters, 0), strict=True))
-            values |= {b.query: q, b.tags: browse.tag_choices(ctx)}
+            values |= {
+                b.query: q,
+                b.tags: browse.tag_choices(ctx),
+                account: publish.account_html(ctx, ctx.caller(request)),
+            }
             environment_id = str(params.get("env", "")).strip()
             return values | (open_environment(environment_id, request) if environment_id else {})
 
-        blocks.load(start_page, None, [*b.outputs, b.query, b.tags, *opened], show_progress="hidden").then(
+        blocks.load(start_page, None, [*b.outputs, b.query, b.tags, account, *opened], show_progress="hidden").then(
             refresh, [selected], d.live_outputs, show_progress="hidden"
         )
         b.results.click(from_card, None, opened, show_progress="hidden").then(

@@ -73,4 +73,6 @@ button.legal:hover { border-color: var(--color-accent); }
 .play-errors { color: #991b1b; }
 a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-status p { margin: 4px 0; }
+.account { text-align: right; }
+.publication p { margin: 4px 0; overflow-wrap: anywhere; }
 """

@@ -29,6 +29,7 @@ class LaunchSpec:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)  # variables and secrets for the server
     options: dict[str, Any] = field(default_factory=dict)  # the backend's own, already checked
+    token: str | None = field(default=None, repr=False)  # the launching user's Hub token; never in a handle in clear
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,13 @@ class Launched:
 class Runtime(Protocol):
     name: Backend
 
-    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
-        """The options this backend takes, validated; raises InvalidInputError with the reason."""
+    def check(
+        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
+    ) -> dict[str, Any]:
+        """The options this backend takes, validated; raises InvalidInputError with the reason.
+
+        token is the launching user's Hub token, for a backend that acts on the Hub as them.
+        """
         ...
 
     def start(self, spec: LaunchSpec, report: Report) -> Launched:

@@ -100,7 +100,9 @@ class ContainerRuntime:
                     ) from exc
             return self._client
 
-    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
+    ) -> dict[str, Any]:
         unknown = set(options) - _OPTIONS
         if unknown:
             raise InvalidInputError(f"the docker backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")

@@ -111,7 +111,9 @@ class ProcessRuntime:
         if self._zygote is not None:
             self._zygote.warm()
 
-    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
+    ) -> dict[str, Any]:
         if not environment.path or not Path(environment.path).is_dir():
             raise InvalidInputError(
                 f"the process backend runs local environment folders, and {environment.id} has none; "

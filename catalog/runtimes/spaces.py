@@ -1,8 +1,10 @@
 """The space backend: an environment as a Hugging Face Space in a namespace of the user's choosing.
 
 A template folder becomes a new Docker Space (create_repo + upload_folder); a Hub
-environment is duplicated. The endpoint runs once the Hub reports the Space RUNNING
-and its /health answers; stopping pauses the Space, or deletes it when asked.
+environment is duplicated. A signed-in user's launch uses their own Hub token (sealed in
+the handle for stopping later); otherwise the server's HF_TOKEN. The endpoint runs once
+the Hub reports the Space RUNNING and its /health answers; stopping pauses the Space, or
+deletes it when asked.
 """
 
 import re
@@ -16,6 +18,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail, Source
 from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
+from catalog.sealed import Sealer
 
 _OPTIONS = {"namespace", "name", "private", "hardware", "sleep_time", "delete_on_stop"}
 _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}
@@ -33,21 +36,41 @@ def _hub_message(exc: HfHubHTTPError) -> str:
 class SpaceRuntime:
     name = Backend.SPACE
 
-    def __init__(self, endpoint: str, token: str | None, *, poll_s: float = 5, build_timeout_s: float = 1800) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None,
+        *,
+        sealer: Sealer | None = None,
+        poll_s: float = 5,
+        build_timeout_s: float = 1800,
+    ) -> None:
         self.endpoint = endpoint
-        self.token = token
+        self.token = token  # the server's own, for launches by nobody in particular
+        self.sealer = sealer
         self.poll_s = poll_s
         self.build_timeout_s = build_timeout_s
 
-    def _api(self) -> HfApi:
-        return HfApi(endpoint=self.endpoint, token=self.token or False, library_name="envhub")
+    def _api(self, token: str | None = None) -> HfApi:
+        return HfApi(endpoint=self.endpoint, token=token or self.token or False, library_name="envhub")
 
-    def check(self, environment: EnvironmentDetail, options: dict[str, Any]) -> dict[str, Any]:
+    def _token_of(self, handle: dict[str, Any]) -> str | None:
+        sealed = handle.get("token")
+        if isinstance(sealed, str) and self.sealer is not None:
+            return self.sealer.open(sealed)
+        return self.token
+
+    def check(
+        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
+    ) -> dict[str, Any]:
         unknown = set(options) - _OPTIONS
         if unknown:
             raise InvalidInputError(f"the space backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")
-        if not self.token:
-            raise InvalidInputError("the space backend needs a Hub token: set HF_TOKEN on the server")
+        token = token or self.token
+        if not token:
+            raise InvalidInputError(
+                "the space backend needs a Hub token: sign in with Hugging Face, or set HF_TOKEN on the server"
+            )
         if not environment.path and environment.source != Source.HUB:
             raise InvalidInputError(f"{environment.id} has no folder to upload and is not a Hub Space")
         name = options.get("name") or re.sub(r"[^A-Za-z0-9._-]", "-", environment.id.split("/")[-1].split(":")[-1])
@@ -56,9 +79,9 @@ class SpaceRuntime:
         namespace = options.get("namespace")
         if namespace is None:
             try:
-                namespace = self._api().whoami(cache=True)["name"]
+                namespace = self._api(token).whoami(cache=True)["name"]
             except HfHubHTTPError as exc:
-                raise InvalidInputError(f"the server's Hub token was refused ({_hub_message(exc)})") from exc
+                raise InvalidInputError(f"the Hub refused the token ({_hub_message(exc)})") from exc
         if not isinstance(namespace, str) or not _NAME.match(namespace):
             raise InvalidInputError(f"option namespace {namespace!r} is not a valid user or organisation name")
         for flag in ("private", "delete_on_stop"):
@@ -79,7 +102,7 @@ class SpaceRuntime:
         }
 
     def start(self, spec: LaunchSpec, report: Report) -> Launched:
-        api = self._api()
+        token = spec.token or self.token
         space_id = str(spec.options["space"])
         secrets = [{"key": k, "value": v} for k, v in spec.env.items()]
         settings: dict[str, Any] = {
@@ -88,26 +111,16 @@ class SpaceRuntime:
             "space_sleep_time": spec.options["sleep_time"],
             "space_secrets": secrets or None,
         }
-        try:
-            if spec.environment.path:
-                report(f"creating Space {space_id} and uploading {Path(spec.environment.path).name}")
-                api.create_repo(space_id, repo_type="space", space_sdk="docker", exist_ok=True, **settings)
-                api.upload_folder(
-                    repo_id=space_id,
-                    repo_type="space",
-                    folder_path=spec.environment.path,
-                    ignore_patterns=_IGNORED,
-                    commit_message=f"Deploy {spec.environment.id} from envhub",
-                )
-            else:
-                report(f"duplicating {spec.environment.id} to {space_id}")
-                api.duplicate_repo(spec.environment.id, space_id, repo_type="space", exist_ok=True, **settings)
-        except HfHubHTTPError as exc:
-            raise LaunchError(f"the Hub refused to create {space_id}: {_hub_message(exc)}") from exc
-        handle = {"space": space_id, "endpoint": spec.endpoint_id, "delete_on_stop": spec.options["delete_on_stop"]}
-        self._wait_running(api, space_id, report)
-        url = self._url(api, space_id)
-        report(f"{space_id} is running; waiting for {url}/health")
+        self.create(spec.environment, space_id, token, report, **settings)
+        handle: dict[str, Any] = {
+            "space": space_id,
+            "endpoint": spec.endpoint_id,
+            "delete_on_stop": spec.options["delete_on_stop"],
+        }
+        if spec.token and self.sealer is not None:
+            # Pausing or deleting the Space later needs the owner's token: kept sealed, never in clear.
+            handle["token"] = self.sealer.seal(spec.token)
+        url = self.follow(space_id, token, report)
         wait_healthy(
             url,
             timeout_s=120,
@@ -116,6 +129,36 @@ class SpaceRuntime:
             headers=self.auth_headers(handle),
         )
         return Launched(url, handle)
+
+    def create(
+        self, environment: EnvironmentDetail, space_id: str, token: str | None, report: Report, **settings: Any
+    ) -> None:
+        """A template folder becomes a new Docker Space (create + upload); a Hub environment is duplicated."""
+        api = self._api(token)
+        try:
+            if environment.path:
+                report(f"creating Space {space_id} and uploading {Path(environment.path).name}")
+                api.create_repo(space_id, repo_type="space", space_sdk="docker", exist_ok=True, **settings)
+                api.upload_folder(
+                    repo_id=space_id,
+                    repo_type="space",
+                    folder_path=environment.path,
+                    ignore_patterns=_IGNORED,
+                    commit_message=f"Deploy {environment.id} from envhub",
+                )
+            else:
+                report(f"duplicating {environment.id} to {space_id}")
+                api.duplicate_repo(environment.id, space_id, repo_type="space", exist_ok=True, **settings)
+        except HfHubHTTPError as exc:
+            raise LaunchError(f"the Hub refused to create {space_id}: {_hub_message(exc)}") from exc
+
+    def follow(self, space_id: str, token: str | None, report: Report) -> str:
+        """Follow the Space's build until the Hub says it runs; returns the URL its server answers on."""
+        api = self._api(token)
+        self._wait_running(api, space_id, report)
+        url = self._url(api, space_id)
+        report(f"{space_id} is running; waiting for {url}/health")
+        return url
 
     def _wait_running(self, api: HfApi, space_id: str, report: Report) -> None:
         deadline = time.monotonic() + self.build_timeout_s
@@ -150,19 +193,21 @@ class SpaceRuntime:
         if not space_id:
             return  # Spaces live in the user's namespace: nothing to clean up by endpoint id alone
         try:
+            api = self._api(self._token_of(handle))
             if handle.get("delete_on_stop"):
-                self._api().delete_repo(space_id, repo_type="space", missing_ok=True)
+                api.delete_repo(space_id, repo_type="space", missing_ok=True)
             else:
-                self._api().pause_space(space_id)
+                api.pause_space(space_id)
         except HfHubHTTPError as exc:
             raise LaunchError(f"could not stop Space {space_id}: {_hub_message(exc)}") from exc
 
     def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        token = self._token_of(handle)
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def is_running(self, handle: dict[str, Any]) -> bool:
         try:
-            return str(self._api().get_space_runtime(str(handle.get("space"))).stage) in _RUNNING
+            return str(self._api(self._token_of(handle)).get_space_runtime(str(handle.get("space"))).stage) in _RUNNING
         except (HfHubHTTPError, OSError):
             return False
 

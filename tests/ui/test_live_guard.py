@@ -12,15 +12,19 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.requests import Request
 
+from app.auth import Identities, SessionStore, session_secret
 from app.settings import Settings
 from app.ui.context import UiContext
 from app.ui.live import LiveInfo, live_session, outbound_refusal, probe
 from app.ui.sessions import PlaySessions
+from catalog.conformance import Checker
 from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import HealthMonitor
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.outbound import OutboundGuard, Resolver
+from catalog.publish import Publisher
+from catalog.runtimes.spaces import SpaceRuntime
 from catalog.sync import Syncer
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
@@ -208,7 +212,12 @@ def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_h
 ) -> None:
     endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
     monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, OutboundGuard())
-    ctx = UiContext(settings, engine, endpoints, PlaySessions(), OutboundGuard(), monitor)
+    store = SessionStore(engine, session_secret(settings), settings.session_max_age_s)
+    spaces = SpaceRuntime(hub.url, None, sealer=store.sealer)
+    publisher = Publisher(engine, spaces, Checker(engine, OutboundGuard()), hub.url)
+    ctx = UiContext(
+        settings, engine, endpoints, PlaySessions(), OutboundGuard(), monitor, Identities(settings, store), publisher
+    )
     scope = {
         "type": "http",
         "scheme": "http",

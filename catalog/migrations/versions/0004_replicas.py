@@ -8,8 +8,8 @@ sync, so that a replica starting up closes only the runs of replicas that are go
 
 A catalog made by the models before this revision may have them already; they are kept.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-30
 """
 
@@ -21,8 +21,8 @@ from alembic import op
 from sqlmodel.sql.sqltypes import AutoString as String
 from sqlmodel.sql.sqltypes import UTCDateTime as Time
 
-revision: str = "0003"
-down_revision: str | Sequence[str] | None = "0002"
+revision: str = "0004"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,243 @@
+"""Sign in with Hugging Face: /auth/login, /auth/callback, /auth/logout, and GET /api/me.
+
+OAuth is the authorization-code flow with PKCE and a state bound to the browser by a signed,
+short-lived cookie; the provider is OPENID_PROVIDER_URL (HF_ENDPOINT when unset), found by
+OpenID discovery. The user's access token stays server-side, sealed in the session row.
+"""
+
+import asyncio
+import base64
+import hashlib
+import secrets
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from pydantic import BaseModel
+
+from app.auth.callers import CallerDep, Identities
+from app.auth.sessions import SESSION_COOKIE, User
+from app.settings import Settings
+from catalog.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
+
+router = APIRouter(tags=["auth"])
+
+LOGIN_COOKIE = "envhub_login"
+_LOGIN_MAX_AGE_S = 600
+
+
+class SignInError(EnvhubError):
+    status_code = 400
+
+
+class MePublic(BaseModel):
+    """Who the caller is, and what the page needs to sign in, out, or send a state-changing request."""
+
+    signed_in: bool
+    name: str | None = None
+    fullname: str | None = None
+    avatar_url: str | None = None
+    admin: bool = False
+    sign_in: Literal["oauth", "dev", "off"]
+    can_launch: bool
+    csrf_token: str | None = None
+    login_url: str | None = None
+    logout_url: str | None = None
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path on this server: an open redirect would hand a signed-in browser to anyone."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def cookie_policy(settings: Settings) -> dict[str, Any]:
+    """A Space shows the app in an iframe on huggingface.co, so its cookies must be SameSite=None (and Secure)."""
+    if settings.space_id:
+        return {"httponly": True, "secure": True, "samesite": "none"}
+    secure = (settings.public_url or "").startswith("https://")
+    return {"httponly": True, "secure": secure, "samesite": "lax"}
+
+
+def redirect_uri(settings: Settings, request: Request) -> str:
+    if settings.public_url:
+        base = settings.public_url
+    elif settings.space_host:
+        base = "https://" + settings.space_host.split(",")[0].strip()
+    else:
+        base = str(request.base_url)
+    return base.rstrip("/") + "/auth/callback"
+
+
+class Provider:
+    """The OpenID provider's endpoints, discovered once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.base = (settings.openid_provider_url or settings.hf_endpoint).rstrip("/")
+        self._config: dict[str, Any] | None = None
+
+    async def config(self, http: httpx.AsyncClient) -> dict[str, Any]:
+        if self._config is None:
+            url = f"{self.base}/.well-known/openid-configuration"
+            try:
+                response = await http.get(url, timeout=10)
+                response.raise_for_status()
+                found = response.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise HubUnavailableError(f"could not read the sign-in provider's configuration at {url}") from exc
+            if not all(isinstance(found.get(k), str) for k in ("authorization_endpoint", "token_endpoint")):
+                raise HubUnavailableError(f"the sign-in provider's configuration at {url} has no OAuth endpoints")
+            self._config = found
+        return self._config
+
+
+def _signer(request: Request) -> URLSafeTimedSerializer:
+    secret: bytes = request.app.state.session_secret
+    return URLSafeTimedSerializer(secret, salt="envhub-login")
+
+
+def _identities(request: Request) -> Identities:
+    identities: Identities = request.app.state.identities
+    return identities
+
+
+def _signed_in(request: Request, user: User, token: str, scopes: str, target: str) -> Response:
+    settings: Settings = request.app.state.settings
+    store = _identities(request).store
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous:
+        store.end(previous)  # a new sign-in replaces the old session rather than leaving it alive
+    cookie = store.create(user, token, scopes)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=settings.session_max_age_s, **cookie_policy(settings))
+    response.delete_cookie(LOGIN_COOKIE, path="/auth", **cookie_policy(settings))
+    return response
+
+
+@router.get("/auth/login", include_in_schema=False)
+async def login(request: Request, next: str = "/") -> Response:
+    settings: Settings = request.app.state.settings
+    target = safe_next(next)
+    if settings.auth_mode == "off":
+        raise NotFoundError("sign-in is off on this server: it needs OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET")
+    if settings.auth_mode == "dev":
+        if settings.hf_token is None or not settings.hf_token.get_secret_value():
+            raise InvalidInputError("ENVHUB_DEV_LOGIN signs in as the owner of HF_TOKEN: set HF_TOKEN")
+        token = settings.hf_token.get_secret_value()
+        user = await asyncio.to_thread(_identities(request).hub_user, token)
+        return _signed_in(request, user, token, "dev", target)
+    provider: Provider = request.app.state.oauth_provider
+    config = await provider.config(request.app.state.http)
+    state = secrets.token_urlsafe(24)
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = {
+        "client_id": settings.oauth_client_id,
+        "redirect_uri": redirect_uri(settings, request),
+        "response_type": "code",
+        "scope": settings.oauth_scopes,
+        "state": state,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    response = RedirectResponse(f"{config['authorization_endpoint']}?{urlencode(query)}", status_code=302)
+    pending = _signer(request).dumps({"state": state, "verifier": verifier, "next": target})
+    response.set_cookie(LOGIN_COOKIE, pending, max_age=_LOGIN_MAX_AGE_S, path="/auth", **cookie_policy(settings))
+    return response
+
+
+@router.get("/auth/callback", include_in_schema=False)
+async def callback(
+    request: Request,
+    code: str | None = None,
+    state: str | None = None,
+    error: str | None = None,
+    error_description: str | None = None,
+) -> Response:
+    settings: Settings = request.app.state.settings
+    if settings.auth_mode != "oauth":
+        raise NotFoundError("OAuth sign-in is off on this server")
+    try:
+        pending = _signer(request).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
+    except BadSignature:
+        raise SignInError("this sign-in expired or was started in another browser; sign in again") from None
+    if error:
+        raise SignInError(f"the Hub did not sign you in: {(error_description or error)[:200]}")
+    if not state or not secrets.compare_digest(state.encode(), str(pending.get("state", "")).encode()):
+        raise SignInError("the sign-in state does not match this browser's; sign in again")
+    if not code:
+        raise SignInError("the Hub sent no authorization code; sign in again")
+    provider: Provider = request.app.state.oauth_provider
+    http: httpx.AsyncClient = request.app.state.http
+    config = await provider.config(http)
+    assert settings.oauth_client_id and settings.oauth_client_secret
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri(settings, request),
+        "code_verifier": str(pending.get("verifier", "")),
+        "client_id": settings.oauth_client_id,
+    }
+    auth = (settings.oauth_client_id, settings.oauth_client_secret.get_secret_value())
+    try:
+        answer = await http.post(config["token_endpoint"], data=form, auth=auth, timeout=15)
+        grant = answer.json() if answer.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        raise HubUnavailableError("could not reach the Hub to finish signing in; try again") from None
+    token = grant.get("access_token") if isinstance(grant, dict) else None
+    if not isinstance(token, str) or not token:
+        raise SignInError(f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again")
+    user = await _userinfo(http, config, token, _identities(request))
+    return _signed_in(request, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"]))
+
+
+async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str, identities: Identities) -> User:
+    url = config.get("userinfo_endpoint")
+    if not isinstance(url, str):
+        return await asyncio.to_thread(identities.hub_user, token)
+    try:
+        answer = await http.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=15)
+        answer.raise_for_status()
+        info = answer.json()
+    except (httpx.HTTPError, ValueError):
+        raise HubUnavailableError("could not read your profile from the Hub; sign in again") from None
+    name = info.get("preferred_username") if isinstance(info, dict) else None
+    if not isinstance(name, str) or not name:
+        raise SignInError("the Hub's profile of you has no user name")
+    return User(name, str(info.get("name") or ""), info.get("picture"))
+
+
+@router.api_route("/auth/logout", methods=["GET", "POST"], include_in_schema=False)
+def logout(request: Request, next: str = "/") -> Response:
+    settings: Settings = request.app.state.settings
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        _identities(request).store.end(cookie)
+    response = RedirectResponse(safe_next(next), status_code=303)
+    response.delete_cookie(SESSION_COOKIE, **cookie_policy(settings))
+    return response
+
+
+@router.get("/api/me", tags=["auth"])
+def read_me(request: Request, caller: CallerDep) -> MePublic:
+    """Who you are here; `csrf_token` goes in the X-CSRF-Token header of state-changing calls made with the cookie."""
+    settings: Settings = request.app.state.settings
+    mode = settings.auth_mode
+    can_launch = caller.admin or caller.user is not None or settings.anonymous_may_launch()
+    csrf = _identities(request).store.csrf_token(caller.session) if caller.session else None
+    return MePublic(
+        signed_in=caller.user is not None,
+        name=caller.name,
+        fullname=caller.user.fullname if caller.user else None,
+        avatar_url=caller.user.avatar_url if caller.user else None,
+        admin=caller.admin,
+        sign_in=mode,
+        can_launch=can_launch,
+        csrf_token=csrf,
+        login_url="/auth/login" if mode != "off" and caller.user is None else None,
+        logout_url="/auth/logout" if caller.session else None,
+    )

@@ -1,0 +1,126 @@
+"""Who is calling: signed-in users' sessions, kept server-side with their Hub token sealed, and CSRF tokens."""
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, delete
+from sqlmodel import Session, col
+
+from app.settings import Settings
+from catalog.models import UserSession, utcnow
+from catalog.sealed import Sealer
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "envhub_session"
+
+
+@dataclass(frozen=True)
+class User:
+    """A Hugging Face account, as whoami or the OpenID userinfo describes it."""
+
+    name: str
+    fullname: str = ""
+    avatar_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whoever made a request: a user (by session or Hub token), the admin, or nobody in particular."""
+
+    user: User | None = None
+    admin: bool = False
+    token: str | None = field(default=None, repr=False)  # the user's Hub token, to act on the Hub as them
+    session: str | None = field(default=None, repr=False)  # the session cookie, when that is how they came
+
+    @property
+    def name(self) -> str | None:
+        return self.user.name if self.user else None
+
+    def may_manage(self, owner: str | None) -> bool:
+        """Endpoints nobody owns are anyone's to stop; owned ones only their owner's or the admin's."""
+        return self.admin or owner is None or (self.user is not None and self.user.name == owner)
+
+
+ANONYMOUS = Caller()
+
+
+def session_secret(settings: Settings) -> bytes:
+    """The configured secret, else one derived from the OAuth client secret, else a random one for this process."""
+    if settings.session_secret is not None and settings.session_secret.get_secret_value():
+        return settings.session_secret.get_secret_value().encode()
+    if settings.oauth_client_secret is not None and settings.oauth_client_secret.get_secret_value():
+        client_secret = settings.oauth_client_secret.get_secret_value()
+        return hashlib.sha256(f"envhub-session:{client_secret}".encode()).digest()
+    if settings.auth_mode != "off":
+        log.warning("ENVHUB_SESSION_SECRET is not set: sign-ins and sealed tokens end when this process does")
+    return secrets.token_bytes(32)
+
+
+def _key(cookie: str) -> str:
+    return hashlib.sha256(cookie.encode()).hexdigest()
+
+
+class SessionStore:
+    """Sessions in the database: the cookie is a random id, the row holds its hash and the sealed token."""
+
+    def __init__(self, engine: Engine, secret: bytes, max_age_s: int) -> None:
+        self.engine = engine
+        self.sealer = Sealer(secret)
+        self.max_age_s = max_age_s
+        self._csrf_key = hmac.new(secret, b"envhub: csrf v1", hashlib.sha256).digest()
+
+    def create(self, user: User, token: str, scopes: str = "") -> str:
+        """Start a session; returns the cookie value, which nothing stores."""
+        cookie = secrets.token_urlsafe(32)
+        now = utcnow()
+        row = UserSession(
+            id=_key(cookie),
+            username=user.name,
+            fullname=user.fullname,
+            avatar_url=user.avatar_url,
+            token_sealed=self.sealer.seal(token),
+            scopes=scopes,
+            created_at=now,
+            expires_at=now + timedelta(seconds=self.max_age_s),
+        )
+        with Session(self.engine) as session:
+            session.execute(delete(UserSession).where(col(UserSession.expires_at) < now))
+            session.add(row)
+            session.commit()
+        return cookie
+
+    def find(self, cookie: str) -> Caller | None:
+        """The signed-in caller of a live session; None for an unknown, expired or unreadable one."""
+        if not cookie or len(cookie) > 200:
+            return None
+        with Session(self.engine) as session:
+            row = session.get(UserSession, _key(cookie))
+        if row is None or _aware(row.expires_at) <= utcnow():
+            return None
+        token = self.sealer.open(row.token_sealed)
+        if token is None:  # sealed under another secret: the server restarted without ENVHUB_SESSION_SECRET
+            return None
+        user = User(row.username, row.fullname, row.avatar_url)
+        return Caller(user=user, token=token, session=cookie)
+
+    def end(self, cookie: str) -> None:
+        with Session(self.engine) as session:
+            session.execute(delete(UserSession).where(col(UserSession.id) == _key(cookie)))
+            session.commit()
+
+    def csrf_token(self, cookie: str) -> str:
+        """The value a state-changing request with this session cookie must send as X-CSRF-Token."""
+        return hmac.new(self._csrf_key, cookie.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_ok(self, cookie: str, sent: str | None) -> bool:
+        return sent is not None and hmac.compare_digest(self.csrf_token(cookie), sent)
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands datetimes back without a zone; they were written in UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,114 @@
+"""Publishing a template: a new Space in the user's namespace, made with their token, followed until it
+runs, then checked for conformance. The Space is theirs to keep; envhub never pauses or deletes it."""
+
+import asyncio
+import logging
+import secrets
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlmodel import Session, col
+
+from catalog.conformance import Checker
+from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
+from catalog.models import EnvironmentDetail, Publication, PublicationStatus, Source, utcnow
+from catalog.runtimes import wait_healthy
+from catalog.runtimes.spaces import SpaceRuntime
+from catalog.search import find_environment
+
+log = logging.getLogger(__name__)
+
+
+class Publisher:
+    def __init__(self, engine: Engine, spaces: SpaceRuntime, checker: Checker, hub_endpoint: str) -> None:
+        self.engine = engine
+        self.spaces = spaces
+        self.checker = checker
+        self.hub_endpoint = hub_endpoint.rstrip("/")
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def get(self, publication_id: str) -> Publication:
+        with Session(self.engine) as session:
+            found = session.get(Publication, publication_id)
+        if found is None:
+            raise NotFoundError(f"no publication {publication_id!r}")
+        return found
+
+    def list(self, *, environment: str | None = None, owner: str | None = None, limit: int = 20) -> list[Publication]:
+        statement = select(Publication).order_by(col(Publication.created_at).desc()).limit(limit)
+        if environment is not None:
+            statement = statement.where(col(Publication.environment) == environment)
+        if owner is not None:
+            statement = statement.where(col(Publication.owner) == owner)
+        with Session(self.engine) as session:
+            return list(session.execute(statement).scalars())
+
+    async def publish(self, environment_id: str, owner: str, token: str, name: str | None = None) -> Publication:
+        """Check the request, record it, and create and follow the Space in the background."""
+        with Session(self.engine) as session:
+            environment = find_environment(session, environment_id)
+        if environment is None:
+            raise NotFoundError(f"no environment {environment_id!r} in the catalog")
+        if environment.source != Source.TEMPLATE or not environment.path:
+            raise InvalidInputError(f"{environment.id} is not a template; only templates can be deployed as a Space")
+        options: dict[str, Any] = {"name": name} if name else {}
+        checked = await asyncio.to_thread(self.spaces.check, environment, options, token)
+        space = str(checked["space"])
+        if space.split("/")[0] != owner:
+            raise InvalidInputError(f"the Space would be {space}, outside your namespace {owner}")
+        publication = Publication(
+            id=secrets.token_hex(5),
+            environment=environment.id,
+            space=space,
+            owner=owner,
+            message=f"creating {space}",
+            space_url=f"{self.hub_endpoint}/spaces/{space}",
+        )
+        with Session(self.engine) as session:
+            session.add(publication)
+            session.commit()
+            session.refresh(publication)
+        task = asyncio.create_task(self._follow(publication.id, environment, space, token))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return publication
+
+    async def _follow(self, publication_id: str, environment: EnvironmentDetail, space: str, token: str) -> None:
+        def note(message: str) -> None:
+            self._update(publication_id, message=message)
+
+        try:
+            await asyncio.to_thread(self.spaces.create, environment, space, token, note)
+            url = await asyncio.to_thread(self.spaces.follow, space, token, note)
+            await asyncio.to_thread(
+                wait_healthy, url, timeout_s=120, alive=lambda: True, what=f"Space {space}", headers=None
+            )
+            self._update(publication_id, status=PublicationStatus.CHECKING, url=url, message="checking conformance")
+            report = await self.checker.check(url, environment=space, trusted=(url,))
+        except EnvhubError as exc:
+            self._finish(publication_id, PublicationStatus.FAILED, exc.message)
+            return
+        except Exception as exc:
+            log.exception("publishing %s failed", space)
+            self._finish(publication_id, PublicationStatus.FAILED, f"failed unexpectedly: {type(exc).__name__}")
+            return
+        verdict = "conforms" if report.conforms else "does not conform"
+        summary = f"running; {verdict} ({report.core_passed}/{report.core_total} core checks)"
+        self._finish(publication_id, PublicationStatus.RUNNING, summary, check_id=report.id, conforms=report.conforms)
+
+    def _update(self, publication_id: str, **values: Any) -> None:
+        with Session(self.engine) as session:
+            row = session.get(Publication, publication_id)
+            if row is None:
+                return
+            row.sqlmodel_update(values)
+            session.add(row)
+            session.commit()
+
+    def _finish(self, publication_id: str, status: PublicationStatus, message: str, **values: Any) -> None:
+        self._update(publication_id, status=status, message=message, finished_at=utcnow(), **values)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,74 @@
+"""In a real browser: sign in with Hugging Face through the fake Hub, then 'Deploy as Space' a template
+and follow it until the Space runs and its conformance shows."""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.settings import Settings
+from tests.conftest import needs
+from tests.fakehub import FakeHub
+from tests.serving import Envhub
+from tests.signin import oauth_settings
+from tests.ui.browser import chromium, chromium_available, screenshot
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
+]
+WAIT = 20_000
+
+
+@pytest.fixture
+def oauth_envhub(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    server = Envhub(oauth_settings(settings, data_dir=tmp_path / "data", space_poll_s=0.05))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(WAIT)
+        yield page
+        context.close()
+
+
+def expect(target: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=WAIT)
+    return playwright_expect(target)
+
+
+def test_sign_in_and_deploy_a_template_as_a_space(
+    oauth_envhub: Envhub, hub: FakeHub, page: Any, space_app: str
+) -> None:
+    hub.oauth.signed_in = "bob"
+    hub.boot_sequence = ["BUILDING"]
+    page.goto(oauth_envhub.url + "/?env=template:count")
+    expect(page.locator("#publish-status")).to_contain_text("to deploy it in your namespace")
+
+    page.locator("#account #sign-in").click()  # envhub -> the Hub's authorize -> envhub's callback -> /
+
+    expect(page.locator("#account-name")).to_have_text("bob")
+    assert [g.user for g in hub.oauth.grants] == ["bob"]
+    page.goto(oauth_envhub.url + "/?env=template:count")
+    expect(page.locator("#publish-panel")).to_be_visible()
+    page.locator("#publish-name").locator("input, textarea").first.fill("counter")
+    page.locator("#publish-start").click()
+    expect(page.locator("#publish-status")).to_contain_text("bob/counter")
+    expect(page.locator("#publish-status")).to_contain_text("BUILDING")
+    assert {(w.user, w.action) for w in hub.writes if w.repo_id == "bob/counter"} >= {("bob", "create")}
+
+    hub.set_host("bob/counter", space_app)
+    hub.set_stage("bob/counter", "RUNNING")
+
+    expect(page.locator("#publish-conformance")).to_be_visible(timeout=60_000)
+    expect(page.locator("#publish-url")).to_have_text(space_app)
+    screenshot(page, "deploy-as-space")
