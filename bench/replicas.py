@@ -26,7 +26,6 @@ import random
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import make_url, text
 
 from app.settings import REPO_ROOT
 from bench.corpus import Corpus
@@ -43,6 +42,7 @@ from bench.report import load_average, machine_line, percentile, table, verdict
 from bench.search import QUERIES, populate
 from catalog.db import create_db_engine, init_db
 from catalog.search import EnvironmentQuery, Sort
+from tests.postgres import postgres_schema
 
 PG_P95_FLOOR_MS = 50.0
 SCALE_FLOOR = 1.3
@@ -194,25 +194,6 @@ def fresh_catalog(url: str, environments: int, seed: int) -> float:
     return seconds
 
 
-@contextmanager
-def postgres_schema(url: str) -> Iterator[str]:
-    """A new schema in the Postgres database at `url`, dropped at the end; yields a URL that uses it."""
-    schema = f"bench_replicas_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield (
-            make_url(url)
-            .update_query_dict({"options": f"-c search_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
 def run_database(name: str, url: str, scratch: Path, args: argparse.Namespace) -> Outcome:
     print(f"{name}: writing {args.environments:,} environments ...", flush=True)
     seconds = fresh_catalog(url, args.environments, args.seed)
@@ -327,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(run_database("sqlite", f"sqlite:///{database}", scratch, args))
         if args.postgres:
             print(f"postgres: {make_url(args.postgres).render_as_string(hide_password=True)}")
-            with postgres_schema(args.postgres) as url:
+            with postgres_schema(args.postgres, "bench_replicas") as url:
                 outcomes.append(run_database("postgres", url, scratch, args))
         else:
             print("postgres: skipped (no --postgres URL or ENVHUB_BENCH_POSTGRES_URL)")

@@ -3,7 +3,6 @@ marked `databases` a Postgres schema too), and the app built on them."""
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import constants
-from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy import Engine
 
 from app.main import create_app
 from app.settings import Preload, Settings
@@ -22,6 +21,7 @@ from catalog.runtimes import LaunchSpec
 from catalog.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
+from tests.postgres import postgres_schema as schema_of_its_own
 
 if TYPE_CHECKING:
     from tests.serving import Envhub
@@ -52,21 +52,8 @@ def postgres_schema() -> Iterator[str]:
     """A URL of a new, empty schema in the Postgres database of ENVHUB_TEST_POSTGRES_URL, dropped after."""
     if not POSTGRES_URL:
         pytest.fail("ENVHUB_TEST_POSTGRES_URL is not set: CI must run the tests on Postgres too")
-    schema = f"test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield (
-            make_url(POSTGRES_URL)
-            .update_query_dict({"options": f"-c search_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text("SET lock_timeout = '10s'"))
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with schema_of_its_own(POSTGRES_URL, "test") as url:
+        yield url
 
 
 @pytest.fixture

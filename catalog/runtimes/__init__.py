@@ -11,7 +11,16 @@ import httpx
 from catalog.errors import EnvhubError
 from catalog.models import Backend, EnvironmentDetail
 
-__all__ = ["LaunchError", "LaunchSpec", "Launched", "Report", "Runtime", "log_tail", "wait_healthy"]
+__all__ = [
+    "LaunchError",
+    "LaunchSpec",
+    "Launched",
+    "Report",
+    "Runtime",
+    "log_tail",
+    "serve_when_healthy",
+    "wait_healthy",
+]
 
 Report = Callable[[str], None]
 
@@ -106,6 +115,24 @@ def wait_healthy(
             if time.monotonic() > deadline:
                 raise LaunchError(f"{what} did not answer GET /health within {timeout_s:g} s" + _tail_note(log_path))
             time.sleep(0.1)
+
+
+def serve_when_healthy(
+    runtime: "Runtime", launched: Launched, *, timeout_s: float, what: str, log_path: Path
+) -> Launched:
+    """The launched server once it answers /health; stopped (and the LaunchError raised) when it never does."""
+    try:
+        wait_healthy(
+            launched.url,
+            timeout_s=timeout_s,
+            alive=lambda: runtime.is_running(launched.handle),
+            what=what,
+            log_path=log_path,
+        )
+    except LaunchError:
+        runtime.stop(launched.handle)
+        raise
+    return launched
 
 
 def _tail_note(log_path: Path | None) -> str:

@@ -16,7 +16,7 @@ from docker.models.containers import Container
 
 from catalog.errors import EnvhubError, InvalidInputError
 from catalog.models import Backend, EnvironmentDetail, Source
-from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
+from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, serve_when_healthy
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
@@ -154,18 +154,13 @@ class ContainerRuntime:
         handle = {"container": container.id, "endpoint": spec.endpoint_id, "image": image}
         self._follow_logs(container, spec.log_path)
         url = f"http://127.0.0.1:{host_port}"
-        try:
-            wait_healthy(
-                url,
-                timeout_s=self.ready_timeout_s,
-                alive=lambda: self.is_running(handle),
-                what=f"the container of {spec.environment.id}",
-                log_path=spec.log_path,
-            )
-        except LaunchError:
-            self.stop(handle)
-            raise
-        return Launched(url, handle)
+        return serve_when_healthy(
+            self,
+            Launched(url, handle),
+            timeout_s=self.ready_timeout_s,
+            what=f"the container of {spec.environment.id}",
+            log_path=spec.log_path,
+        )
 
     def _build(self, folder: Path, log_path: Path, report: Report) -> str:
         tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"

@@ -25,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail
-from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, log_tail, wait_healthy
+from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, log_tail, serve_when_healthy
 from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
@@ -152,18 +152,13 @@ class ProcessRuntime:
             with self._lock:
                 self._children[spec.endpoint_id] = child
         url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(
-                url,
-                timeout_s=self.ready_timeout_s,
-                alive=lambda: self.is_running(handle),
-                what=f"the server of {spec.environment.id}",
-                log_path=spec.log_path,
-            )
-        except LaunchError:
-            self.stop(handle)
-            raise
-        return Launched(url, handle)
+        return serve_when_healthy(
+            self,
+            Launched(url, handle),
+            timeout_s=self.ready_timeout_s,
+            what=f"the server of {spec.environment.id}",
+            log_path=spec.log_path,
+        )
 
     def _layout(self, folder: Path, spec: LaunchSpec) -> tuple[str, list[str]]:
         """The app to serve and the import path, for the three layouts seen in the wild."""
