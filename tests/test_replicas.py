@@ -224,11 +224,9 @@ def test_when_the_sync_replica_dies_another_takes_over(
         wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] == "running", timeout_s=60)
         b = Replica(replica_env(settings, tmp_path, "b", sync_interval_s="2")).wait_healthy()
         b_id = b.get("/api/health")["replica"]
-        time.sleep(3)
+        wait_until(lambda: len(b.get("/api/sync")["data"]) >= 2, timeout_s=30)  # due every 2 s
         assert b.get("/api/health")["leases"]["sync"] == a_id
-        runs = b.get("/api/sync")["data"]
-        assert runs
-        assert {r["replica"] for r in runs} == {a_id}  # syncs are due every 2 s: only a ran them
+        assert {r["replica"] for r in b.get("/api/sync")["data"]} == {a_id}  # only a ran them
 
         a.process.send_signal(signal.SIGKILL)  # no shutdown: no lease given back, a's server left running
         a.process.wait()
@@ -236,9 +234,9 @@ def test_when_the_sync_replica_dies_another_takes_over(
         wait_until(lambda: b.get("/api/health")["leases"].get("sync") == b_id, timeout_s=15)
         wait_until(lambda: b.get("/api/sync")["data"][0]["replica"] == b_id, timeout_s=15)
         assert b.get("/api/health")["replicas"] == [b_id]
-        endpoint = b.get(f"/api/endpoints/{launched['id']}")
-        assert endpoint["status"] == "stopped"
-        assert f"its replica {a_id} is gone" in endpoint["message"]
+        # b's next look at the endpoints (every 2 s) finds a's replica gone and stops its server.
+        wait_until(lambda: b.get(f"/api/endpoints/{launched['id']}")["status"] == "stopped", timeout_s=15)
+        assert f"its replica {a_id} is gone" in b.get(f"/api/endpoints/{launched['id']}")["message"]
         wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
     finally:
         for replica in (b, a):
