@@ -66,25 +66,42 @@ def request_mix(environments: int, seed: int) -> list[str]:
     return searches * 3 + browse * 2 + details  # about half searches, a fifth browsing, the rest details
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, from /proc (0 where there is none)."""
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (none where the process is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
+        return []
+
+
+def cpu_seconds(pid: int, *, reaped_children: bool = False) -> float:
+    """User + system CPU time of a process so far, from /proc (0 where there is none); with
+    reaped_children, also that of the children it has waited for."""
+    fields = _stat(pid)
+    if not fields:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def postgres_cpu_seconds() -> float:
-    """CPU time so far of every Postgres process on this machine (a local server's backends and workers)."""
-    total = 0.0
+    """CPU time so far of every local Postgres server: its live processes, and the backends that
+    have exited (counted in the postmaster, which reaps them), so the total never goes down."""
+    comms: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "comm").read_text().strip() == "postgres":
-                    total += cpu_seconds(int(entry.name))
+                comms[int(entry.name)] = (entry / "comm").read_text().strip()
             except OSError:
                 continue
+    total = 0.0
+    for pid, comm in comms.items():
+        if comm == "postgres":
+            fields = _stat(pid)
+            postmaster = bool(fields) and comms.get(int(fields[1])) != "postgres"
+            total += cpu_seconds(pid, reaped_children=postmaster)
     return total
 
 
