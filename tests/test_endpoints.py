@@ -402,3 +402,18 @@ def test_the_zygote_starts_with_envhub_so_the_first_launch_is_forked(settings: S
     finally:
         envhub.stop()
     assert not zygote_pids(work_dir)
+
+
+def test_relative_data_and_template_folders_launch_forked(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # as `make run` does: ./data, and extra templates named from the checkout
+    write_count_env(tmp_path / "mine" / "count")
+    envhub = Envhub(settings.model_copy(update={"data_dir": Path("data"), "extra_templates": "mine"}))
+    try:
+        endpoint = envhub.running("template:count")
+        assert parent_of(endpoint_pid(endpoint["id"])) in zygote_pids(tmp_path / "data" / "runtime")
+        with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+            assert client.reset().observation["total"] == 0
+    finally:
+        envhub.stop()

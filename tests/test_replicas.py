@@ -5,6 +5,7 @@ own replica id), over one SQLite file; the last ones start two real `python -m a
 processes on one database, as replicas are deployed.
 """
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -216,6 +217,7 @@ def test_when_the_sync_replica_dies_another_takes_over(
     hub.add_space("alice/chess", files=space_files("Chess"))
     a = Replica(replica_env(settings, tmp_path, "a", sync_interval_s="2"))
     b: Replica | None = None
+    launched: dict[str, Any] = {}
     try:
         a.wait_healthy()
         a_id = a.get("/api/health")["replica"]
@@ -242,3 +244,5 @@ def test_when_the_sync_replica_dies_another_takes_over(
         for replica in (b, a):
             if replica is not None:
                 replica.stop()
+        for pid in server_pids(launched.get("id", "")) if launched else []:
+            os.kill(pid, signal.SIGKILL)  # a failed run leaves no server of the killed replica behind

@@ -137,7 +137,16 @@ class ProcessRuntime:
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
             name = f"env-{spec.endpoint_id}"  # what ps shows for it
-            request = ServerRequest(app, str(folder), pythonpath, env, str(spec.log_path), port, name)
+            # Absolute paths: the zygote works in its own folder, not in envhub's.
+            request = ServerRequest(
+                app,
+                str(folder.resolve()),
+                [str(Path(entry).resolve()) for entry in pythonpath],
+                env,
+                str(spec.log_path.resolve()),
+                port,
+                name,
+            )
             pid = self._zygote.spawn(request)
         if pid is not None:
             # A forked server's /proc environ is the zygote's; its start time identifies it instead

@@ -159,7 +159,7 @@ class Zygote:
     """
 
     def __init__(self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120) -> None:
-        self.work_dir = work_dir
+        self.work_dir = work_dir.resolve()  # it runs in that folder, so relative paths would point elsewhere
         self.env = env
         self.ready_timeout_s = ready_timeout_s
         self.broken: str | None = None  # why the zygote is not used, once it failed to start
