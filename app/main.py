@@ -59,8 +59,13 @@ _WATCH_INTERVAL_S = 2
 SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 
 
-def runtimes_from_settings(settings: Settings, sealer: Sealer | None = None) -> dict[Backend, Runtime]:
-    """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles."""
+def runtimes_from_settings(
+    settings: Settings, sealer: Sealer | None = None, replica: str = ""
+) -> dict[Backend, Runtime]:
+    """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles.
+
+    replica names this envhub process among those sharing the database: its spare containers carry it.
+    """
     return {
         Backend.PROCESS: ProcessRuntime(
             settings.data_dir / "runtime",
@@ -74,6 +79,8 @@ def runtimes_from_settings(settings: Settings, sealer: Sealer | None = None) -> 
             pids=settings.docker_pids,
             ready_timeout_s=settings.launch_timeout_s,
             catalog=settings.catalog_id(),
+            replica=replica,
+            spares=settings.docker_spares,
         ),
         Backend.SPACE: SpaceRuntime(
             settings.hf_endpoint,
@@ -168,7 +175,7 @@ def create_app(
     sessions = SessionStore(engine, secret, settings.session_max_age_s)
     endpoints = EndpointManager(
         engine,
-        runtimes_from_settings(settings, sessions.sealer) if runtimes is None else runtimes,
+        runtimes_from_settings(settings, sessions.sealer, leases.replica) if runtimes is None else runtimes,
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
         leases,

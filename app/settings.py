@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     docker_memory: str = "2g"
     docker_cpus: float = Field(default=1.0, gt=0)
     docker_pids: int = Field(default=512, gt=0)
+    docker_spares: int = Field(
+        default=2,
+        ge=0,
+        description="images (the last launched) that keep one container started ahead, which the next launch "
+        "of the image without variables of its own claims up and running; 0 turns spares off",
+    )
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
     process_preload: Preload = Field(

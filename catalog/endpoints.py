@@ -170,6 +170,7 @@ class EndpointManager:
         self._urls: dict[str, tuple[Upstream, float]] = {}
         self._active_written: dict[str, float] = {}  # endpoint id -> the last_active time written to its row
         self._traffic: dict[str, Traffic] = {}
+        self._swept_for: set[str] = set()  # the live replicas when spares were last swept
         self._lock = threading.Lock()
 
     # -- reading
@@ -348,6 +349,18 @@ class EndpointManager:
                     runtime.stop({"endpoint": orphan})
             except EnvhubError as exc:
                 log.info("%s backend not checked for leftovers: %s", backend.value, exc.message)
+        self._sweep(live)
+
+    def _sweep(self, live: set[str]) -> None:
+        """Remove what replicas that are gone started ahead of launches, once per change of who is alive."""
+        if live == self._swept_for:
+            return
+        self._swept_for = live
+        for backend, runtime in self.runtimes.items():
+            try:
+                runtime.sweep(live)
+            except EnvhubError as exc:
+                log.debug("%s backend not swept: %s", backend.value, exc.message)
 
     def _take_over(self, endpoint: Endpoint) -> None:
         """An endpoint whose replica is gone: keep it when it still runs as seen from here, else stop it."""
@@ -407,6 +420,7 @@ class EndpointManager:
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
                 self.stop(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()
+        self._sweep(live)
 
     def _write_activity(self, active: Sequence[Endpoint]) -> None:
         """Write when this replica's gateway last carried each endpoint's traffic, for the replica managing it."""

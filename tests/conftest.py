@@ -103,6 +103,7 @@ def settings(database_url: str, hub: FakeHub, templates_dir: Path) -> Settings:
         hub_max_retries=2,
         hub_backoff_s=0.01,
         process_preload=Preload.LAUNCH,  # a zygote only in the tests that launch
+        docker_spares=0,  # spare containers only in the tests about them
     )
 
 

@@ -10,8 +10,8 @@ from docker.errors import DockerException
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from catalog.runtimes.containers import CATALOG_LABEL, LABEL, engine_client, space_image
-from tests.conftest import ADMIN_TOKEN, needs, space_files
+from catalog.runtimes.containers import CATALOG_LABEL, LABEL, SPARE_LABEL, SPARE_PREFIX, engine_client, space_image
+from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
@@ -57,6 +57,14 @@ def managed_containers(client: docker.DockerClient) -> list[str]:
     return [str(c.labels[LABEL]) for c in client.containers.list(all=True, filters={"label": LABEL})]
 
 
+def spares(client: docker.DockerClient, catalog: str) -> list[str]:
+    """Ids of the unclaimed spare containers of a catalog."""
+    found = client.containers.list(
+        all=True, filters={"label": [SPARE_LABEL, f"{CATALOG_LABEL}={catalog}"]}, ignore_removed=True
+    )
+    return [str(c.id) for c in found if c.name.startswith(SPARE_PREFIX)]
+
+
 @needs_docker
 def test_template_builds_runs_and_plays_in_a_container(
     docker_envhub: Envhub, docker_engine: docker.DockerClient
@@ -78,6 +86,48 @@ def test_template_builds_runs_and_plays_in_a_container(
     stopped = docker_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
     assert stopped["status"] == "stopped"
     assert endpoint["id"] not in managed_containers(docker_engine)
+
+
+@needs_docker
+def test_a_launch_claims_the_container_started_ahead_for_it(
+    settings: Settings, tmp_path: Path, templates_dir: Path, docker_engine: docker.DockerClient
+) -> None:
+    write_count_env(templates_dir / "count")
+    configured = settings.model_copy(
+        update={"data_dir": tmp_path / "data", "docker_base_image": BASE_IMAGE, "docker_spares": 1}
+    )
+    catalog = configured.catalog_id()
+    envhub = Envhub(configured)
+    try:
+        first = envhub.running("template:count", backend="docker")
+        wait_until(lambda: len(spares(docker_engine, catalog)) == 1, timeout_s=60)
+        [spare] = spares(docker_engine, catalog)
+
+        second = envhub.running("template:count", backend="docker")
+        container = docker_engine.containers.get(f"envhub-{second['id']}")
+        assert container.id == spare, "the second launch runs in the spare"
+        assert second["message"] == "running"
+        with GenericEnvClient(base_url=second["url"]).sync() as client:
+            client.reset(episode_id="spare")
+            assert client.step({"add": 10}).done
+            assert client.state()["episode_id"] == "spare"
+        wait_until(lambda: spares(docker_engine, catalog) not in ([], [spare]), timeout_s=60)
+
+        # Variables of its own: the launch cannot use a spare started without them.
+        [next_spare] = spares(docker_engine, catalog)
+        third = envhub.running("template:count", backend="docker", options={"env": {"COUNT_MODE": "x"}})
+        own = docker_engine.containers.get(f"envhub-{third['id']}")
+        assert own.id != next_spare
+        assert "COUNT_MODE=x" in own.attrs["Config"]["Env"]
+        assert spares(docker_engine, catalog) == [next_spare]
+
+        assert envhub.http.delete(f"/api/endpoints/{second['id']}").json()["status"] == "stopped"
+        assert second["id"] not in {c.name.removeprefix("envhub-") for c in docker_engine.containers.list(all=True)}
+        for endpoint in (first, third):
+            envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+    finally:
+        envhub.stop()
+    assert spares(docker_engine, catalog) == [], "envhub removes its spares when it stops"
 
 
 @needs_docker
@@ -104,17 +154,27 @@ def test_hub_space_runs_from_its_registry_image(
 def test_orphaned_containers_are_removed_at_start(
     settings: Settings, tmp_path: Path, templates_dir: Path, docker_engine: docker.DockerClient
 ) -> None:
-    labels = {LABEL: "orphan00", CATALOG_LABEL: settings.catalog_id()}
+    catalog = settings.catalog_id()
+    labels = {LABEL: "orphan00", CATALOG_LABEL: catalog}
     elsewhere = {LABEL: "other00", CATALOG_LABEL: "another-catalog"}
-    orphan = docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=labels)
-    not_ours = docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=elsewhere)
+    dead_spare = {SPARE_LABEL: "gonehost-1-abcdef", CATALOG_LABEL: catalog}  # of a replica that is gone
+
+    def run(labels: dict[str, str], name: str | None = None) -> docker.models.containers.Container:
+        return docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=labels, name=name)
+
+    orphan, not_ours = run(labels), run(elsewhere)
+    unclaimed = run(dead_spare, f"{SPARE_PREFIX}{tmp_path.name[-12:]}")
+    claimed = run(dead_spare, "envhub-orphan01")  # a spare claimed by an endpoint no row knows
     try:
         envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
         envhub.stop()
         assert "orphan00" not in managed_containers(docker_engine)
         assert "other00" in managed_containers(docker_engine)  # another catalog's container is left alone
+        remaining = {c.id for c in docker_engine.containers.list(all=True)}
+        assert unclaimed.id not in remaining
+        assert claimed.id not in remaining
     finally:
-        for container in (orphan, not_ours):
+        for container in (orphan, not_ours, unclaimed, claimed):
             if container.id in {c.id for c in docker_engine.containers.list(all=True)}:
                 container.remove(force=True)
 

@@ -75,6 +75,10 @@ class Runtime(Protocol):
         """Ids of the endpoints this backend holds a server for now, whatever the database says."""
         ...
 
+    def sweep(self, live_replicas: set[str]) -> None:
+        """Remove what replicas no longer alive started ahead of launches (servers no endpoint holds)."""
+        ...
+
     def close(self) -> None:
         """Release what the backend holds in envhub's process; servers are left as they are."""
         ...

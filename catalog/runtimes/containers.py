@@ -1,11 +1,24 @@
-"""The docker backend: an environment as a container, built from its folder or a Hub Space's image."""
+"""The docker backend: an environment as a container, built from its folder or a Hub Space's image.
+
+A server in a container spends seconds importing its app before it answers (openenv
+imports gradio for its web interface). So after a launch of an image, the backend starts
+one more container of it, a spare, that waits for the next launch of that image with the
+same port and no variables of its own: that launch claims the spare, already up, by
+renaming it `envhub-<endpoint id>`. Labels cannot change after a container is created,
+so a claimed spare is known by its name. Spares belong to the replica that started them
+and are removed when it stops, or by any replica once it is gone.
+"""
 
 import hashlib
+import logging
 import os
 import re
+import secrets
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +33,10 @@ from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, serve_wh
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
+SPARE_LABEL = "envhub.spare"  # a container started ahead of a launch: the replica that started it
+SPARE_PREFIX = "envhub-spare-"  # an unclaimed spare's name; a claimed one is named envhub-<endpoint id>
+
+log = logging.getLogger(__name__)
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
 _OPTIONS = {"image", "port"}
 
@@ -56,6 +73,21 @@ def engine_client() -> docker.DockerClient:
     return docker.from_env()
 
 
+@dataclass(frozen=True)
+class _Spare:
+    container: Container
+    url: str
+
+
+def _endpoint_of(container: Container) -> str | None:
+    """The endpoint a container of this catalog serves; None for a spare nobody has claimed."""
+    if LABEL in container.labels:
+        return str(container.labels[LABEL])
+    if SPARE_LABEL in container.labels and not container.name.startswith(SPARE_PREFIX):
+        return str(container.name).removeprefix("envhub-")
+    return None
+
+
 def _dockerfile(folder: Path) -> str | None:
     for candidate in ("Dockerfile", "server/Dockerfile"):
         if (folder / candidate).is_file():
@@ -76,9 +108,15 @@ class ContainerRuntime:
         pids: int = 512,
         ready_timeout_s: float = 60,
         catalog: str = "default",
+        replica: str = "",
+        spares: int = 0,
     ) -> None:
         self._client_factory = client_factory
         self.catalog = catalog
+        self.replica = replica
+        self.spares = spares  # how many images (the last launched) keep a spare container
+        self._spares: OrderedDict[str, _Spare] = OrderedDict()  # spare key -> its container, oldest first
+        self._closed = False
         self._client: docker.DockerClient | None = None
         self.base_image = base_image
         self.memory = memory
@@ -127,19 +165,48 @@ class ContainerRuntime:
     def start(self, spec: LaunchSpec, report: Report) -> Launched:
         image = spec.options.get("image") or self._build(Path(spec.environment.path or ""), spec.log_path, report)
         port = int(spec.options["port"])
-        report(f"starting a container of {image}")
+        key = self._spare_key(image, port) if self.spares and not spec.env else None
+        spare = self._claim(key, spec.endpoint_id) if key else None
+        if spare is not None:
+            report(f"claimed a container of {image} started ahead")
+            container, url = spare.container, spare.url
+        else:
+            report(f"starting a container of {image}")
+            container, url = self._run(
+                image,
+                port,
+                spec.env,
+                spec.environment.id,
+                name=f"envhub-{spec.endpoint_id}",
+                labels={LABEL: spec.endpoint_id},
+            )
+        handle = {"container": container.id, "endpoint": spec.endpoint_id, "image": image}
+        self._follow_logs(container, spec.log_path)
+        launched = serve_when_healthy(
+            self,
+            Launched(url, handle),
+            timeout_s=self.ready_timeout_s,
+            what=f"the container of {spec.environment.id}",
+            log_path=spec.log_path,
+        )
+        if key:  # the next launch of this image finds a spare
+            threading.Thread(
+                target=self._start_spare, args=(key, image, port, spec.environment.id), name="spare", daemon=True
+            ).start()
+        return launched
+
+    def _run(
+        self, image: str, port: int, env: dict[str, str], environment: str, *, name: str, labels: dict[str, str]
+    ) -> tuple[Container, str]:
+        """Run a container of the image with the limits from settings; it and the loopback URL of its port."""
         try:
             container: Container = self.client.containers.run(
                 image,
                 detach=True,
-                name=f"envhub-{spec.endpoint_id}",
+                name=name,
                 ports={f"{port}/tcp": ("127.0.0.1", None)},
-                environment=spec.env,
-                labels={
-                    LABEL: spec.endpoint_id,
-                    CATALOG_LABEL: self.catalog,
-                    "envhub.environment": spec.environment.id,
-                },
+                environment=env,
+                labels={CATALOG_LABEL: self.catalog, "envhub.environment": environment, **labels},
                 mem_limit=self.memory,
                 nano_cpus=int(self.cpus * 1e9),
                 pids_limit=self.pids,
@@ -151,16 +218,66 @@ class ContainerRuntime:
             raise LaunchError(f"image {image} is not available here ({exc.explanation})") from exc
         except (APIError, KeyError, IndexError, TypeError) as exc:
             raise LaunchError(f"docker could not start {image}: {exc}") from exc
-        handle = {"container": container.id, "endpoint": spec.endpoint_id, "image": image}
-        self._follow_logs(container, spec.log_path)
-        url = f"http://127.0.0.1:{host_port}"
-        return serve_when_healthy(
-            self,
-            Launched(url, handle),
-            timeout_s=self.ready_timeout_s,
-            what=f"the container of {spec.environment.id}",
-            log_path=spec.log_path,
-        )
+        return container, f"http://127.0.0.1:{host_port}"
+
+    # -- spares
+
+    def _spare_key(self, image: str, port: int) -> str | None:
+        """What a spare must match: the image as it is now (a newer pull under the same tag is another) and port."""
+        try:
+            return f"{self.client.images.get(image).id}:{port}"
+        except DockerException:
+            return None  # not in the engine yet: the run pulls it or says why it cannot
+
+    def _claim(self, key: str, endpoint_id: str) -> _Spare | None:
+        with self._lock:
+            spare = self._spares.pop(key, None)
+        if spare is None:
+            return None
+        try:
+            spare.container.rename(f"envhub-{endpoint_id}")
+            spare.container.reload()
+        except DockerException as exc:
+            log.warning("spare container %s could not be claimed (%s); starting a new one", spare.container.name, exc)
+            self._remove(spare.container)
+            return None
+        if spare.container.status != "running":
+            self._remove(spare.container)
+            return None
+        return spare
+
+    def _start_spare(self, key: str, image: str, port: int, environment: str) -> None:
+        with self._lock:
+            if self._closed or key in self._spares:
+                return
+        try:
+            container, url = self._run(
+                image,
+                port,
+                {},
+                environment,
+                name=SPARE_PREFIX + secrets.token_hex(5),
+                labels={SPARE_LABEL: self.replica},
+            )
+        except LaunchError as exc:
+            log.warning("no spare container for %s: %s", image, exc.message)
+            return
+        with self._lock:
+            if self._closed or key in self._spares:
+                dropped = [container]
+            else:
+                self._spares[key] = _Spare(container, url)
+                dropped = [
+                    self._spares.popitem(last=False)[1].container for _ in range(len(self._spares) - self.spares)
+                ]
+        for unwanted in dropped:
+            self._remove(unwanted)
+
+    def sweep(self, live_replicas: set[str]) -> None:
+        """Remove the unclaimed spares of replicas that are gone (this catalog's only)."""
+        for container in self._ours(SPARE_LABEL):
+            if container.name.startswith(SPARE_PREFIX) and container.labels[SPARE_LABEL] not in live_replicas:
+                self._remove(container)
 
     def _build(self, folder: Path, log_path: Path, report: Report) -> str:
         tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"
@@ -213,8 +330,10 @@ class ContainerRuntime:
 
     def stop(self, handle: dict[str, Any]) -> None:
         if not handle.get("container"):
-            for container in self._ours(f"{LABEL}={handle['endpoint']}"):
-                self._remove(container)
+            endpoint = str(handle["endpoint"])
+            for container in self._ours():
+                if _endpoint_of(container) == endpoint:
+                    self._remove(container)
             return
         container = self._container(handle)
         if container is not None:
@@ -233,7 +352,7 @@ class ContainerRuntime:
 
     def _ours(self, *labels: str) -> list[Container]:
         filters = {"label": [f"{CATALOG_LABEL}={self.catalog}", *labels]}
-        containers: list[Container] = self.client.containers.list(all=True, filters=filters)
+        containers: list[Container] = self.client.containers.list(all=True, filters=filters, ignore_removed=True)
         return containers
 
     def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
@@ -247,10 +366,20 @@ class ContainerRuntime:
         return container is not None and container.status == "running"
 
     def close(self) -> None:
+        """Remove this replica's spares, then let go of the engine."""
+        with self._lock:
+            self._closed = True
+            spares = list(self._spares.values())
+            self._spares.clear()
+        for spare in spares:
+            try:
+                self._remove(spare.container)
+            except DockerException as exc:
+                log.warning("spare container %s is left: %s", spare.container.name, exc)
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
             client.close()
 
     def managed_endpoints(self) -> set[str]:
-        return {str(c.labels[LABEL]) for c in self._ours(LABEL)}
+        return {endpoint for c in self._ours() if (endpoint := _endpoint_of(c)) is not None}

@@ -287,6 +287,9 @@ class ProcessRuntime:
             return _started_at(forked[0]) == forked[1]
         return child is not None and child.poll() is None
 
+    def sweep(self, live_replicas: set[str]) -> None:
+        pass  # the zygote, started ahead of launches, ends with its own envhub
+
     def managed_endpoints(self) -> set[str]:
         with self._lock:
             children = dict(self._children)

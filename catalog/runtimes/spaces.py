@@ -214,5 +214,8 @@ class SpaceRuntime:
     def close(self) -> None:
         pass
 
+    def sweep(self, live_replicas: set[str]) -> None:
+        pass  # nothing is started ahead here
+
     def managed_endpoints(self) -> set[str]:
         return set()
