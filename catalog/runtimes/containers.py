@@ -165,7 +165,7 @@ class ContainerRuntime:
     def start(self, spec: LaunchSpec, report: Report) -> Launched:
         image = spec.options.get("image") or self._build(Path(spec.environment.path or ""), spec.log_path, report)
         port = int(spec.options["port"])
-        key = self._spare_key(image, port) if self.spares and not spec.env else None
+        key = self._spare_key(spec.environment.id, image, port) if self.spares and not spec.env else None
         spare = self._claim(key, spec.endpoint_id) if key else None
         if spare is not None:
             report(f"claimed a container of {image} started ahead")
@@ -222,10 +222,11 @@ class ContainerRuntime:
 
     # -- spares
 
-    def _spare_key(self, image: str, port: int) -> str | None:
-        """What a spare must match: the image as it is now (a newer pull under the same tag is another) and port."""
+    def _spare_key(self, environment: str, image: str, port: int) -> str | None:
+        """What a spare must match: the environment, its image as it is now (a newer pull under the same tag is
+        another image) and the port."""
         try:
-            return f"{self.client.images.get(image).id}:{port}"
+            return f"{environment} {self.client.images.get(image).id}:{port}"
         except DockerException:
             return None  # not in the engine yet: the run pulls it or says why it cannot
 
