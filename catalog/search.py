@@ -1,6 +1,7 @@
 """Reading the catalog: full-text search with filters and ranking, and lookups by id."""
 
 import re
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -109,10 +110,14 @@ def _json_present(column: Any, empty: tuple[str, ...]) -> ColumnElement[bool]:
     return and_(column.is_not(None), cast(column, String).not_in(["null", *empty]))
 
 
-def _filters(query: EnvironmentQuery) -> list[ColumnElement[bool]]:
+def _filters(query: EnvironmentQuery, *, sqlite_page: bool = False) -> list[ColumnElement[bool]]:
+    """The query's conditions other than words; sqlite_page for a sorted page on SQLite, which must walk
+    the sort column's index: "not removed" is true of nearly every row, but without statistics SQLite
+    would take removed_at's index for it and sort the whole catalog (a unary + keeps it off)."""
     conditions: list[ColumnElement[bool]] = []
     if not query.include_removed:
-        conditions.append(col(Environment.removed_at).is_(None))
+        removed_at = _UNINDEXED_REMOVED_AT if sqlite_page else col(Environment.removed_at)
+        conditions.append(removed_at.is_(None))
     for tag in query.tags:
         # Correlated on the (environment_id, tag) key: a lookup per row, never a list of every tagged id.
         tagged = select(col(EnvironmentTag.tag)).where(
@@ -163,6 +168,7 @@ _ROWID: ColumnClause[int] = literal_column("environment.rowid")
 # A unary + keeps SQLite from using an index for that term, so a sorted page walks the sort
 # column's index and probes the matches, stopping after one page.
 _UNINDEXED_ROWID: ColumnClause[int] = literal_column("+environment.rowid")
+_UNINDEXED_REMOVED_AT: ColumnClause[datetime] = literal_column("+environment.removed_at")
 
 
 def search_environments(
@@ -174,7 +180,8 @@ def search_environments(
     elif query_terms(query.q) and is_sqlite(session.get_bind().engine):
         statement, count = _full_text(session, query, rank_limit)
     else:
-        statement = select(*_PUBLIC_COLUMNS).where(*_filters(query), *_portable_match(query.q))
+        sqlite_page = is_sqlite(session.get_bind().engine)
+        statement = select(*_PUBLIC_COLUMNS).where(*_filters(query, sqlite_page=sqlite_page), *_portable_match(query.q))
         count = session.execute(select(func.count()).select_from(statement.subquery())).scalar_one()
         sort = Sort.TRENDING if query.sort == Sort.RELEVANCE else query.sort
         statement = statement.order_by(*_ORDER[sort], col(Environment.id))
