@@ -116,8 +116,9 @@ def main() -> None:
             catalog = settings("forked", preload=True).catalog_id()
             launch_once(forked, "template:count", "docker")  # starts the first spare
             for _ in cold:
-                new.append(launch_once(scratch_start, "template:count", "docker"))
+                # Once the spare is up, nothing else starts: the new container has the machine to itself.
                 wait_until(lambda: spare_is_up(catalog), timeout_s=120)
+                new.append(launch_once(scratch_start, "template:count", "docker"))
                 spare.append(launch_once(forked, "template:count", "docker"))
             for _ in cold:
                 back_to_back.append(launch_once(forked, "template:count", "docker"))
