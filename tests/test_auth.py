@@ -121,7 +121,11 @@ def test_logout_ends_the_session_on_the_server(browsers: Browsers, oauth_envhub:
     browser = browsers.sign_in(oauth_envhub.url, hub, "alice")
     cookie = browser.cookies["envhub_session"]
 
-    out = browser.get("/auth/logout")
+    assert browser.get("/auth/logout").status_code == 200  # a page with the button: a GET signs nobody out
+    assert browser.post("/auth/logout").status_code == 403  # another site's form has no CSRF token
+    assert browser.get("/api/me").json()["signed_in"] is True
+
+    out = browser.post("/auth/logout", data={"csrf_token": csrf(browser)["X-CSRF-Token"]})
 
     assert out.status_code == 303
     assert browser.get("/api/me").json()["signed_in"] is False

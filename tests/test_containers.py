@@ -99,7 +99,7 @@ def test_a_launch_claims_the_container_started_ahead_for_it(
     catalog = configured.catalog_id()
     envhub = Envhub(configured)
     try:
-        first = envhub.running("template:count", backend="docker")
+        envhub.running("template:count", backend="docker")
         wait_until(lambda: len(spares(docker_engine, catalog)) == 1, timeout_s=60)
         [spare] = spares(docker_engine, catalog)
 

@@ -8,20 +8,21 @@ OpenID discovery. The user's access token stays server-side, sealed in the sessi
 import asyncio
 import base64
 import hashlib
+import html
 import secrets
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 import httpx
-from fastapi import APIRouter, Request, Response
-from fastapi.responses import RedirectResponse
+from fastapi import APIRouter, Form, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import BaseModel
 
 from app.auth.callers import CallerDep, Identities
 from app.auth.sessions import SESSION_COOKIE, User
 from app.settings import Settings
-from catalog.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
+from catalog.errors import EnvhubError, ForbiddenError, HubUnavailableError, InvalidInputError, NotFoundError
 
 router = APIRouter(tags=["auth"])
 
@@ -211,15 +212,41 @@ async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str,
     return User(name, str(info.get("name") or ""), info.get("picture"))
 
 
-@router.api_route("/auth/logout", methods=["GET", "POST"], include_in_schema=False)
-def logout(request: Request, next: str = "/") -> Response:
+@router.post("/auth/logout", include_in_schema=False)
+def logout(
+    request: Request, csrf_token: Annotated[str | None, Form()] = None, next: Annotated[str, Form()] = "/"
+) -> Response:
+    """End the session; the form (or X-CSRF-Token header) carries its CSRF token, so no other site signs you out."""
     settings: Settings = request.app.state.settings
     cookie = request.cookies.get(SESSION_COOKIE)
-    if cookie:
-        _identities(request).store.end(cookie)
+    store = _identities(request).store
+    if cookie and store.find(cookie) is not None:
+        if not store.csrf_ok(cookie, csrf_token or request.headers.get("x-csrf-token")):
+            raise ForbiddenError("signing out needs the session's CSRF token: use the Sign out button")
+        store.end(cookie)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.delete_cookie(SESSION_COOKIE, **cookie_policy(settings))
     return response
+
+
+def logout_form(csrf_token: str, next: str = "/") -> str:
+    """The Sign out button: a POST with the session's CSRF token, out of any frame (a Space shows envhub in one)."""
+    return (
+        '<form method="post" action="/auth/logout" target="_top" class="sign-out">'
+        f'<input type="hidden" name="csrf_token" value="{html.escape(csrf_token)}">'
+        f'<input type="hidden" name="next" value="{html.escape(safe_next(next))}">'
+        '<button type="submit" id="sign-out">Sign out</button></form>'
+    )
+
+
+@router.get("/auth/logout", include_in_schema=False)
+def logout_page(request: Request) -> Response:
+    """A link to /auth/logout shows the Sign out button rather than signing out on a GET."""
+    cookie = request.cookies.get(SESSION_COOKIE)
+    store = _identities(request).store
+    if not cookie or store.find(cookie) is None:
+        return RedirectResponse("/", status_code=303)
+    return HTMLResponse(f"<!doctype html><title>Sign out of envhub</title>{logout_form(store.csrf_token(cookie))}")
 
 
 @router.get("/api/me", tags=["auth"])

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import gradio as gr
 
 from app.auth import Caller
+from app.auth.routes import logout_form
 from app.ui.context import UiContext
 from catalog.errors import EnvhubError
 from catalog.models import Publication, PublicationStatus, Source
@@ -31,7 +32,7 @@ def login_link(target: str = "/", text: str = "Sign in with Hugging Face") -> st
 def account_html(ctx: UiContext, caller: Caller) -> str:
     if caller.user is not None:
         name = html.escape(caller.user.name)
-        out = '<a href="/auth/logout" target="_top" id="sign-out">Sign out</a>' if caller.session else ""
+        out = logout_form(ctx.identities.store.csrf_token(caller.session)) if caller.session else ""
         return f'<div class="account">Signed in as <b id="account-name">{name}</b> {out}</div>'
     if ctx.settings.auth_mode == "off":
         return ""

@@ -74,5 +74,8 @@ button.legal:hover { border-color: var(--color-accent); }
 a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-status p { margin: 4px 0; }
 .account { text-align: right; }
+.account form.sign-out { display: inline; }
+.account form.sign-out button { background: none; border: none; padding: 0; color: var(--link-text-color);
+  text-decoration: underline; cursor: pointer; font: inherit; }
 .publication p { margin: 4px 0; overflow-wrap: anywhere; }
 """

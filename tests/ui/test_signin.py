@@ -72,3 +72,8 @@ def test_sign_in_and_deploy_a_template_as_a_space(
     expect(page.locator("#publish-conformance")).to_be_visible(timeout=60_000)
     expect(page.locator("#publish-url")).to_have_text(space_app)
     screenshot(page, "deploy-as-space")
+
+    page.locator("#account #sign-out").click()  # a POST carrying the session's CSRF token
+
+    expect(page.locator("#account #sign-in")).to_be_visible()
+    assert page.request.get(oauth_envhub.url + "/api/me").json()["signed_in"] is False
