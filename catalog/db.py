@@ -18,9 +18,8 @@ from sqlalchemy.schema import SchemaItem
 from sqlmodel import Session, SQLModel, create_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-# Any constant shared by every envhub process: the key of the Postgres advisory lock under
-# which one replica at a time migrates the schema.
-_MIGRATION_LOCK = 0x656E76687562  # "envhub"
+# Keys of Postgres advisory locks, constants shared by every envhub process (see exclusive).
+MIGRATION_LOCK = 0x656E76687562  # "envhub": one replica at a time migrates the schema
 
 
 def _json_dumps(value: Any) -> str:
@@ -73,12 +72,15 @@ def migration_config(connection: Connection) -> Config:
 
 
 @contextmanager
-def _migration_lock(engine: Engine) -> Iterator[Connection]:
-    """A connection in a transaction that no other process migrating the schema can share."""
+def exclusive(engine: Engine, key: int) -> Iterator[Connection]:
+    """A connection in a transaction that no other process asking for the same key shares, committed at the end.
+
+    On Postgres an advisory lock on the key, released at commit or rollback; on SQLite the
+    database's write lock (BEGIN IMMEDIATE), whatever the key.
+    """
     with engine.connect() as connection:
         if not is_sqlite(engine):
-            # Released at commit or rollback; Postgres runs every revision's DDL in this transaction.
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
             yield connection
             connection.commit()
             return
@@ -105,7 +107,7 @@ def init_db(engine: Engine) -> None:
         current = set(MigrationContext.configure(connection).get_current_heads())
         if current == set(ScriptDirectory.from_config(config).get_heads()):
             return  # up to date: no lock, so a start-up never waits for a long sync's writes
-    with _migration_lock(engine) as connection:
+    with exclusive(engine, MIGRATION_LOCK) as connection:  # Postgres runs each revision's DDL in it
         command.upgrade(migration_config(connection), "head")
 
 

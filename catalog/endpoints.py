@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlmodel import Session, col
 
+from catalog.db import exclusive
 from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
 from catalog.leases import Leases
 from catalog.models import (
@@ -39,6 +40,7 @@ ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
 # How long the gateway trusts a looked-up internal URL: the watch interval, so that an
 # endpoint stopped through another replica is not reached at its old address for long.
 _RESOLVE_TTL_S = 2.0
+LIMITS_LOCK = 0x656E76687563  # the advisory lock (catalog.db.exclusive) under which launches count endpoints
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -243,12 +245,13 @@ class EndpointManager:
             message="starting",
             replica=self.leases.replica,
         )
-        with self._lock, Session(self.engine) as session:
+        endpoint.log_path = str(self.log_path(endpoint.id))
+        # Counted and written under one lock with every replica, so that launches at once keep the limits.
+        with self._lock, exclusive(self.engine, LIMITS_LOCK) as connection, Session(bind=connection) as session:
             self._check_limits(session, owner)
-            endpoint.log_path = str(self.log_path(endpoint.id))
             session.add(endpoint)
-            session.commit()
-            session.refresh(endpoint)
+            session.flush()
+        endpoint = self.get(endpoint.id)
         spec = LaunchSpec(
             endpoint_id=endpoint.id,
             environment=environment,

@@ -10,7 +10,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import Session, SQLModel
 
-from catalog.db import _migration_lock, compared_with_models, create_db_engine, init_db, migration_config
+from catalog.db import MIGRATION_LOCK, compared_with_models, create_db_engine, exclusive, init_db, migration_config
 from catalog.models import Environment
 
 pytestmark = pytest.mark.databases
@@ -80,7 +80,7 @@ def test_starting_again_changes_nothing(engine: Engine) -> None:
 
 
 def test_an_up_to_date_catalog_starts_while_another_process_holds_the_lock(engine: Engine) -> None:
-    with _migration_lock(engine):  # as a replica migrating, or on SQLite any writer, would
+    with exclusive(engine, MIGRATION_LOCK):  # as a replica migrating, or on SQLite any writer, would
         started = time.monotonic()
         init_db(engine)
     assert time.monotonic() - started < 2

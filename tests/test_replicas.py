@@ -7,6 +7,7 @@ processes on one database, as replicas are deployed.
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from app.settings import Settings
-from catalog.endpoints import EndpointLimits, EndpointManager, LaunchRequest
+from catalog.db import exclusive
+from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest, LimitError
 from catalog.health import HEALTH_LEASE, HealthMonitor
 from catalog.hub import HubClient
 from catalog.leases import Leases
@@ -106,6 +108,46 @@ def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them
     for manager in (a, b):
         HealthMonitor(engine, HubClient(hub.url), manager, guard)._targets()
     assert {a.leases.holds(HEALTH_LEASE), b.leases.holds(HEALTH_LEASE)} == {True, False}
+
+
+def waiting_for(engine: Engine, key: int) -> int:
+    """How many Postgres sessions wait for the advisory lock on key."""
+    with engine.connect() as connection:
+        query = text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND classid = :high AND objid = :low"
+        )
+        waiting: int = connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF}).scalar_one()
+    return waiting
+
+
+def test_launches_through_two_replicas_at_once_keep_the_limit(
+    replicas: list[EndpointManager], count_template: str, engine: Engine
+) -> None:
+    for manager in replicas:
+        manager.limits = EndpointLimits(total=1, idle_timeout_s=60)
+    outcomes: list[str] = []
+
+    def launch(manager: EndpointManager) -> None:
+        try:
+            outcomes.append(manager.launch(LaunchRequest(environment=count_template)).id)
+        except LimitError as exc:
+            outcomes.append(exc.message)
+
+    threads = [threading.Thread(target=launch, args=(manager,)) for manager in replicas]
+    with exclusive(engine, LIMITS_LOCK):  # both replicas count the endpoints only once this ends
+        for thread in threads:
+            thread.start()
+        if engine.dialect.name == "postgresql":  # SQLite shows no waiters; there both wait for its write lock
+            wait_until(lambda: waiting_for(engine, LIMITS_LOCK) == 2, timeout_s=20)
+    for thread in threads:
+        thread.join(timeout=30)
+
+    refused = [o for o in outcomes if "at most 1 endpoints" in o]
+    assert len(outcomes) == 2 and len(refused) == 1, outcomes
+    launched = next(o for o in outcomes if o not in refused)
+    assert [e.id for e in replicas[0].list(active_only=True)] == [launched]
+    wait_until(lambda: replicas[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
 def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
