@@ -58,7 +58,7 @@ def test_a_new_catalog_gets_the_newest_schema(database_url: str) -> None:
     assert full_text_ids(engine, "chess") == ["games/chess"]
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
-            options = connection.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'environment'"))
+            options = connection.execute(text("SELECT reloptions FROM pg_class WHERE oid = 'environment'::regclass"))
             assert options.scalar_one() == ["toast_tuple_target=256"]
     engine.dispose()
 
