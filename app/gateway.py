@@ -20,7 +20,8 @@ from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from catalog.endpoints import EndpointManager, Traffic, Upstream
+from catalog.endpoints import EndpointManager, Upstream
+from catalog.traffic import Traffic
 
 router = APIRouter(tags=["gateway"])
 
