@@ -71,9 +71,18 @@ def _down(manager: EndpointManager, endpoint_id: str) -> str | None:
     return f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
 
 
-def _upstream_headers(headers: list[tuple[str, str]], upstream: Upstream, prefix: str) -> dict[str, str]:
-    kept = {k: v for k, v in headers if k.lower() not in _DROPPED | _PRIVATE}
-    return kept | upstream.headers | {"x-forwarded-prefix": prefix}
+def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict[str, str]:
+    """The client's headers less envhub's own, plus the gateway prefix.
+
+    A server whose root_path is the prefix also learns the host and scheme the client used, and so
+    builds absolute URLs (gradio's, on the /web page) that come back through the gateway. Another
+    server keeps building them from its own address, which is all it can reach.
+    """
+    kept = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED | _PRIVATE}
+    forwarded = {"x-forwarded-prefix": prefix}
+    if upstream.root_path == prefix:
+        forwarded |= {"x-forwarded-host": request.headers.get("host", ""), "x-forwarded-proto": request.url.scheme}
+    return kept | upstream.headers | forwarded
 
 
 @router.api_route("/endpoints/{endpoint_id}", methods=_METHODS, include_in_schema=False)
@@ -93,7 +102,7 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     outbound = client.build_request(
         request.method,
         url,
-        headers=_upstream_headers(request.headers.items(), upstream, prefix),
+        headers=_upstream_headers(request, upstream, prefix),
         content=request.stream(),
     )
     try:
@@ -114,8 +123,8 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         # Keep redirects (such as /web -> /web/) inside the gateway.
         if location.startswith(upstream.url):
             location = location[len(upstream.url) :]
-        if location.startswith("/"):
-            headers["location"] = prefix + location
+        if location.startswith("/") and location != prefix and not location.startswith(prefix + "/"):
+            headers["location"] = prefix + location  # a server that knows its root_path says it already
     return StreamingResponse(
         response.aiter_raw(),
         status_code=response.status_code,

@@ -38,6 +38,7 @@ ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
 # How long the gateway trusts a looked-up internal URL: the watch interval, so that an
 # endpoint stopped through another replica is not reached at its old address for long.
 _RESOLVE_TTL_S = 2.0
+GATEWAY_PREFIX = "/endpoints"  # an endpoint's gateway URL is <envhub>/endpoints/<id> (app/gateway.py)
 LIMITS_LOCK = 0x656E76687563  # the advisory lock (catalog.db.exclusive) under which launches count endpoints
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -78,6 +79,7 @@ class LaunchRequest(BaseModel):
 class Upstream:
     url: str
     headers: dict[str, str]
+    root_path: str = ""  # the server's ASGI root_path, when its backend set it: the gateway prefix
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ class EndpointManager:
         return self._remember(endpoint.id, endpoint.backend, endpoint.internal_url, endpoint.handle)
 
     def _remember(self, endpoint_id: str, backend: Backend, url: str, handle: dict[str, Any]) -> Upstream:
-        upstream = Upstream(url, self.runtimes[backend].auth_headers(handle))
+        upstream = Upstream(url, self.runtimes[backend].auth_headers(handle), str(handle.get("root_path") or ""))
         self._urls[endpoint_id] = (upstream, time.monotonic())
         return upstream
 
@@ -200,6 +202,7 @@ class EndpointManager:
             env=request.options.env | request.options.secrets,
             options=checked,
             token=token,
+            root_path=f"{GATEWAY_PREFIX}/{endpoint.id}",
         )
         threading.Thread(target=self._start, args=(runtime, spec), name=f"launch-{endpoint.id}", daemon=True).start()
         return endpoint

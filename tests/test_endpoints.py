@@ -87,6 +87,19 @@ def test_http_routes_pass_through(envhub: Envhub, count_template: str) -> None:
     assert envhub.http.get(f"{base}/splits-that-do-not-exist").status_code == 404
 
 
+def test_the_web_interface_links_back_through_the_gateway(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template, options={"env": {"ENABLE_WEB_INTERFACE": "true"}})
+    base = f"/endpoints/{endpoint['id']}"
+    public = {"Host": "envhub.example:8443", "X-Forwarded-Proto": "https"}  # as behind a TLS proxy
+
+    redirect = envhub.http.get(f"{base}/web", headers=public)
+    config = envhub.http.get(f"{base}/web/config", headers=public).json()
+
+    assert redirect.headers["location"] == f"{base}/web/"
+    # The page's own requests (gradio's API, its queue) go to the gateway, not the server's loopback port.
+    assert config["root"] == f"https://envhub.example:8443{base}/web"
+
+
 def test_unknown_endpoint_is_a_404_json_and_a_ws_close(envhub: Envhub) -> None:
     response = envhub.http.get("/endpoints/nope/health")
     assert response.status_code == 404

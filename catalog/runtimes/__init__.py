@@ -39,6 +39,9 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)  # variables and secrets for the server
     options: dict[str, Any] = field(default_factory=dict)  # the backend's own, already checked
     token: str | None = field(default=None, repr=False)  # the launching user's Hub token; never in a handle in clear
+    # The path the gateway serves the server under (/endpoints/<id>): its ASGI root_path, where the backend can
+    # set it, so that pages building absolute URLs (openenv's gradio UI at /web) point back through the gateway.
+    root_path: str = ""
 
 
 @dataclass(frozen=True)

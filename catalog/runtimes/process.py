@@ -133,7 +133,7 @@ class ProcessRuntime:
         env |= spec.env | {ENDPOINT_VARIABLE: spec.endpoint_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id}
+        handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id, "root_path": spec.root_path}
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
             name = f"env-{spec.endpoint_id}"  # what ps shows for it
@@ -146,6 +146,7 @@ class ProcessRuntime:
                 str(spec.log_path.resolve()),
                 port,
                 name,
+                spec.root_path,
             )
             pid = self._zygote.spawn(request)
         if pid is not None:
@@ -156,7 +157,7 @@ class ProcessRuntime:
             with self._lock:
                 self._forked[spec.endpoint_id] = (pid, started)
         else:
-            child = self._popen(python, app, folder, env, port, spec.log_path)
+            child = self._popen(python, app, folder, env, port, spec.log_path, spec.root_path)
             handle["pid"] = child.pid
             with self._lock:
                 self._children[spec.endpoint_id] = child
@@ -189,10 +190,10 @@ class ProcessRuntime:
 
     @staticmethod
     def _popen(
-        python: str, app: str, folder: Path, env: dict[str, str], port: int, log_path: Path
+        python: str, app: str, folder: Path, env: dict[str, str], port: int, log_path: Path, root_path: str
     ) -> subprocess.Popen[bytes]:
         """The server started from scratch: a new interpreter running uvicorn."""
-        argv = [python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+        argv = [python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--root-path", root_path]
         with log_path.open("ab") as log:
             return subprocess.Popen(
                 [*argv, "--ws-max-size", str(WS_MAX_SIZE)],

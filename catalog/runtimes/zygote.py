@@ -64,6 +64,7 @@ class ServerRequest:
     log: str
     port: int
     name: str = ""  # what ps and top show for the server (at most 15 bytes)
+    root_path: str = ""  # the ASGI root_path: where the gateway serves it
 
 
 # -- the zygote process
@@ -133,7 +134,9 @@ def _serve(request: ServerRequest) -> NoReturn:
         sys.argv = ["uvicorn", request.app]
         import uvicorn
 
-        uvicorn.run(request.app, host="127.0.0.1", port=request.port, ws_max_size=WS_MAX_SIZE)
+        uvicorn.run(
+            request.app, host="127.0.0.1", port=request.port, ws_max_size=WS_MAX_SIZE, root_path=request.root_path
+        )
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
