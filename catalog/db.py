@@ -1,7 +1,9 @@
 """Database engine, schema migrations and upserts, on SQLite or Postgres."""
 
 import json
+import random
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +20,7 @@ from sqlalchemy.schema import SchemaItem
 from sqlmodel import Session, SQLModel, create_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+_BUSY_TIMEOUT_S = 10  # how long a SQLite writer waits for another's lock
 # Keys of Postgres advisory locks, constants shared by every envhub process (see exclusive).
 MIGRATION_LOCK = 0x656E76687562  # "envhub": one replica at a time migrates the schema
 
@@ -28,12 +31,29 @@ def _json_dumps(value: Any) -> str:
 
 def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> None:
     cursor = dbapi_connection.cursor()
-    # First, so that switching a new file to WAL waits for another process's lock instead of failing.
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_S * 1000}")
+    _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _switch_to_wal(cursor: sqlite3.Cursor) -> None:
+    """WAL mode, also when several processes open a new file at once.
+
+    Two connections that both read the file and then both ask for the exclusive lock the
+    switch needs would wait for each other, so SQLite fails one at once ("database is
+    locked") instead of calling its busy handler: that one tries again, within the busy timeout.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def create_db_engine(url: str) -> Engine:
