@@ -13,8 +13,9 @@ from catalog.models import Environment
 # the proportions of the bm25 weights that rank SQLite's results.
 _SEARCH: ColumnElement[Any] = literal_column("environment.search")
 _WEIGHTS: ColumnElement[Any] = literal_column("'{0.1, 0.3, 0.6, 1.0}'::float4[]")
-_ENGLISH: ColumnElement[Any] = literal_column("'english'::regconfig")
-_SIMPLE: ColumnElement[Any] = literal_column("'simple'::regconfig")
+# English stemming and no stemming, both folding accents where Postgres has unaccent (migration 0005).
+_ENGLISH: ColumnElement[Any] = literal_column("'envhub_english'::regconfig")
+_SIMPLE: ColumnElement[Any] = literal_column("'envhub_simple'::regconfig")
 # Ranking reads each match's tsvector from TOAST (~20 µs a match on a quiet machine): past
 # this many matches, fewer than catalog.search.RANK_LIMIT, the chosen order is used instead.
 RANK_LIMIT = 2_000

@@ -114,6 +114,14 @@ def test_stemming_and_case(engine: Engine) -> None:
     assert ids(engine, q="DROPPING disc") == ["games/connect4"]
 
 
+def test_words_match_whatever_their_accents(engine: Engine) -> None:
+    with Session(engine) as session, session.begin():
+        write_environments(session, [row("bistro/cafe", "Café Crème", description="Commandez au café")], {})
+    assert ids(engine, q="cafe") == ["bistro/cafe"]
+    assert ids(engine, q="CRÈME") == ["bistro/cafe"]
+    assert ids(engine, q="creme caf") == ["bistro/cafe"]  # the last word as a prefix, folded too
+
+
 def test_tag_author_source_sdk_and_stage_filters(engine: Engine) -> None:
     assert ids(engine, tags=["game"], sort="likes") == ["games/connect4", "games/chess"]
     assert ids(engine, tags=["game", "word"]) == []
