@@ -19,6 +19,7 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(os.environ.get("ENVHUB_UI_ARTIFACTS", REPO_ROOT / "artifacts" / "ui"))
+WAIT = 20_000  # ms a page may take to show what a test expects (Gradio renders after its queue answers)
 
 
 def chromium_available() -> bool:
@@ -40,6 +41,14 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def expect(target: Any) -> Any:
+    """Playwright's expect, waiting up to WAIT."""
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=WAIT)
+    return playwright_expect(target)
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -14,7 +14,7 @@ from app.settings import REPO_ROOT, Settings
 from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
-from tests.ui.browser import chromium, chromium_available, screenshot
+from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,7 +22,6 @@ pytestmark = [
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
 LAUNCH_S = 90_000  # ms: a first launch may build the template's virtualenv
-WAIT = 20_000
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +61,6 @@ def page(browser: Any) -> Iterator[Any]:
     page.set_default_timeout(WAIT)
     yield page
     context.close()
-
-
-def expect(target: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    playwright_expect.set_options(timeout=WAIT)
-    return playwright_expect(target)
 
 
 def field(page: Any, elem_id: str) -> Any:

@@ -12,14 +12,13 @@ from tests.conftest import needs
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 from tests.signin import oauth_settings
-from tests.ui.browser import chromium, chromium_available, screenshot
+from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
-WAIT = 20_000
 
 
 @pytest.fixture
@@ -37,13 +36,6 @@ def page() -> Iterator[Any]:
         page.set_default_timeout(WAIT)
         yield page
         context.close()
-
-
-def expect(target: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    playwright_expect.set_options(timeout=WAIT)
-    return playwright_expect(target)
 
 
 def test_sign_in_and_deploy_a_template_as_a_space(
