@@ -20,7 +20,7 @@ from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from catalog.endpoints import EndpointManager, Upstream
+from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, Upstream
 from catalog.traffic import Traffic
 
 router = APIRouter(tags=["gateway"])
@@ -50,7 +50,7 @@ def gateway_url(request: HTTPConnection, endpoint_id: str) -> str:
         host = "127.0.0.1"
     if ":" in str(host):
         host = f"[{host}]"
-    return f"http://{host}:{port}/endpoints/{endpoint_id}"
+    return f"http://{host}:{port}{GATEWAY_PREFIX}/{endpoint_id}"
 
 
 def _manager(scope_app: object) -> EndpointManager:
@@ -85,8 +85,8 @@ def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict
     return kept | upstream.headers | forwarded
 
 
-@router.api_route("/endpoints/{endpoint_id}", methods=_METHODS, include_in_schema=False)
-@router.api_route("/endpoints/{endpoint_id}/{path:path}", methods=_METHODS, include_in_schema=False)
+@router.api_route(GATEWAY_PREFIX + "/{endpoint_id}", methods=_METHODS, include_in_schema=False)
+@router.api_route(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}", methods=_METHODS, include_in_schema=False)
 async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Response:
     manager = _manager(request.app)
     upstream = manager.resolve(endpoint_id)
@@ -98,7 +98,7 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     url = f"{upstream.url}/{path}"
     if request.url.query:
         url += f"?{request.url.query}"
-    prefix = f"/endpoints/{endpoint_id}"
+    prefix = f"{GATEWAY_PREFIX}/{endpoint_id}"
     outbound = client.build_request(
         request.method,
         url,
@@ -170,7 +170,7 @@ async def _upstream_to_client(
             await websocket.send_bytes(frame)
 
 
-@router.websocket("/endpoints/{endpoint_id}/{path:path}")
+@router.websocket(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
     manager = _manager(websocket.app)
     resolved = manager.resolve(endpoint_id)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, status
 from app.api.deps import EndpointsDep, SettingsDep
 from app.auth import CallerDep, ensure_may_launch, ensure_may_stop
 from app.settings import Settings
-from catalog.endpoints import EndpointManager, LaunchRequest
+from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, LaunchRequest
 from catalog.models import Endpoint, EndpointPublic, EndpointsPublic
 from catalog.runtimes import log_tail
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
 
 def public_url(settings: Settings, request: Request, endpoint_id: str) -> str:
     base = settings.public_url or str(request.base_url)
-    return f"{base.rstrip('/')}/endpoints/{endpoint_id}"
+    return f"{base.rstrip('/')}{GATEWAY_PREFIX}/{endpoint_id}"
 
 
 def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:

@@ -15,7 +15,7 @@ from app.gateway import gateway_url
 from app.settings import Settings
 from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
-from catalog.endpoints import EndpointManager
+from catalog.endpoints import GATEWAY_PREFIX, EndpointManager
 from catalog.errors import ForbiddenError
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
@@ -68,7 +68,7 @@ class UiContext:
         return f"{scheme}://{headers.get('host', '127.0.0.1:7860')}"
 
     def endpoint_url(self, request: gr.Request | None, endpoint_id: str) -> str:
-        return f"{self.base_url(request)}/endpoints/{endpoint_id}"
+        return f"{self.base_url(request)}{GATEWAY_PREFIX}/{endpoint_id}"
 
     def own_gateway(self, request: gr.Request | None) -> str | None:
         """envhub's gateway on the address this server listens on, where it reaches its own endpoints."""
