@@ -22,6 +22,7 @@ from app.auth import routes as auth_routes
 from app.auth.routes import Provider
 from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
+from catalog.callers import Access
 from catalog.conformance import Checker
 from catalog.db import create_db_engine, init_db
 from catalog.endpoints import EndpointLimits, EndpointManager
@@ -179,6 +180,7 @@ def create_app(
         settings.data_dir / "endpoints",
         EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
         leases,
+        Access(sign_in=settings.auth_mode != "off", anonymous_launch=settings.anonymous_may_launch()),
     )
     play_sessions = PlaySessions()
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlmodel import Session, col
 
+from catalog.callers import Access, Caller
 from catalog.db import exclusive
 from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
 from catalog.leases import Leases
@@ -40,6 +41,7 @@ ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
 _RESOLVE_TTL_S = 2.0
 GATEWAY_PREFIX = "/endpoints"  # an endpoint's gateway URL is <envhub>/endpoints/<id> (app/gateway.py)
 LIMITS_LOCK = 0x656E76687563  # the advisory lock (catalog.db.exclusive) under which launches count endpoints
+OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launches, and stops what nobody owns
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -105,8 +107,10 @@ class EndpointManager:
         logs_dir: Path,
         limits: EndpointLimits,
         leases: Leases | None = None,
+        access: Access = OPEN,
     ) -> None:
         self.engine = engine
+        self.access = access
         self.runtimes = runtimes
         self.logs_dir = logs_dir
         self.limits = limits
@@ -161,11 +165,14 @@ class EndpointManager:
 
     # -- changing
 
-    def launch(self, request: LaunchRequest, owner: str | None = None, token: str | None = None) -> Endpoint:
-        """Check the request, record the endpoint as starting, and start it in the background.
+    def launch(self, request: LaunchRequest, caller: Caller) -> Endpoint:
+        """The one way to launch: check who asks and the request, record the endpoint as the caller's,
+        starting, and start it in the background.
 
-        token is the owner's Hub token: the space backend creates the Space with it, in their namespace.
+        A signed-in caller owns it, and the space backend creates the Space with their Hub token, in their namespace.
         """
+        self.access.ensure_may_launch(caller)
+        owner, token = caller.name, caller.token
         with Session(self.engine) as session:
             environment = find_environment(session, request.environment)
         if environment is None:
@@ -258,7 +265,13 @@ class EndpointManager:
             started_at=utcnow(),
         )
 
-    def stop(self, endpoint_id: str, reason: str = "stopped on request") -> Endpoint:
+    def stop(self, endpoint_id: str, caller: Caller) -> Endpoint:
+        """Stop an endpoint on request: its owner or the admin may (see Access for one nobody owns)."""
+        endpoint = self.get(endpoint_id)
+        self.access.ensure_may_stop(caller, endpoint_id, endpoint.owner)
+        return self._stop(endpoint_id, "stopped on request")
+
+    def _stop(self, endpoint_id: str, reason: str) -> Endpoint:
         endpoint = self.get(endpoint_id)
         if endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED):
             return endpoint
@@ -365,7 +378,7 @@ class EndpointManager:
             if stats.active_sessions == 0 and now - last > idle_limit:
                 idle = self.limits.idle_timeout_s
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
-                self.stop(endpoint.id, f"stopped after {spent} without sessions")
+                self._stop(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()
         self._sweep(live)
 
@@ -424,7 +437,7 @@ class EndpointManager:
         try:
             for endpoint in self.list(active_only=True):
                 if endpoint.backend == Backend.PROCESS and endpoint.replica == self.leases.replica:
-                    self.stop(endpoint.id, "envhub stopped")
+                    self._stop(endpoint.id, "envhub stopped")
             self._stop_unclaimed()  # and those whose rows another replica stopped or took over
         finally:
             for runtime in self.runtimes.values():

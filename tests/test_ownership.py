@@ -118,3 +118,30 @@ def test_a_space_is_made_in_the_users_namespace_with_their_token_which_never_lea
             assert token.encode() not in path.read_bytes(), path
     assert caplog.records, "nothing was logged: the log check would prove nothing"
     assert token not in caplog.text
+
+
+def test_with_sign_in_on_an_endpoint_nobody_owns_is_stopped_only_by_the_admin(
+    settings: Settings, data_dir: Path, count_template: str
+) -> None:
+    server = Envhub(oauth_settings(settings, data_dir=data_dir, anonymous_launch=True))
+    try:
+        launched = server.launch(count_template)  # anonymous launches are allowed here, so nobody owns it
+        assert launched["owner"] is None
+        anonymous = server.http.delete(f"/api/endpoints/{launched['id']}")
+        by_admin = server.http.delete(
+            f"/api/endpoints/{launched['id']}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+    finally:
+        server.stop()
+    assert anonymous.status_code == 403
+    assert anonymous.json()["detail"] == (
+        f"endpoint {launched['id']} was launched by nobody signed in; only an admin can stop it"
+    )
+    assert by_admin.status_code == 200 and by_admin.json()["status"] == "stopped"
+
+
+def test_with_sign_in_off_anyone_stops_an_endpoint_nobody_owns(envhub: Envhub, count_template: str) -> None:
+    launched = envhub.launch(count_template)
+    assert launched["owner"] is None
+    stopped = envhub.http.delete(f"/api/endpoints/{launched['id']}")
+    assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"

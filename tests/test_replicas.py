@@ -19,6 +19,7 @@ from openenv.core.generic_client import GenericEnvClient
 from sqlalchemy import Engine, text
 
 from app.settings import Settings
+from catalog.callers import ANONYMOUS
 from catalog.db import exclusive
 from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest, LimitError
 from catalog.health import HEALTH_LEASE, HealthMonitor
@@ -68,7 +69,7 @@ def replicas(
 
 
 def running(manager: EndpointManager, environment: str) -> str:
-    launched = manager.launch(LaunchRequest(environment=environment))
+    launched = manager.launch(LaunchRequest(environment=environment), ANONYMOUS)
     wait_until(lambda: manager.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
     assert manager.get(launched.id).status == EndpointStatus.RUNNING, manager.get(launched.id).message
     return launched.id
@@ -130,7 +131,7 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
 
     def launch(manager: EndpointManager) -> None:
         try:
-            outcomes.append(manager.launch(LaunchRequest(environment=count_template)).id)
+            outcomes.append(manager.launch(LaunchRequest(environment=count_template), ANONYMOUS).id)
         except LimitError as exc:
             outcomes.append(exc.message)
 

@@ -1,6 +1,6 @@
 """Signing in with Hugging Face, sessions, and telling callers apart."""
 
-from app.auth.callers import CallerDep, Identities, ensure_may_launch, ensure_may_stop, get_caller, require_csrf
+from app.auth.callers import CallerDep, Identities, get_caller, require_csrf
 from app.auth.sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User, session_secret
 
 __all__ = [
@@ -11,8 +11,6 @@ __all__ = [
     "Identities",
     "SessionStore",
     "User",
-    "ensure_may_launch",
-    "ensure_may_stop",
     "get_caller",
     "require_csrf",
     "session_secret",

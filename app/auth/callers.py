@@ -101,16 +101,3 @@ def get_caller(request: Request) -> Caller:
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
-
-
-def ensure_may_launch(caller: Caller, settings: Settings) -> None:
-    if caller.admin or caller.user is not None or settings.anonymous_may_launch():
-        return
-    raise UnauthorizedError(
-        "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'"
-    )
-
-
-def ensure_may_stop(caller: Caller, endpoint_id: str, owner: str | None) -> None:
-    if not caller.may_manage(owner):
-        raise ForbiddenError(f"endpoint {endpoint_id} was launched by {owner}; only they or an admin can stop it")

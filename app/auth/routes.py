@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from app.auth.callers import CallerDep, Identities
 from app.auth.sessions import SESSION_COOKIE, User
 from app.settings import Settings
+from catalog.endpoints import EndpointManager
 from catalog.errors import EnvhubError, ForbiddenError, HubUnavailableError, InvalidInputError, NotFoundError
 
 router = APIRouter(tags=["auth"])
@@ -99,6 +100,11 @@ class Provider:
 def _signer(request: Request) -> URLSafeTimedSerializer:
     secret: bytes = request.app.state.session_secret
     return URLSafeTimedSerializer(secret, salt="envhub-login")
+
+
+def _endpoints(request: Request) -> EndpointManager:
+    endpoints: EndpointManager = request.app.state.endpoints
+    return endpoints
 
 
 def _identities(request: Request) -> Identities:
@@ -254,7 +260,6 @@ def read_me(request: Request, caller: CallerDep) -> MePublic:
     """Who you are here; `csrf_token` goes in the X-CSRF-Token header of state-changing calls made with the cookie."""
     settings: Settings = request.app.state.settings
     mode = settings.auth_mode
-    can_launch = caller.admin or caller.user is not None or settings.anonymous_may_launch()
     csrf = _identities(request).store.csrf_token(caller.session) if caller.session else None
     return MePublic(
         signed_in=caller.user is not None,
@@ -263,7 +268,7 @@ def read_me(request: Request, caller: CallerDep) -> MePublic:
         avatar_url=caller.user.avatar_url if caller.user else None,
         admin=caller.admin,
         sign_in=mode,
-        can_launch=can_launch,
+        can_launch=_endpoints(request).access.may_launch(caller),
         csrf_token=csrf,
         login_url="/auth/login" if mode != "off" and caller.user is None else None,
         logout_url="/auth/logout" if caller.session else None,

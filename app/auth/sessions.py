@@ -4,49 +4,21 @@ import hashlib
 import hmac
 import logging
 import secrets
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, delete
 from sqlmodel import Session, col
 
 from app.settings import Settings
+from catalog.callers import ANONYMOUS, Caller, User
 from catalog.models import UserSession, utcnow
 from catalog.sealed import Sealer
+
+__all__ = ["ANONYMOUS", "SESSION_COOKIE", "Caller", "SessionStore", "User", "session_secret"]
 
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "envhub_session"
-
-
-@dataclass(frozen=True)
-class User:
-    """A Hugging Face account, as whoami or the OpenID userinfo describes it."""
-
-    name: str
-    fullname: str = ""
-    avatar_url: str | None = None
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Whoever made a request: a user (by session or Hub token), the admin, or nobody in particular."""
-
-    user: User | None = None
-    admin: bool = False
-    token: str | None = field(default=None, repr=False)  # the user's Hub token, to act on the Hub as them
-    session: str | None = field(default=None, repr=False)  # the session cookie, when that is how they came
-
-    @property
-    def name(self) -> str | None:
-        return self.user.name if self.user else None
-
-    def may_manage(self, owner: str | None) -> bool:
-        """Endpoints nobody owns are anyone's to stop; owned ones only their owner's or the admin's."""
-        return self.admin or owner is None or (self.user is not None and self.user.name == owner)
-
-
-ANONYMOUS = Caller()
 
 
 def session_secret(settings: Settings) -> bytes:

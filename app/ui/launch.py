@@ -9,7 +9,6 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from app.auth import ensure_may_launch, ensure_may_stop
 from app.ui.context import UiContext
 from catalog.endpoints import LaunchOptions, LaunchRequest
 from catalog.errors import EnvhubError
@@ -171,9 +170,7 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
                     **extra,
                 ),
             )
-            caller = ctx.acting_caller(request)
-            ensure_may_launch(caller, ctx.settings)
-            endpoint = ctx.endpoints.launch(body, owner=caller.name, token=caller.token)
+            endpoint = ctx.endpoints.launch(body, ctx.acting_caller(request))
         except (ValueError, ValidationError) as exc:
             return {launch.message: f"**Not launched:** {_reason(exc)}"}
         except EnvhubError as exc:
@@ -196,8 +193,7 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
-            ensure_may_stop(ctx.acting_caller(request), endpoint_id, ctx.endpoints.get(endpoint_id).owner)
-            ctx.endpoints.stop(endpoint_id)
+            ctx.endpoints.stop(endpoint_id, ctx.acting_caller(request))
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}
         return {launch.message: f"Stopped `{endpoint_id}`."} | watch(ctx, launch, endpoint_id, request)

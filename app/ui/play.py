@@ -278,9 +278,9 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
         endpoint = ctx.running_endpoint(environment_id)
         if endpoint is None:
             try:
-                endpoint = await asyncio.to_thread(
-                    ctx.endpoints.launch, LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                )
+                caller = await asyncio.to_thread(ctx.acting_caller, request)
+                body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
+                endpoint = await asyncio.to_thread(ctx.endpoints.launch, body, caller)
             except EnvhubError as exc:
                 yield {play.status: f"**Could not launch:** {exc.message}"}
                 return

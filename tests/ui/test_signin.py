@@ -69,3 +69,29 @@ def test_sign_in_and_deploy_a_template_as_a_space(
 
     expect(page.locator("#account #sign-in")).to_be_visible()
     assert page.request.get(oauth_envhub.url + "/api/me").json()["signed_in"] is False
+
+
+def test_the_play_tab_launches_only_for_a_signed_in_user_who_then_owns_it(
+    oauth_envhub: Envhub, hub: FakeHub, page: Any
+) -> None:
+    page.goto(oauth_envhub.url + "/?env=template:count")
+    page.locator("#open-play").click()
+    page.locator("#play-launch").click()  # not signed in, and anonymous launches are off with sign-in on
+
+    expect(page.locator("#play-status")).to_contain_text("Could not launch")
+    expect(page.locator("#play-status")).to_contain_text("sign in with Hugging Face")
+    assert oauth_envhub.http.get("/api/endpoints").json()["count"] == 0
+
+    hub.oauth.signed_in = "bob"
+    page.locator("#account #sign-in").click()
+    expect(page.locator("#account-name")).to_have_text("bob")
+    page.goto(oauth_envhub.url + "/?env=template:count")
+    page.locator("#open-play").click()
+    page.locator("#play-launch").click()
+
+    expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=90_000)
+    [endpoint] = oauth_envhub.http.get("/api/endpoints").json()["data"]
+    assert (endpoint["environment"], endpoint["owner"]) == ("template:count", "bob")
+    # Nobody else may stop it: not without credentials, and not another signed-in user.
+    assert oauth_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").status_code == 403
+    assert oauth_envhub.endpoint(endpoint["id"])["status"] == "running"

@@ -1,0 +1,69 @@
+"""Who is asking, and what they may do: callers (a user, the admin, nobody in particular) and the access rule."""
+
+from dataclasses import dataclass, field
+
+from catalog.errors import ForbiddenError, UnauthorizedError
+
+__all__ = ["ANONYMOUS", "Access", "Caller", "User"]
+
+
+@dataclass(frozen=True)
+class User:
+    """A Hugging Face account, as whoami or the OpenID userinfo describes it."""
+
+    name: str
+    fullname: str = ""
+    avatar_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whoever made a request: a user (by session or Hub token), the admin, or nobody in particular."""
+
+    user: User | None = None
+    admin: bool = False
+    token: str | None = field(default=None, repr=False)  # the user's Hub token, to act on the Hub as them
+    session: str | None = field(default=None, repr=False)  # the session cookie, when that is how they came
+
+    @property
+    def name(self) -> str | None:
+        return self.user.name if self.user else None
+
+
+ANONYMOUS = Caller()
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may launch and stop endpoints on this server.
+
+    With sign-in on, an endpoint belongs to whoever launched it: only they or the admin stop it,
+    and one launched by nobody in particular (an anonymous launch, when allowed) only the admin.
+    With sign-in off nobody can be told apart, so anyone may stop an endpoint nobody owns.
+    """
+
+    sign_in: bool
+    anonymous_launch: bool
+
+    def may_launch(self, caller: Caller) -> bool:
+        return caller.admin or caller.user is not None or self.anonymous_launch
+
+    def ensure_may_launch(self, caller: Caller) -> None:
+        if not self.may_launch(caller):
+            raise UnauthorizedError(
+                "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'"
+            )
+
+    def may_stop(self, caller: Caller, owner: str | None) -> bool:
+        if caller.admin:
+            return True
+        if owner is None:
+            return not self.sign_in
+        return caller.user is not None and caller.user.name == owner
+
+    def ensure_may_stop(self, caller: Caller, endpoint_id: str, owner: str | None) -> None:
+        if self.may_stop(caller, owner):
+            return
+        if owner is None:
+            raise ForbiddenError(f"endpoint {endpoint_id} was launched by nobody signed in; only an admin can stop it")
+        raise ForbiddenError(f"endpoint {endpoint_id} was launched by {owner}; only they or an admin can stop it")
