@@ -8,7 +8,6 @@ has imported uvicorn and openenv already (zygote.py), which saves seconds per la
 """
 
 import contextlib
-import hashlib
 import os
 import signal
 import socket
@@ -16,16 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail
-from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, log_tail, serve_when_healthy
+from catalog.runtimes import Launched, LaunchSpec, Report, serve_when_healthy
+from catalog.runtimes.venvs import Virtualenvs
 from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
@@ -37,46 +33,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def requirements_of(folder: Path) -> list[str]:
-    """The folder's own requirements: server/requirements.txt, requirements.txt, or pyproject.toml."""
-    for candidate in (folder / "server" / "requirements.txt", folder / "requirements.txt"):
-        if candidate.is_file():
-            lines = (line.split("#", 1)[0].strip() for line in candidate.read_text().splitlines())
-            return [line for line in lines if line and not line.startswith("-")]
-    pyproject = folder / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            dependencies = tomllib.loads(pyproject.read_text()).get("project", {}).get("dependencies", [])
-        except tomllib.TOMLDecodeError as exc:
-            raise LaunchError(f"{pyproject} is not valid TOML: {exc}") from exc
-        return [d for d in dependencies if isinstance(d, str)]
-    return []
-
-
-def unmet(requirements: list[str]) -> list[str]:
-    """Requirements the running interpreter does not satisfy (direct ones only, by version)."""
-    missing = []
-    for line in requirements:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            missing.append(line)  # let pip say what is wrong with it
-            continue
-        if requirement.marker is not None and not requirement.marker.evaluate():
-            continue
-        if requirement.url:
-            missing.append(line)
-            continue
-        try:
-            installed = version(requirement.name)
-        except PackageNotFoundError:
-            missing.append(line)
-            continue
-        if not requirement.specifier.contains(installed, prereleases=True):
-            missing.append(line)
-    return missing
 
 
 def _package_name(folder: Path, manifest: dict[str, Any] | None) -> str | None:
@@ -96,15 +52,14 @@ class ProcessRuntime:
         self, work_dir: Path, *, ready_timeout_s: float = 60, install_timeout_s: float = 900, preload: bool = False
     ) -> None:
         """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py)."""
-        self.work_dir = work_dir
+        self.work_dir = work_dir.resolve()  # servers run in their own folders: a relative path would point elsewhere
+        self.virtualenvs = Virtualenvs(self.work_dir / "venvs", install_timeout_s=install_timeout_s)
         self.ready_timeout_s = ready_timeout_s
-        self.install_timeout_s = install_timeout_s
         zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         self._zygote = Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120)) if preload else None
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
-        self._install_locks: dict[str, threading.Lock] = {}
 
     def warm(self) -> None:
         """Start the zygote now rather than at the first launch (which then waits for it)."""
@@ -125,7 +80,7 @@ class ProcessRuntime:
 
     def start(self, spec: LaunchSpec, report: Report) -> Launched:
         folder = Path(spec.environment.path or "")
-        python = self._interpreter(folder, spec, report)
+        python = self.virtualenvs.interpreter(folder, spec.log_path, report)
         app, pythonpath = self._layout(folder, spec)
         port = free_port()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
@@ -204,46 +159,6 @@ class ProcessRuntime:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, stopped as a whole
             )
-
-    def _interpreter(self, folder: Path, spec: LaunchSpec, report: Report) -> str:
-        requirements = requirements_of(folder)
-        missing = unmet(requirements)
-        if not missing:
-            return sys.executable
-        digest = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
-        venv = self.work_dir / "venvs" / digest
-        python = venv / "bin" / "python"
-        with self._lock:
-            install_lock = self._install_locks.setdefault(digest, threading.Lock())
-        with install_lock:
-            if (venv / ".ready").is_file():
-                return str(python)
-            report(
-                f"installing {len(missing)} requirements ({', '.join(missing[:5])}) into a virtualenv; "
-                "the first launch takes a while, later ones reuse it"
-            )
-            self._install(venv, requirements, spec.log_path)
-        return str(python)
-
-    def _install(self, venv: Path, requirements: list[str], log_path: Path) -> None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        staging = venv.with_name(venv.name + ".partial")
-        steps = [
-            [sys.executable, "-m", "venv", "--system-site-packages", str(staging)],
-            [str(staging / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *requirements],
-        ]
-        with log_path.open("ab") as log:
-            for argv in steps:
-                try:
-                    done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.install_timeout_s)
-                except subprocess.TimeoutExpired as exc:
-                    raise LaunchError(f"installing requirements took over {self.install_timeout_s:g} s") from exc
-                if done.returncode != 0:
-                    log.flush()
-                    errors = [line for line in log_tail(log_path, 30) if "ERROR" in line] or log_tail(log_path, 8)
-                    raise LaunchError("installing the environment's requirements failed: " + " ".join(errors))
-        (staging / ".ready").touch()
-        staging.rename(venv)
 
     def stop(self, handle: dict[str, Any]) -> None:
         endpoint = str(handle.get("endpoint", ""))
