@@ -21,6 +21,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, Upstream
+from catalog.routing import gateway_location, inner_path
 from catalog.traffic import Traffic
 
 router = APIRouter(tags=["gateway"])
@@ -32,7 +33,7 @@ _DROPPED = {
     "transfer-encoding", "upgrade", "host", "content-length",
 }  # fmt: skip
 # Credentials meant for envhub never travel on to an environment's server.
-_PRIVATE = {"authorization", "cookie"}
+_PRIVATE = {"authorization", "cookie", "x-csrf-token"}
 _MAX_FRAME = 100 * 1024 * 1024
 # With sign-in on, an environment's pages must not run as envhub's origin: their scripts could read
 # /api/me's CSRF token and act as whoever opened them. A sandbox without allow-same-origin gives them
@@ -89,6 +90,10 @@ def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict
 @router.api_route(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}", methods=_METHODS, include_in_schema=False)
 async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Response:
     manager = _manager(request.app)
+    inside = inner_path(path)
+    if inside is None:
+        return JSONResponse({"detail": f"{path!r} leaves endpoint {endpoint_id}; ask for a path inside it"}, 400)
+    path = inside
     upstream = manager.resolve(endpoint_id)
     if upstream is None:
         reason = _down(manager, endpoint_id)
@@ -112,19 +117,22 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         manager.check_soon(endpoint_id)
         detail = f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
         return JSONResponse({"detail": detail}, 502)
-    traffic.request(failed=response.status_code >= 500)
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
+    location = headers.get("location")
+    if location is not None:
+        # Keep redirects (such as /web -> /web/) inside the gateway; one to another site is not passed on.
+        kept = gateway_location(location, upstream.url, endpoint_id, path)
+        if kept is None:
+            await response.aclose()
+            traffic.request(failed=True)
+            detail = f"endpoint {endpoint_id} redirected outside itself (to {location[:200]!r}); envhub does not follow"
+            return JSONResponse({"detail": detail}, 502)
+        headers["location"] = kept
+    traffic.request(failed=response.status_code >= 500)
     if request.app.state.settings.auth_mode != "off":
         headers["content-security-policy"] = _SANDBOX
         # The sandboxed page's own requests now come from an opaque origin; nothing of envhub's rides on them.
         headers.setdefault("access-control-allow-origin", "*")
-    location = headers.get("location")
-    if location is not None:
-        # Keep redirects (such as /web -> /web/) inside the gateway.
-        if location.startswith(upstream.url):
-            location = location[len(upstream.url) :]
-        if location.startswith("/") and location != prefix and not location.startswith(prefix + "/"):
-            headers["location"] = prefix + location  # a server that knows its root_path says it already
     return StreamingResponse(
         response.aiter_raw(),
         status_code=response.status_code,
@@ -175,6 +183,11 @@ async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> 
     manager = _manager(websocket.app)
     resolved = manager.resolve(endpoint_id)
     await websocket.accept()
+    inside = inner_path(path)
+    if inside is None:
+        await websocket.close(code=1008, reason=f"the path leaves endpoint {endpoint_id}")
+        return
+    path = inside
     if resolved is None:
         reason = _down(manager, endpoint_id) or f"no endpoint {endpoint_id!r}"
         await websocket.close(code=1011 if _down(manager, endpoint_id) else 1008, reason=reason[:120])

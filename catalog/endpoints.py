@@ -29,7 +29,7 @@ from catalog.models import (
     EndpointStatus,
     utcnow,
 )
-from catalog.runtimes import LaunchError, LaunchSpec, Runtime, log_tail
+from catalog.runtimes import LaunchError, LaunchSpec, Runtime, death_note
 from catalog.search import find_environment
 from catalog.traffic import Traffic
 
@@ -43,6 +43,20 @@ GATEWAY_PREFIX = "/endpoints"  # an endpoint's gateway URL is <envhub>/endpoints
 LIMITS_LOCK = 0x656E76687563  # the advisory lock (catalog.db.exclusive) under which launches count endpoints
 OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launches, and stops what nobody owns
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+# Variables that decide how the interpreter or the dynamic loader start the server (what it runs, which
+# libraries it loads): envhub sets the server's PATH and PYTHONPATH itself, and nothing else may.
+_LOADER_PREFIXES = ("LD_", "DYLD_", "PYTHON")
+ALLOWED_PYTHON_VARIABLES = frozenset(
+    {"PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONWARNINGS", "PYTHONFAULTHANDLER"}
+)
+
+
+def starts_the_interpreter(name: str) -> bool:
+    """Whether a launch variable would change how the server's interpreter or loader starts."""
+    upper = name.upper()
+    return upper == "PATH" or (upper.startswith(_LOADER_PREFIXES) and upper not in ALLOWED_PYTHON_VARIABLES)
 
 
 class LaunchOptions(BaseModel):
@@ -63,6 +77,12 @@ class LaunchOptions(BaseModel):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
             if len(content) > 16_384:
                 raise ValueError(f"the value of {name} is over 16 KiB")
+        refused = sorted(name for name in value if starts_the_interpreter(name))
+        if refused:
+            raise ValueError(
+                f"{', '.join(refused)} would change how the server's interpreter or loader starts, which envhub "
+                f"sets itself; of the PYTHON* variables only {', '.join(sorted(ALLOWED_PYTHON_VARIABLES))} may be set"
+            )
         mode = value.get("OPENENV_MODE")
         if mode is not None and mode not in ("simulation", "production"):
             raise ValueError("OPENENV_MODE must be simulation or production")
@@ -429,8 +449,7 @@ class EndpointManager:
 
     @staticmethod
     def _death_note(endpoint: Endpoint) -> str:
-        tail = log_tail(Path(endpoint.log_path) if endpoint.log_path else None, 5)
-        return "the server stopped unexpectedly" + ((": " + " | ".join(tail)) if tail else "")
+        return death_note(Path(endpoint.log_path) if endpoint.log_path else None)
 
     def shutdown(self) -> None:
         """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""

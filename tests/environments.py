@@ -41,6 +41,9 @@ class CountEnvironment(Environment):
         return CountObservation(total=self._total, reward=0.0)
 
     def step(self, action, timeout_s=None, **kwargs):
+        if os.environ.get("COUNT_CRASH_AT") == str(action.add):  # a server that dies of a bug
+            print("RuntimeError: the counter overflowed", flush=True)
+            os._exit(3)
         self._state.step_count += 1
         self._total += action.add
         done = self._total >= GOAL
@@ -105,4 +108,42 @@ def write_count_env(
     (folder / "Dockerfile").write_text(DOCKERFILE)
     (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
     (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\ntags: [openenv]\n---\nCounts to 10.\n")
+    return folder
+
+
+ECHO_APP = """
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse
+
+app = FastAPI()
+
+
+@app.get("/health")
+def health():
+    return {"status": "healthy"}
+
+
+@app.get("/headers")
+def headers(request: Request):
+    return dict(request.headers)
+
+
+@app.get("/go")
+def go(to: str):
+    return RedirectResponse(to, status_code=307)
+
+
+@app.get("/{path:path}")
+def anything(path: str):
+    return {"path": path}
+"""
+
+
+def write_echo_env(folder: Path) -> Path:
+    """Not an OpenEnv environment: a server that tells what reached it (headers, path) and redirects on request."""
+    (folder / "server").mkdir(parents=True)
+    (folder / "server" / "__init__.py").write_text("")
+    (folder / "server" / "app.py").write_text(dedent(ECHO_APP))
+    (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
+    (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\n---\nEchoes requests.\n")
     return folder

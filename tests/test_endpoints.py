@@ -130,6 +130,31 @@ def test_killed_endpoint_fails_fast_for_clients_and_in_its_row(envhub: Envhub, c
     assert "is failed" in down.json()["detail"]
 
 
+@pytest.mark.parametrize("start", [{}, {"PYTHONHASHSEED": "0"}], ids=["forked from the zygote", "started from scratch"])
+def test_a_server_that_dies_says_how_and_its_last_error(
+    envhub: Envhub, count_template: str, start: dict[str, str]
+) -> None:
+    endpoint = envhub.running(count_template, options={"env": {"COUNT_CRASH_AT": "7", **start}})
+    with GenericEnvClient(base_url=endpoint["url"], message_timeout_s=10).sync() as client:
+        client.reset()
+        with pytest.raises((ConnectionError, RuntimeError, ConnectionClosed, OSError)):
+            client.step({"add": 7})
+
+    failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=10)
+
+    assert failed["message"] == (
+        "the server stopped unexpectedly: it exited with code 3; last error: RuntimeError: the counter overflowed"
+    )
+    assert "RuntimeError: the counter overflowed" in failed["log_tail"]  # the tail is kept beside it
+
+
+def test_a_killed_server_says_which_signal(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template)
+    os.killpg(endpoint_pid(endpoint["id"]), signal.SIGKILL)
+    failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=10)
+    assert failed["message"].startswith("the server stopped unexpectedly: it was killed by signal 9 (SIGKILL)")
+
+
 def endpoint_pid(endpoint_id: str) -> int:
     """The server itself: the leader of its process group (what it starts inherits its marker)."""
     pids = [pid for pid in server_pids(endpoint_id) if os.getpgid(pid) == pid]
@@ -158,6 +183,14 @@ def test_stop_and_the_log_tail(envhub: Envhub, count_template: str) -> None:
         ({"environment": "template:count", "options": {"gpus": 8}}, "takes no options, got ['gpus']"),
         ({"environment": "template:count", "options": {"env": {"BAD NAME": "x"}}}, "not a valid environment variable"),
         ({"environment": "template:count", "options": {"env": {"OPENENV_MODE": "x"}}}, "simulation or production"),
+        (
+            {"environment": "template:count", "options": {"env": {"LD_PRELOAD": "/tmp/evil.so", "PATH": "/tmp"}}},
+            "LD_PRELOAD, PATH would change how the server's interpreter or loader starts",
+        ),
+        (
+            {"environment": "template:count", "options": {"secrets": {"PYTHONPATH": "/tmp", "PYTHONSTARTUP": "x"}}},
+            "PYTHONPATH, PYTHONSTARTUP would change how",
+        ),
     ],
 )
 def test_bad_launch_requests_are_422(envhub: Envhub, body: dict[str, Any], detail: str) -> None:
@@ -255,6 +288,42 @@ def test_restart_after_a_crash_reconciles_rows_with_what_runs(
     assert row["status"] == "stopped"
     assert "envhub restarted" in row["message"]
     wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
+def test_an_orphan_that_ignores_sigterm_is_killed_after_the_grace(
+    settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    app = settings.templates_dir / "count" / "server" / "app.py"
+    app.write_text(
+        app.read_text() + "\nimport subprocess, sys\n"
+        "helper = subprocess.Popen(['sh', '-c', \"trap '' TERM; while :; do sleep 0.1; done\"])\n"
+        "print(f'helper process {helper.pid}', file=sys.stderr)\n"
+    )
+    env = cli_env(tmp_path, settings.hf_endpoint) | {
+        "ENVHUB_TEMPLATES_DIR": str(settings.templates_dir),
+        "ENVHUB_DATA_DIR": str(tmp_path / "data"),
+        "ENVHUB_SYNC_INTERVAL_S": "0",
+    }
+    crashed = Server(env)
+    try:
+        wait_until(crashed.healthy, timeout_s=30)
+        launched = httpx.post(f"{crashed.url}/api/endpoints", json={"environment": count_template}).json()
+        wait_until(lambda: httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["status"] == "running")
+        server = endpoint_pid(launched["id"])
+        tail = httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["log_tail"]
+        [helper] = [int(line.split()[-1]) for line in tail if line.startswith("helper process ")]
+    finally:
+        crashed.process.kill()  # no shutdown: the server and its helper are left running
+        crashed.stop()
+    assert _alive(server) and _alive(helper)
+
+    restarted = Server(env)
+    try:
+        wait_until(restarted.healthy, timeout_s=30)
+        wait_until(lambda: not _alive(server) and not _alive(helper), timeout_s=15)
+    finally:
+        restarted.stop()
 
 
 def _alive(pid: int) -> bool:
@@ -430,3 +499,9 @@ def test_relative_data_and_template_folders_launch_forked(
             assert client.reset().observation["total"] == 0
     finally:
         envhub.stop()
+
+
+def test_launch_variables_that_only_tune_python_are_accepted(envhub: Envhub, count_template: str) -> None:
+    endpoint = envhub.running(count_template, options={"env": {"PYTHONHASHSEED": "0", "COUNT_START": "3"}})
+    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+        assert client.reset().observation["total"] == 3

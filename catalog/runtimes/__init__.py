@@ -1,5 +1,6 @@
 """Launch backends: each starts an environment somewhere and hands back the URL it answers on."""
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,14 +11,18 @@ import httpx
 
 from catalog.errors import EnvhubError
 from catalog.models import Backend, EnvironmentDetail
+from catalog.runtimes.zygote import EXIT_NOTE, note_exit
 
 __all__ = [
+    "EXIT_NOTE",
     "LaunchError",
     "LaunchSpec",
     "Launched",
     "Report",
     "Runtime",
+    "death_note",
     "log_tail",
+    "note_exit",
     "serve_when_healthy",
     "wait_healthy",
 ]
@@ -97,6 +102,35 @@ def log_tail(path: Path | None, lines: int = 40) -> list[str]:
         handle.seek(max(0, size - 64 * 1024))
         text = handle.read().decode("utf-8", errors="replace")
     return text.splitlines()[-lines:]
+
+
+_ERROR_LINE = re.compile(r"(?i)(error|exception|traceback|fatal|critical|killed|panic|abort)")
+
+
+def last_error_line(lines: list[str]) -> str | None:
+    """The last line of a log that reads as an error (a traceback's final line, say), without envhub's own notes."""
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith((EXIT_NOTE, "INFO:")) and _ERROR_LINE.search(text):
+            return text[:300]
+    return None
+
+
+def death_note(log_path: Path | None, *, wait_s: float = 1.0) -> str:
+    """Why a server stopped, from its log: how it ended, as its runtime noted there, and its last error line.
+
+    The note is written as the server is reaped, a moment after it is seen gone: wait for it briefly.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        tail = log_tail(log_path, 60)
+        ended = next((line[len(EXIT_NOTE) :] for line in reversed(tail) if line.startswith(EXIT_NOTE)), None)
+        if ended is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    message = "the server stopped unexpectedly" + (f": it {ended}" if ended else "")
+    error = last_error_line(tail)
+    return message + (f"; last error: {error}" if error else "")
 
 
 def wait_healthy(

@@ -29,7 +29,7 @@ from docker.models.containers import Container
 
 from catalog.errors import EnvhubError, InvalidInputError
 from catalog.models import Backend, EnvironmentDetail, Source
-from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, serve_when_healthy
+from catalog.runtimes import EXIT_NOTE, Launched, LaunchError, LaunchSpec, Report, note_exit, serve_when_healthy
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
@@ -317,8 +317,16 @@ class ContainerRuntime:
                     for chunk in container.logs(stream=True, follow=True):
                         log.write(chunk)
                         log.flush()
+                container.reload()
             except (DockerException, requests.RequestException, OSError):
                 return  # the container went away; its log ends here
+            state = container.attrs.get("State") or {}
+            if state.get("OOMKilled"):
+                with log_path.open("a", encoding="utf-8") as log:
+                    log.write(f"{EXIT_NOTE}was killed for going over its memory limit ({self.memory})\n")
+            elif isinstance(state.get("ExitCode"), int) and state.get("Status") == "exited":
+                code = state["ExitCode"]
+                note_exit(str(log_path), 128 - code if code > 128 else code)  # 128+n: killed by signal n
 
         threading.Thread(target=copy, name=f"logs-{container.short_id}", daemon=True).start()
 

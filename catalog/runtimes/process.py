@@ -7,7 +7,7 @@ A folder that runs on envhub's own interpreter can instead be forked from a zygo
 has imported uvicorn and openenv already (zygote.py), which saves seconds per launch.
 """
 
-import contextlib
+import logging
 import os
 import signal
 import socket
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail
 from catalog.runtimes import Launched, LaunchSpec, Report, serve_when_healthy
 from catalog.runtimes.venvs import Virtualenvs
-from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
+from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable, note_exit
 
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 5  # how long a server has to exit after SIGTERM, before SIGKILL
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
 
@@ -84,8 +88,9 @@ class ProcessRuntime:
         app, pythonpath = self._layout(folder, spec)
         port = free_port()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+        env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
         env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
-        env |= spec.env | {ENDPOINT_VARIABLE: spec.endpoint_id}
+        env |= {ENDPOINT_VARIABLE: spec.endpoint_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id, "root_path": spec.root_path}
@@ -116,6 +121,9 @@ class ProcessRuntime:
             handle["pid"] = child.pid
             with self._lock:
                 self._children[spec.endpoint_id] = child
+            threading.Thread(
+                target=_note_when_it_ends, args=(child, spec.log_path), name=f"wait-{spec.endpoint_id}", daemon=True
+            ).start()
         url = f"http://127.0.0.1:{port}"
         return serve_when_healthy(
             self,
@@ -171,21 +179,7 @@ class ProcessRuntime:
             return  # never killpg(0): that is envhub's own process group
         if child is None and forked is None and not self._is_ours(pid, endpoint, handle.get("started")):
             return
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        if child is not None:
-            try:
-                child.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(pid, signal.SIGKILL)
-                child.wait()
-        elif forked is not None and not _gone(pid, forked[1], timeout_s=5):
-            # The zygote, not envhub, is its parent: wait for it to be gone rather than reap it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            _gone(pid, forked[1], timeout_s=5)
+        end_group(pid, reap=child.poll if child is not None else None)
 
     def close(self) -> None:
         if self._zygote is not None:
@@ -227,13 +221,31 @@ class ProcessRuntime:
         return f"{ENDPOINT_VARIABLE}={endpoint}".encode() in environ.split(b"\0")
 
 
-def _gone(pid: int, started: str, *, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while _started_at(pid) == started:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def _note_when_it_ends(child: subprocess.Popen[bytes], log_path: Path) -> None:
+    note_exit(str(log_path), child.wait())
+
+
+def end_group(pgid: int, *, grace_s: float = STOP_GRACE_S, reap: Callable[[], object] | None = None) -> None:
+    """Stop a server and everything in its process group: SIGTERM, then SIGKILL for what is left after the grace.
+
+    A server that exits at once may leave a helper behind that ignores SIGTERM; it is killed too.
+    reap collects the server's exit when envhub is its parent (else the zygote or init does).
+    """
+    for sent, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+        try:
+            os.killpg(pgid, sent)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if reap is not None:
+                reap()
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+    log.warning("process group %d is still there after SIGKILL", pgid)
 
 
 def _started_at(pid: int) -> str | None:

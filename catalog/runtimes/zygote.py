@@ -6,9 +6,10 @@ with a minimal environment, that imports uvicorn and openenv once and then forks
 server per request. A forked server is a session leader (stopped by its process group),
 runs in the environment folder with the same sys.path, variables and log file as a
 server started from scratch, and outlives the zygote. The zygote exits when its control
-pipe closes, so it never outlives envhub; the kernel reaps its children (SIGCHLD
-ignored). It forks only while it has a single thread: numpy's BLAS would start a thread
-pool at import, so the zygote pins it to one thread.
+pipe closes, so it never outlives envhub; it reaps its children, and notes in each
+one's log how it ended (its exit code, or the signal that killed it). It forks only
+while it has a single thread: numpy's BLAS would start a thread pool at import, so the
+zygote pins it to one thread.
 
 This file runs as a script (`python -P zygote.py`) and so imports only the standard
 library at the top; envhub uses `Zygote`, the parent side, from the same module.
@@ -50,6 +51,26 @@ WS_MAX_SIZE = 100 * 1024 * 1024
 log = logging.getLogger(__name__)
 
 
+EXIT_NOTE = "envhub: the server "  # starts the line written to a server's log when it ends
+
+
+def describe_exit(code: int) -> str:
+    """How a process ended, from its exit code as subprocess gives it (negative: the signal that killed it)."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "unknown"
+    return f"was killed by signal {-code} ({name})"
+
+
+def note_exit(log_path: str, code: int) -> None:
+    """Append to a server's log how it ended, so that its endpoint can say why it stopped."""
+    with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"{EXIT_NOTE}{describe_exit(code)}\n")
+
+
 def forkable(env: dict[str, str]) -> bool:
     """Whether a server with these variables behaves the same forked as started from scratch."""
     return not any(name.startswith(READ_AT_START) and name not in READ_LATER for name in env)
@@ -70,8 +91,25 @@ class ServerRequest:
 # -- the zygote process
 
 
+_LOGS: dict[int, str] = {}  # forked server pid -> its log, until it is reaped
+
+
+def _reap(_signum: int, _frame: object) -> None:
+    """Collect every forked server that ended, and note in its log how it ended."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        log_path = _LOGS.pop(pid, None)
+        if log_path is not None:
+            note_exit(log_path, os.waitstatus_to_exitcode(status))
+
+
 def main() -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # envhub's Ctrl-C is for envhub; EOF ends the zygote
     for name in PRELOAD:
         with contextlib.suppress(ImportError):  # a server that needs it fails with its own message
@@ -88,13 +126,18 @@ def main() -> None:
         if threads != 1:
             _reply({"error": f"the zygote has {threads} threads, and forking it is unsafe"})
             continue
+        # SIGCHLD waits until the new pid is known: a server that ends at once is still noted.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             pid = os.fork()
         except OSError as exc:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             _reply({"error": f"fork failed: {exc}"})
             continue
         if pid == 0:
             _serve(request)
+        _LOGS[pid] = request.log
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         _reply({"pid": pid})
 
 
@@ -117,6 +160,8 @@ def _serve(request: ServerRequest) -> NoReturn:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        _LOGS.clear()
         output = os.open(request.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(output, 1)
         os.dup2(output, 2)

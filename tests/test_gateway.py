@@ -1,0 +1,97 @@
+"""The gateway at /endpoints/{id}: what it passes on to an environment's server, and what it keeps inside."""
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.settings import Settings
+from tests.environments import write_echo_env
+from tests.serving import Envhub
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Envhub, dict[str, Any]]]:
+    """envhub with the echo server launched: (envhub, its endpoint)."""
+    scratch = tmp_path_factory.mktemp("gateway")
+    write_echo_env(scratch / "templates" / "echo")
+    settings = Settings(
+        database_url=f"sqlite:///{scratch / 'envhub.db'}",
+        data_dir=scratch / "data",
+        templates_dir=scratch / "templates",
+        hf_endpoint="http://127.0.0.1:9",
+        sync_interval_s=0,
+        health_interval_s=0,
+    )
+    envhub = Envhub(settings)
+    try:
+        yield envhub, envhub.running("template:echo")
+    finally:
+        envhub.stop()
+
+
+def raw_get(envhub: Envhub, path: str) -> tuple[int, bytes]:
+    """A GET with the path exactly as written: HTTP clients resolve dot segments before sending, attackers do not."""
+    with socket.create_connection(("127.0.0.1", envhub.port), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_envhubs_credentials_stay_out_of_forwarded_requests(echo: tuple[Envhub, dict[str, Any]]) -> None:
+    envhub, endpoint = echo
+    sent = {
+        "Authorization": "Bearer hf_secret",
+        "Cookie": "envhub_session=abc",
+        "X-CSRF-Token": "the-csrf-token",
+        "X-Trace": "kept",
+    }
+    seen = envhub.http.get(f"/endpoints/{endpoint['id']}/headers", headers=sent).json()
+    assert seen["x-trace"] == "kept"
+    assert not {"authorization", "cookie", "x-csrf-token"} & set(seen), seen
+    assert seen["x-forwarded-prefix"] == f"/endpoints/{endpoint['id']}"
+
+
+@pytest.mark.parametrize(
+    ("to", "kept"),
+    [
+        ("/web/", "/endpoints/{id}/web/"),
+        ("{upstream}/web/?tab=1", "/endpoints/{id}/web/?tab=1"),  # the server's own origin becomes a path
+        ("/endpoints/{id}/web/", "/endpoints/{id}/web/"),  # a server that knows its root path says it already
+        ("web/", "/endpoints/{id}/web/"),  # relative to /endpoints/{id}/go
+    ],
+)
+def test_redirects_stay_inside_the_endpoint(echo: tuple[Envhub, dict[str, Any]], to: str, kept: str) -> None:
+    envhub, endpoint = echo
+    target = to.format(id=endpoint["id"], upstream=endpoint["internal_url"])
+    answer = envhub.http.get(f"/endpoints/{endpoint['id']}/go", params={"to": target})
+    assert answer.status_code == 307
+    assert answer.headers["location"] == kept.format(id=endpoint["id"])
+
+
+@pytest.mark.parametrize(
+    "to", ["https://elsewhere.example/login", "//elsewhere.example/x", "/endpoints/{id}/../../api/me", "../../api/me"]
+)
+def test_a_redirect_out_of_the_endpoint_is_refused(echo: tuple[Envhub, dict[str, Any]], to: str) -> None:
+    envhub, endpoint = echo
+    answer = envhub.http.get(f"/endpoints/{endpoint['id']}/go", params={"to": to.format(id=endpoint["id"])})
+    assert answer.status_code == 502
+    assert "location" not in answer.headers
+    assert f"endpoint {endpoint['id']} redirected outside itself" in answer.json()["detail"]
+
+
+def test_dot_segments_never_leave_the_endpoint(echo: tuple[Envhub, dict[str, Any]]) -> None:
+    envhub, endpoint = echo
+    base = f"/endpoints/{endpoint['id']}"
+    for escaping in (f"{base}/../../api/me", f"{base}/%2e%2e/%2e%2e/api/me", f"{base}/a/../../../api/me"):
+        status, body = raw_get(envhub, escaping)
+        assert status == 400, (escaping, body)
+        assert b"leaves endpoint" in body
+    status, body = raw_get(envhub, f"{base}/a/b/../../health")  # resolved within the endpoint
+    assert status == 200 and b'{"status":"healthy"}' in body
+    status, body = raw_get(envhub, f"{base}/a/./b")
+    assert status == 200 and b'{"path":"a/b"}' in body
