@@ -10,6 +10,8 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY --chown=user app/ app/
 COPY --chown=user catalog/ catalog/
+COPY --chown=user core/ core/
+COPY --chown=user migrations/ migrations/
 COPY --chown=user spaces_templates/ spaces_templates/
 RUN mkdir -p data && chown user data
 USER user

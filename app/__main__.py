@@ -13,13 +13,13 @@ from tqdm import tqdm
 
 from app.settings import Settings
 from catalog.checks import ConformanceReport, Outcome, check_url
-from catalog.db import create_db_engine
-from catalog.errors import ConflictError
-from catalog.leases import Leases
 from catalog.models import SyncStatus
-from catalog.outbound import OutboundGuard, RefusedURLError
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.sync import Syncer
+from core.db import create_db_engine
+from core.errors import ConflictError, RefusedURLError
+from core.leases import Leases
+from core.outbound import OutboundGuard
 
 # app.main is imported where it is used: it builds the whole app (the UI too), which `check` does not need.
 

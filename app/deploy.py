@@ -31,7 +31,10 @@ __all__ = [
 ]
 
 # What the Space needs to build and run envhub (see Dockerfile); everything else stays home.
-APP_PATHS: tuple[str, ...] = ("app", "catalog", "spaces_templates", "requirements.txt", "Dockerfile", ".dockerignore")
+APP_PATHS: tuple[str, ...] = (
+    *("app", "catalog", "core", "migrations", "spaces_templates"),
+    *("requirements.txt", "Dockerfile", ".dockerignore"),
+)
 _SKIPPED_DIRS = frozenset(
     {"__pycache__", ".git", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules"}
 )

@@ -27,12 +27,12 @@ from sqlmodel import Session
 
 from bench.report import load_average, machine_line, percentile, table, verdict
 from catalog.checks import check_url
-from catalog.db import create_db_engine, init_db
 from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import HealthMonitor
 from catalog.hub import HubClient
 from catalog.models import Environment, Source
-from catalog.outbound import OutboundGuard
+from core.db import create_db_engine, init_db
+from core.outbound import OutboundGuard
 
 CHECK_FLOOR_S = 3.0
 ROUND_FLOOR_S = 60.0

@@ -40,8 +40,8 @@ from bench.corpus import Corpus
 from bench.envhub import envhub_server
 from bench.report import load_average, machine_line, percentile, table, verdict
 from bench.search import QUERIES, populate
-from catalog.db import create_db_engine, init_db
 from catalog.search import EnvironmentQuery, Sort
+from core.db import create_db_engine, init_db
 from tests.postgres import postgres_schema
 
 PG_P95_FLOOR_MS = 50.0

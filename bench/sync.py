@@ -102,10 +102,10 @@ def _hub_environment(home: Path) -> None:
 
 def _sync(name: str, database: Path, hub: HubProcess, *, workers: int) -> Measured:
     # Imported here so that huggingface_hub first loads after _hub_environment has run.
-    from catalog.db import create_db_engine, init_db
     from catalog.hub import HubClient
     from catalog.models import SyncStatus
     from catalog.sync import Syncer
+    from core.db import create_db_engine, init_db
 
     engine = create_db_engine(f"sqlite:///{database}")
     init_db(engine)

@@ -5,14 +5,12 @@ only once its core checks pass.
 """
 
 import asyncio
-from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Engine, func, select
 from sqlmodel import Session, col
 
 from catalog.checks import ConformanceReport, check_url
-from catalog.errors import InvalidInputError, NotFoundError, TooManyRequestsError
 from catalog.health import Probe, probe, record
 from catalog.models import (
     CheckReport,
@@ -21,29 +19,13 @@ from catalog.models import (
     Environment,
     EnvironmentDetail,
     Source,
-    utcnow,
 )
-from catalog.outbound import OutboundGuard, OutboundSession
 from catalog.search import get_environment
+from core.clock import utcnow
+from core.errors import InvalidInputError, NonConformingError, NotFoundError, TooManyRequestsError
+from core.outbound import OutboundGuard, OutboundSession
 
 _MAX_LISTED = 50
-
-
-class NonConformingError(InvalidInputError):
-    """The endpoint failed core checks; the response names them."""
-
-    def __init__(self, message: str, report: ConformanceReport, report_id: int) -> None:
-        super().__init__(message)
-        self.report = report
-        self.report_id = report_id
-
-    def payload(self) -> dict[str, Any]:
-        failing = [
-            {"id": c.id, "title": c.title, "result": c.result.value, "message": c.message}
-            for c in self.report.checks
-            if c.id in self.report.failing
-        ]
-        return {"detail": self.message, "failing": failing, "report_id": self.report_id}
 
 
 def url_environment_id(url: str) -> str:
@@ -178,10 +160,15 @@ async def register_url(checker: Checker, url: str, *, probe_timeout_s: float = 5
     if not report.conforms:
         filed = await asyncio.to_thread(checker.file, report, None, None)
         names = ", ".join(report.failing)
+        failing = [
+            {"id": c.id, "title": c.title, "result": c.result.value, "message": c.message}
+            for c in report.checks
+            if c.id in report.failing
+        ]
         raise NonConformingError(
             f"{url} is not registered: {len(report.failing)} core checks did not pass ({names}); "
             f"see GET /api/checks/{filed.id}",
-            report,
+            failing,
             filed.id,
         )
     outbound = OutboundSession(checker.guard, timeout_s=probe_timeout_s)

@@ -19,19 +19,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlmodel import Session, col
 
-from catalog.callers import Access, Caller
-from catalog.db import exclusive
-from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
-from catalog.leases import Leases
 from catalog.models import (
     Backend,
     Endpoint,
     EndpointStatus,
-    utcnow,
 )
-from catalog.runtimes import LaunchError, LaunchSpec, Runtime, death_note
+from catalog.runtimes import LaunchSpec, Runtime, death_note
 from catalog.search import find_environment
 from catalog.traffic import Traffic
+from core.callers import Access, Caller
+from core.clock import as_utc, utcnow
+from core.db import exclusive
+from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundError, TooManyRequestsError
+from core.leases import Leases
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)
 # endpoint stopped through another replica is not reached at its old address for long.
 _RESOLVE_TTL_S = 2.0
 GATEWAY_PREFIX = "/endpoints"  # an endpoint's gateway URL is <envhub>/endpoints/<id> (app/gateway.py)
-LIMITS_LOCK = 0x656E76687563  # the advisory lock (catalog.db.exclusive) under which launches count endpoints
+LIMITS_LOCK = 0x656E76687563  # the advisory lock (core.db.exclusive) under which launches count endpoints
 OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launches, and stops what nobody owns
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -237,10 +237,10 @@ class EndpointManager:
     def _check_limits(self, session: Session, owner: str | None) -> None:
         active = select(func.count()).select_from(Endpoint).where(col(Endpoint.status).in_(ACTIVE))
         if session.execute(active).scalar_one() >= self.limits.total:
-            raise LimitError(f"this server runs at most {self.limits.total} endpoints; stop one first")
+            raise TooManyRequestsError(f"this server runs at most {self.limits.total} endpoints; stop one first")
         mine = active.where(col(Endpoint.owner).is_(None) if owner is None else col(Endpoint.owner) == owner)
         if session.execute(mine).scalar_one() >= self.limits.per_owner:
-            raise LimitError(
+            raise TooManyRequestsError(
                 f"you have {self.limits.per_owner} endpoints running, the most allowed; "
                 "stop one with DELETE /api/endpoints/{id}"
             )
@@ -393,8 +393,8 @@ class EndpointManager:
                 continue
             stats = self.traffic(endpoint.id).snapshot()
             # The last traffic through this replica's gateway or, as written to the row, any other's.
-            seen = [_aware(t) for t in (stats.last_active_at, endpoint.last_active_at) if t is not None]
-            last = max(seen) if seen else _aware(endpoint.started_at or now)
+            seen = [as_utc(t) for t in (stats.last_active_at, endpoint.last_active_at) if t is not None]
+            last = max(seen) if seen else as_utc(endpoint.started_at or now)
             if stats.active_sessions == 0 and now - last > idle_limit:
                 idle = self.limits.idle_timeout_s
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
@@ -466,12 +466,3 @@ class EndpointManager:
 def _same_replica(replica: str | None) -> ColumnElement[bool]:
     column = col(Endpoint.replica)
     return column.is_(None) if replica is None else column == replica
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands datetimes back without their zone; they were written in UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-class LimitError(EnvhubError):
-    status_code = 429

@@ -24,7 +24,6 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.endpoints import EndpointManager
-from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
 from catalog.hub import Hub, SpaceRuntimeInfo
 from catalog.models import (
     Endpoint,
@@ -33,9 +32,10 @@ from catalog.models import (
     Health,
     HealthStatus,
     Source,
-    utcnow,
 )
-from catalog.outbound import Fetched, OutboundGuard, OutboundSession, RefusedURLError
+from core.clock import utcnow
+from core.errors import EnvhubError, InvalidInputError, NotFoundError, RefusedURLError
+from core.outbound import Fetched, OutboundGuard, OutboundSession
 
 log = logging.getLogger(__name__)
 

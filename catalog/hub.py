@@ -16,7 +16,7 @@ from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff, http_stream_backoff
 
-from catalog.errors import HubUnavailableError
+from core.errors import HubUnavailableError
 
 log = logging.getLogger(__name__)
 

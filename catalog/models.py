@@ -1,6 +1,6 @@
 """Catalog tables and the public shapes the API returns."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -8,10 +8,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import JSON, Field, SQLModel
 
 from catalog.checks.report import ConformanceReport, ConformanceSummary
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from core.clock import utcnow
 
 
 class Source(StrEnum):
@@ -270,14 +267,6 @@ class EndpointPublic(EndpointBase):
 class EndpointsPublic(SQLModel):
     data: list[EndpointPublic]
     count: int
-
-
-class Lease(SQLModel, table=True):
-    """A named right (run the background sync, say) held by one envhub replica until it expires."""
-
-    name: str = Field(primary_key=True)
-    holder: str = Field(description="the replica id: host-pid-random")
-    expires_at: datetime = Field(index=True)
 
 
 class CheckReportBase(SQLModel):

@@ -10,11 +10,12 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.conformance import Checker
-from catalog.errors import EnvhubError, InvalidInputError, NotFoundError
-from catalog.models import EnvironmentDetail, Publication, PublicationStatus, Source, utcnow
+from catalog.models import EnvironmentDetail, Publication, PublicationStatus, Source
 from catalog.runtimes import wait_healthy
 from catalog.runtimes.spaces import SpaceRuntime
 from catalog.search import find_environment
+from core.clock import utcnow
+from core.errors import EnvhubError, InvalidInputError, NotFoundError
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,6 @@ from sqlalchemy import (
 from sqlmodel import Session, col
 
 from catalog import search_postgres
-from catalog.db import is_sqlite
-from catalog.errors import NotFoundError
 from catalog.models import (
     Dataset,
     DatasetDetail,
@@ -39,6 +37,8 @@ from catalog.models import (
     HealthStatus,
     Source,
 )
+from core.db import is_sqlite
+from core.errors import NotFoundError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 16
@@ -87,7 +87,7 @@ def fts_match(q: str) -> str:
 
 
 def tag_key(tag: str) -> str:
-    """The single token that stands for one whole tag in SQLite's full-text index (catalog/migrations)."""
+    """The single token that stands for one whole tag in SQLite's full-text index (migrations/)."""
     return f"t{tag.encode().hex()}x"
 
 

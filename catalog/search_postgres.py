@@ -8,7 +8,7 @@ from sqlmodel import Session, col
 
 from catalog.models import Environment
 
-# The tsvector the first migration stores on each environment (catalog/migrations), and
+# The tsvector the first migration stores on each environment (migrations/), and
 # its weights in ts_rank_cd order {D, C, B, A}: README, author, tags and description, title;
 # the proportions of the bm25 weights that rank SQLite's results.
 _SEARCH: ColumnElement[Any] = literal_column("environment.search")

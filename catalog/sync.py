@@ -18,10 +18,7 @@ from sqlalchemy import Engine, delete, desc, func, select, update
 from sqlmodel import Session, col
 
 from catalog.cards import MANIFEST_LIMIT, README_LIMIT, card_values, parse_manifest, parse_readme
-from catalog.db import upsert
-from catalog.errors import ConflictError, EnvhubError, NotFoundError
 from catalog.hub import DatasetListing, Hub, SpaceListing
-from catalog.leases import Leases
 from catalog.models import (
     Dataset,
     Environment,
@@ -33,9 +30,12 @@ from catalog.models import (
     SyncRun,
     SyncRunPublic,
     SyncStatus,
-    utcnow,
 )
 from catalog.text import plain_text
+from core.clock import utcnow
+from core.db import upsert
+from core.errors import ConflictError, EnvhubError, NotFoundError, ShuttingDownError
+from core.leases import Leases
 
 log = logging.getLogger(__name__)
 
@@ -185,10 +185,6 @@ def write_environments(session: Session, rows: list[dict[str, Any]], datasets: d
     upsert(session, EnvironmentDataset, links)
 
 
-class SyncStopped(EnvhubError):
-    status_code = 503
-
-
 class Syncer:
     """Runs syncs of one database against one Hub, one at a time across every replica."""
 
@@ -320,7 +316,7 @@ class Syncer:
             try:
                 for done, future in enumerate(as_completed(futures), start=1):
                     if self._stopping.is_set():
-                        raise SyncStopped("the sync was stopped because envhub is shutting down")
+                        raise ShuttingDownError("the sync was stopped because envhub is shutting down")
                     indexed = future.result()
                     if indexed.error:
                         counts.failed += 1

@@ -15,10 +15,10 @@ from sqlalchemy import Engine
 
 from app.main import create_app
 from app.settings import Preload, Settings
-from catalog.db import create_db_engine, init_db
 from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import LaunchSpec
 from catalog.runtimes.process import ProcessRuntime
+from core.db import create_db_engine, init_db
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 from tests.postgres import postgres_schema as schema_of_its_own

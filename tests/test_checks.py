@@ -8,7 +8,7 @@ import pytest
 from fastapi import FastAPI
 
 from catalog.checks import ConformanceReport, Outcome, check_url
-from catalog.outbound import OutboundGuard
+from core.outbound import OutboundGuard
 from tests import checkservers
 from tests.checkservers import serve
 from tests.serving import serve_templates

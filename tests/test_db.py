@@ -10,8 +10,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import Session, SQLModel
 
-from catalog.db import MIGRATION_LOCK, compared_with_models, create_db_engine, exclusive, init_db, migration_config
 from catalog.models import Environment
+from core.db import MIGRATION_LOCK, compared_with_models, create_db_engine, exclusive, init_db, migration_config
 
 pytestmark = pytest.mark.databases
 

@@ -12,8 +12,8 @@ from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import HealthMonitor, Probe, record, space_credentials
 from catalog.hub import HubClient, SpaceRuntimeInfo
 from catalog.models import Environment, HealthStatus, Source
-from catalog.outbound import OutboundGuard
 from catalog.sync import Syncer
+from core.outbound import OutboundGuard
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files, wait_until

@@ -13,11 +13,11 @@ from sqlmodel import Session, col
 
 from app.main import hub_from_settings
 from app.settings import Settings
-from catalog.db import create_db_engine
-from catalog.errors import ConflictError
-from catalog.leases import REPLICA_PREFIX, Leases, gone_from_this_host
 from catalog.models import SyncRun, SyncStatus
 from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_run, last_sync_started
+from core.db import create_db_engine
+from core.errors import ConflictError
+from core.leases import REPLICA_PREFIX, Leases, gone_from_this_host
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 

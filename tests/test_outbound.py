@@ -12,7 +12,8 @@ from starlette.responses import JSONResponse, RedirectResponse, StreamingRespons
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from catalog.outbound import OutboundGuard, OutboundSession, RefusedURLError, refusal_reason
+from core.errors import RefusedURLError
+from core.outbound import OutboundGuard, OutboundSession, refusal_reason
 from tests.checkservers import Served, serve
 
 

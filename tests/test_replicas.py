@@ -19,16 +19,17 @@ from openenv.core.generic_client import GenericEnvClient
 from sqlalchemy import Engine, text
 
 from app.settings import Settings
-from catalog.callers import ANONYMOUS
-from catalog.db import exclusive
-from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest, LimitError
+from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest
 from catalog.health import HEALTH_LEASE, HealthMonitor
 from catalog.hub import HubClient
-from catalog.leases import Leases
 from catalog.models import Backend, EndpointStatus
-from catalog.outbound import OutboundGuard
 from catalog.runtimes.process import ProcessRuntime
 from catalog.templates import index_templates
+from core.callers import ANONYMOUS
+from core.db import exclusive
+from core.errors import TooManyRequestsError
+from core.leases import Leases
+from core.outbound import OutboundGuard
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 from tests.test_cli import cli_env
@@ -132,7 +133,7 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
     def launch(manager: EndpointManager) -> None:
         try:
             outcomes.append(manager.launch(LaunchRequest(environment=count_template), ANONYMOUS).id)
-        except LimitError as exc:
+        except TooManyRequestsError as exc:
             outcomes.append(exc.message)
 
     threads = [threading.Thread(target=launch, args=(manager,)) for manager in replicas]

@@ -6,10 +6,10 @@ from sqlmodel import Session
 
 from app.main import hub_from_settings
 from app.settings import Settings
-from catalog.errors import ConflictError
 from catalog.models import Environment, SyncStatus
 from catalog.search import EnvironmentQuery, get_dataset, get_environment, search_environments
 from catalog.sync import Syncer, get_sync_run
+from core.errors import ConflictError
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 

@@ -13,9 +13,9 @@ from app.api.deps import CheckerDep, EndpointsDep, SessionDep, SettingsDep
 from app.gateway import gateway_url
 from app.settings import Settings
 from catalog.conformance import get_report, list_reports
-from catalog.errors import ConflictError, InvalidInputError
 from catalog.models import CheckReportPublic, CheckReportsPublic, EndpointStatus, EnvironmentDetail, Source
 from catalog.search import get_environment
+from core.errors import ConflictError, InvalidInputError
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
 

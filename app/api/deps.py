@@ -11,9 +11,9 @@ from sqlmodel import Session
 from app.settings import Settings
 from catalog.conformance import Checker
 from catalog.endpoints import EndpointManager
-from catalog.errors import ForbiddenError, UnauthorizedError
 from catalog.health import HealthMonitor
 from catalog.sync import Syncer
+from core.errors import ForbiddenError, UnauthorizedError
 
 
 def get_session(request: Request) -> Iterator[Session]:

@@ -4,10 +4,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep, SettingsDep, SyncerDep
-from catalog.leases import REPLICA_PREFIX
 from catalog.models import SyncRunPublic
 from catalog.search import count_listed
 from catalog.sync import SYNC_RUNNING, list_sync_runs
+from core.leases import REPLICA_PREFIX
 
 router = APIRouter(prefix="/api/health", tags=["health"])
 

@@ -13,7 +13,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from app.auth.sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User
 from app.settings import Settings
-from catalog.errors import ForbiddenError, HubUnavailableError, UnauthorizedError
+from core.errors import ForbiddenError, HubUnavailableError, UnauthorizedError
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WHOAMI_TTL_S = 60

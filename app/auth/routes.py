@@ -23,16 +23,18 @@ from app.auth.callers import CallerDep, Identities
 from app.auth.sessions import SESSION_COOKIE, User
 from app.settings import Settings
 from catalog.endpoints import EndpointManager
-from catalog.errors import EnvhubError, ForbiddenError, HubUnavailableError, InvalidInputError, NotFoundError
+from core.errors import (
+    BadRequestError,
+    ForbiddenError,
+    HubUnavailableError,
+    InvalidInputError,
+    NotFoundError,
+)
 
 router = APIRouter(tags=["auth"])
 
 LOGIN_COOKIE = "envhub_login"
 _LOGIN_MAX_AGE_S = 600
-
-
-class SignInError(EnvhubError):
-    status_code = 400
 
 
 class MePublic(BaseModel):
@@ -171,13 +173,13 @@ async def callback(
     try:
         pending = _signer(request).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
     except BadSignature:
-        raise SignInError("this sign-in expired or was started in another browser; sign in again") from None
+        raise BadRequestError("this sign-in expired or was started in another browser; sign in again") from None
     if error:
-        raise SignInError(f"the Hub did not sign you in: {(error_description or error)[:200]}")
+        raise BadRequestError(f"the Hub did not sign you in: {(error_description or error)[:200]}")
     if not state or not secrets.compare_digest(state.encode(), str(pending.get("state", "")).encode()):
-        raise SignInError("the sign-in state does not match this browser's; sign in again")
+        raise BadRequestError("the sign-in state does not match this browser's; sign in again")
     if not code:
-        raise SignInError("the Hub sent no authorization code; sign in again")
+        raise BadRequestError("the Hub sent no authorization code; sign in again")
     provider: Provider = request.app.state.oauth_provider
     http: httpx.AsyncClient = request.app.state.http
     config = await provider.config(http)
@@ -197,7 +199,7 @@ async def callback(
         raise HubUnavailableError("could not reach the Hub to finish signing in; try again") from None
     token = grant.get("access_token") if isinstance(grant, dict) else None
     if not isinstance(token, str) or not token:
-        raise SignInError(f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again")
+        raise BadRequestError(f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again")
     user = await _userinfo(http, config, token, _identities(request))
     return _signed_in(request, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"]))
 
@@ -214,7 +216,7 @@ async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str,
         raise HubUnavailableError("could not read your profile from the Hub; sign in again") from None
     name = info.get("preferred_username") if isinstance(info, dict) else None
     if not isinstance(name, str) or not name:
-        raise SignInError("the Hub's profile of you has no user name")
+        raise BadRequestError("the Hub's profile of you has no user name")
     return User(name, str(info.get("name") or ""), info.get("picture"))
 
 

@@ -4,15 +4,16 @@ import hashlib
 import hmac
 import logging
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import Engine, delete
 from sqlmodel import Session, col
 
 from app.settings import Settings
-from catalog.callers import ANONYMOUS, Caller, User
-from catalog.models import UserSession, utcnow
-from catalog.sealed import Sealer
+from catalog.models import UserSession
+from core.callers import ANONYMOUS, Caller, User
+from core.clock import as_utc, utcnow
+from core.sealing import Sealer
 
 __all__ = ["ANONYMOUS", "SESSION_COOKIE", "Caller", "SessionStore", "User", "session_secret"]
 
@@ -72,7 +73,7 @@ class SessionStore:
             return None
         with Session(self.engine) as session:
             row = session.get(UserSession, _key(cookie))
-        if row is None or _aware(row.expires_at) <= utcnow():
+        if row is None or as_utc(row.expires_at) <= utcnow():
             return None
         token = self.sealer.open(row.token_sealed)
         if token is None:  # sealed under another secret: the server restarted without ENVHUB_SESSION_SECRET
@@ -91,8 +92,3 @@ class SessionStore:
 
     def csrf_ok(self, cookie: str, sent: str | None) -> bool:
         return sent is not None and hmac.compare_digest(self.csrf_token(cookie), sent)
-
-
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands datetimes back without a zone; they were written in UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

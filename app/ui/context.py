@@ -16,11 +16,11 @@ from app.settings import Settings
 from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import GATEWAY_PREFIX, EndpointManager
-from catalog.errors import ForbiddenError
 from catalog.health import HealthMonitor
 from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
-from catalog.outbound import OutboundGuard, OutboundSession
 from catalog.publish import Publisher
+from core.errors import ForbiddenError
+from core.outbound import OutboundGuard, OutboundSession
 
 
 @dataclass(frozen=True)

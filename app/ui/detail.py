@@ -11,9 +11,9 @@ from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.readme import render_markdown
-from catalog.errors import EnvhubError
 from catalog.models import EnvironmentDetail, HealthStatus
 from catalog.search import find_environment
+from core.errors import EnvhubError
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from typing import Any
 from urllib.parse import quote
 
 from catalog.models import EnvironmentDetail
-from catalog.outbound import OutboundGuard, OutboundSession, RefusedURLError
+from core.errors import RefusedURLError
+from core.outbound import OutboundGuard, OutboundSession
 
 PROBE_TIMEOUT_S = 5.0
 

@@ -27,9 +27,9 @@ from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
 from catalog.endpoints import LaunchRequest
-from catalog.errors import EnvhubError
 from catalog.models import Backend, EndpointStatus
 from catalog.search import find_environment
+from core.errors import EnvhubError
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
 HISTORY_ROWS = 25  # the newest on screen; the download holds them all

@@ -12,9 +12,9 @@ import gradio as gr
 from app.auth import Caller
 from app.auth.routes import logout_form
 from app.ui.context import UiContext
-from catalog.errors import EnvhubError
 from catalog.models import Publication, PublicationStatus, Source
 from catalog.search import find_environment
+from core.errors import EnvhubError
 
 _BADGE = {
     PublicationStatus.BUILDING: "busy",

@@ -20,7 +20,7 @@ from websockets.protocol import State
 
 from app.ui.episode import Episode, Outcome
 from app.ui.live import LiveInfo
-from catalog.outbound import OutboundSession
+from core.outbound import OutboundSession
 
 log = logging.getLogger(__name__)
 

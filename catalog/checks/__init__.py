@@ -16,7 +16,7 @@ from catalog.checks.report import (
     ServerProfile,
 )
 from catalog.checks.runner import Check, run_checks
-from catalog.outbound import OutboundGuard, OutboundSession
+from core.outbound import OutboundGuard, OutboundSession
 
 __all__ = [
     "CHECKS",

@@ -20,7 +20,8 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from catalog.checks.report import CheckResult, ConformanceReport, Evidence, Level, Outcome, ServerProfile
-from catalog.outbound import Fetched, OutboundSession, RefusedURLError
+from core.errors import RefusedURLError
+from core.outbound import Fetched, OutboundSession
 
 log = logging.getLogger(__name__)
 

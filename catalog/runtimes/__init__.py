@@ -9,13 +9,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from catalog.errors import EnvhubError
 from catalog.models import Backend, EnvironmentDetail
 from catalog.runtimes.zygote import EXIT_NOTE, note_exit
+from core.errors import LaunchError
 
 __all__ = [
     "EXIT_NOTE",
-    "LaunchError",
     "LaunchSpec",
     "Launched",
     "Report",
@@ -28,12 +27,6 @@ __all__ = [
 ]
 
 Report = Callable[[str], None]
-
-
-class LaunchError(EnvhubError):
-    """The environment could not be started; the message says why and what to do."""
-
-    status_code = 502
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ import requests
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
-from catalog.errors import EnvhubError, InvalidInputError
 from catalog.models import Backend, EnvironmentDetail, Source
-from catalog.runtimes import EXIT_NOTE, Launched, LaunchError, LaunchSpec, Report, note_exit, serve_when_healthy
+from catalog.runtimes import EXIT_NOTE, Launched, LaunchSpec, Report, note_exit, serve_when_healthy
+from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
@@ -39,10 +39,6 @@ SPARE_PREFIX = "envhub-spare-"  # an unclaimed spare's name; a claimed one is na
 log = logging.getLogger(__name__)
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
 _OPTIONS = {"image", "port"}
-
-
-class BackendUnavailableError(EnvhubError):
-    status_code = 503
 
 
 def space_image(space_id: str) -> str:

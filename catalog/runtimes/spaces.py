@@ -15,10 +15,10 @@ from typing import Any
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from catalog.errors import InvalidInputError
 from catalog.models import Backend, EnvironmentDetail, Source
-from catalog.runtimes import Launched, LaunchError, LaunchSpec, Report, wait_healthy
-from catalog.sealed import Sealer
+from catalog.runtimes import Launched, LaunchSpec, Report, wait_healthy
+from core.errors import InvalidInputError, LaunchError
+from core.sealing import Sealer
 
 _OPTIONS = {"namespace", "name", "private", "hardware", "sleep_time", "delete_on_stop"}
 _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}

@@ -23,7 +23,8 @@ from typing import BinaryIO
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from catalog.runtimes import LaunchError, Report, log_tail
+from catalog.runtimes import Report, log_tail
+from core.errors import LaunchError
 
 __all__ = ["LAYER_FILE", "Virtualenvs", "requirements_of", "unmet"]
 

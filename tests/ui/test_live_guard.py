@@ -22,10 +22,10 @@ from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import HealthMonitor
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
-from catalog.outbound import OutboundGuard, Resolver
 from catalog.publish import Publisher
 from catalog.runtimes.spaces import SpaceRuntime
 from catalog.sync import Syncer
+from core.outbound import OutboundGuard, Resolver
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files

@@ -13,7 +13,7 @@ import pytest
 from app.ui.connect import target_for
 from app.ui.live import LiveInfo, probe
 from app.ui.snippets import all_snippets
-from catalog.outbound import OutboundGuard, OutboundSession
+from core.outbound import OutboundGuard, OutboundSession
 from tests.serving import serve_templates
 
 pytestmark = pytest.mark.slow

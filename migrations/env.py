@@ -1,11 +1,11 @@
-"""Alembic's entry point: runs the catalog's revisions on the connection catalog.db hands it."""
+"""Alembic's entry point: runs the catalog's revisions on the connection core.db hands it."""
 
 from alembic import context
 from sqlalchemy import Connection, create_engine
 from sqlmodel import SQLModel
 
 from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from catalog.db import compared_with_models
+from core.db import compared_with_models
 
 
 def run(connection: Connection) -> None:

@@ -23,14 +23,13 @@ from urllib.parse import urlsplit
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
-from catalog.errors import EnvhubError
+from core.errors import RefusedURLError
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "Fetched",
     "OutboundGuard",
     "OutboundSession",
-    "RefusedURLError",
     "Resolver",
     "origin",
     "refusal_reason",
@@ -70,12 +69,6 @@ _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1:
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # host, port -> the addresses it resolves to, as strings
 Resolver = Callable[[str, int], Awaitable[list[str]]]
-
-
-class RefusedURLError(EnvhubError):
-    """A user-supplied URL envhub will not fetch, and why."""
-
-    status_code = 422
 
 
 def _embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:

@@ -19,20 +19,29 @@ import secrets
 import socket
 import threading
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col
+from sqlmodel import Field, Session, SQLModel, col
 
-from catalog.models import Lease, utcnow
+from core.clock import utcnow
 
-__all__ = ["REPLICA_PREFIX", "Leases", "new_replica_id"]
+__all__ = ["REPLICA_PREFIX", "Lease", "Leases", "new_replica_id"]
 
 log = logging.getLogger(__name__)
+
+
+class Lease(SQLModel, table=True):
+    """A named right (run the background sync, say) held by one envhub replica until it expires."""
+
+    name: str = Field(primary_key=True)
+    holder: str = Field(description="the replica id: host-pid-random")
+    expires_at: datetime = Field(index=True)
+
 
 REPLICA_PREFIX = "replica:"  # the lease each live replica holds on itself
 

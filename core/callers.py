@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from catalog.errors import ForbiddenError, UnauthorizedError
+from core.errors import ForbiddenError, UnauthorizedError
 
 __all__ = ["ANONYMOUS", "Access", "Caller", "User"]
 
