@@ -6,7 +6,6 @@ code 1011 with a reason over WebSocket.
 """
 
 import asyncio
-import re
 import time
 from contextlib import suppress
 
@@ -23,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, Upstream
 from catalog.routing import gateway_location, inner_path
 from catalog.traffic import Traffic
+from protocol.frames import is_error_text, is_step_text
 
 router = APIRouter(tags=["gateway"])
 
@@ -141,14 +141,6 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     )
 
 
-_STEP_FRAME = re.compile(r'\s*\{\s*"type"\s*:\s*"step"')
-
-
-def _is_step(frame: str) -> bool:
-    """A step message, recognised without parsing the whole frame (clients put "type" first)."""
-    return _STEP_FRAME.match(frame) is not None
-
-
 async def _client_to_upstream(websocket: WebSocket, upstream: ClientConnection, pending: list[float]) -> None:
     while True:
         message = await websocket.receive()
@@ -157,7 +149,7 @@ async def _client_to_upstream(websocket: WebSocket, upstream: ClientConnection, 
             return
         text = message.get("text")
         if text is not None:
-            if _is_step(text):
+            if is_step_text(text):
                 pending.append(time.perf_counter())
             await upstream.send(text)
         elif message.get("bytes") is not None:
@@ -170,7 +162,7 @@ async def _upstream_to_client(
     async for frame in upstream:
         if pending:
             started = pending.pop(0)
-            failed = isinstance(frame, str) and frame.startswith('{"type":"error"')
+            failed = isinstance(frame, str) and is_error_text(frame)
             traffic.step(time.perf_counter() - started, failed=failed)
         if isinstance(frame, str):
             await websocket.send_text(frame)

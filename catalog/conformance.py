@@ -11,7 +11,7 @@ from sqlalchemy import Engine, func, select
 from sqlmodel import Session, col
 
 from catalog.checks import ConformanceReport, check_url
-from catalog.health import Probe, probe, record
+from catalog.health import record
 from catalog.models import (
     CheckReport,
     CheckReportPublic,
@@ -21,9 +21,11 @@ from catalog.models import (
     Source,
 )
 from catalog.search import get_environment
+from catalog.store import interface_columns
 from core.clock import utcnow
 from core.errors import InvalidInputError, NonConformingError, NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard, OutboundSession
+from protocol.health import Probe, probe
 
 _MAX_LISTED = 50
 
@@ -173,7 +175,7 @@ async def register_url(checker: Checker, url: str, *, probe_timeout_s: float = 5
         )
     outbound = OutboundSession(checker.guard, timeout_s=probe_timeout_s)
     try:
-        seen = await probe(url, outbound, read_cache=True)
+        seen = await probe(url, outbound, with_interface=True)
     finally:
         await outbound.aclose()
     created = await asyncio.to_thread(_save_registered, checker.engine, environment_id, url, seen)
@@ -183,7 +185,7 @@ async def register_url(checker: Checker, url: str, *, probe_timeout_s: float = 5
 
 
 def _save_registered(engine: Engine, environment_id: str, url: str, seen: Probe) -> bool:
-    cache = seen.cache or {}
+    cache = interface_columns(seen.interface) if seen.interface is not None else {}
     metadata = cache.get("env_metadata") or {}
     name = str(metadata["name"]) if isinstance(metadata.get("name"), str) else None
     description = str(metadata["description"]) if isinstance(metadata.get("description"), str) else ""

@@ -11,14 +11,13 @@ holder of the health lease probes the environments, so nothing is probed twice a
 """
 
 import asyncio
-import json
 import logging
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
@@ -30,12 +29,14 @@ from catalog.models import (
     EndpointStatus,
     Environment,
     Health,
-    HealthStatus,
     Source,
 )
+from catalog.store import interface_columns
 from core.clock import utcnow
-from core.errors import EnvhubError, InvalidInputError, NotFoundError, RefusedURLError
-from core.outbound import Fetched, OutboundGuard, OutboundSession
+from core.errors import EnvhubError, InvalidInputError, NotFoundError
+from core.outbound import OutboundGuard, OutboundSession
+from protocol.health import HealthStatus, Probe, healthy, probe
+from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 
@@ -43,122 +44,12 @@ SAMPLES = 10  # latencies kept per kind; the median of these is shown
 CACHE_TTL_S = 6 * 3600  # how long the cached interface of an environment is trusted
 WAKE_TIMEOUT_S = 300
 WAKE_POLL_S = 2
-_MAX_SPLITS = 10
 HEALTH_LEASE = "health"  # held by the one replica whose rounds probe the environments
 
 RUNNING_STAGES = frozenset({"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING"})
 BUILDING_STAGES = frozenset({"BUILDING", "APP_STARTING"})
 SLEEPING_STAGES = frozenset({"SLEEPING", "PAUSED", "STOPPED"})
 ERROR_STAGES = frozenset({"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE"})
-
-
-@dataclass
-class Probe:
-    """What one probe saw."""
-
-    status: HealthStatus
-    message: str = ""
-    health_ms: float | None = None
-    reset_ms: float | None = None
-    cache: dict[str, Any] | None = None  # column -> value, when the interface was read
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 2)
-
-
-def _json(fetched: Fetched) -> Any:
-    if fetched.cut or fetched.status != 200:
-        return None
-    try:
-        return json.loads(fetched.body)
-    except ValueError:
-        return None
-
-
-async def _ws_reset(base: str, outbound: OutboundSession) -> tuple[float | None, str]:
-    """Reset over WebSocket (production mode serves no HTTP /reset): seconds taken, or None and why."""
-    socket = await outbound.websocket("ws" + base.removeprefix("http") + "/ws")
-    try:
-        started = time.perf_counter()
-        await socket.send('{"type":"reset","data":{}}')
-        async with asyncio.timeout(outbound.timeout_s):
-            reply = await socket.recv()
-        seconds = time.perf_counter() - started
-        frame = json.loads(reply) if isinstance(reply, str) else {}
-        if frame.get("type") != "observation":
-            code = (frame.get("data") or {}).get("code") if isinstance(frame, dict) else None
-            return None, f"WebSocket reset answered {code or 'something other than an observation'}"
-        await socket.send('{"type":"close"}')
-        return seconds, ""
-    finally:
-        await socket.close()
-
-
-async def read_interface(base: str, outbound: OutboundSession) -> dict[str, Any]:
-    """/metadata, /schema, MCP tools and Task API splits, as the environment row caches them."""
-    cache: dict[str, Any] = {"env_metadata": None, "env_schema": None, "tools": None, "tasks": None}
-    metadata = _json(await outbound.fetch("GET", base + "/metadata"))
-    cache["env_metadata"] = metadata if isinstance(metadata, dict) else None
-    schema = _json(await outbound.fetch("GET", base + "/schema"))
-    cache["env_schema"] = schema if isinstance(schema, dict) else None
-    listed = _json(
-        await outbound.fetch("POST", base + "/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1})
-    )
-    if isinstance(listed, dict):
-        result = listed.get("result")
-        tools = result.get("tools") if isinstance(result, dict) else None
-        if isinstance(tools, list):
-            cache["tools"] = [t for t in tools if isinstance(t, dict)]
-        elif isinstance(listed.get("error"), dict):
-            cache["tools"] = []
-    names = _json(await outbound.fetch("GET", base + "/list_environments"))
-    if isinstance(names, list) and names and isinstance(names[0], str):
-        env_path = f"{base}/{quote(names[0], safe='')}"
-        splits = _json(await outbound.fetch("GET", env_path + "/splits"))
-        if isinstance(splits, list) and splits:
-            counted = []
-            for split in splits[:_MAX_SPLITS]:
-                if not isinstance(split, dict) or not isinstance(split.get("name"), str):
-                    continue
-                count = _json(await outbound.fetch("POST", env_path + "/num_tasks", json={"split": split["name"]}))
-                num = count.get("num_tasks") if isinstance(count, dict) else None
-                counted.append({**split, "num_tasks": num if isinstance(num, int) else None})
-            cache["tasks"] = {"env_name": names[0], "splits": counted}
-    return cache
-
-
-async def probe(base: str, outbound: OutboundSession, *, read_cache: bool = False) -> Probe:
-    """GET /health, then one reset, then (if asked) the interface; never raises for what the server does."""
-    base = base.rstrip("/")
-    try:
-        fetched = await outbound.fetch("GET", base + "/health")
-    except RefusedURLError as exc:
-        return Probe(HealthStatus.ERROR, exc.message)
-    except (TimeoutError, OSError, Exception) as exc:  # refused, reset, timed out: nobody answers
-        return Probe(HealthStatus.DOWN, f"GET /health: {type(exc).__name__} {exc}".strip())
-    health_ms = _ms(fetched.seconds)
-    body = _json(fetched)
-    if not (isinstance(body, dict) and body.get("status") == "healthy"):
-        what = f"HTTP {fetched.status}" + (f" {fetched.text()[:120]}" if fetched.body else "")
-        return Probe(HealthStatus.ERROR, f"GET /health answered {what}", health_ms=health_ms)
-    result = Probe(HealthStatus.UP, health_ms=health_ms)
-    try:
-        reset = await outbound.fetch("POST", base + "/reset", json={})
-        if reset.status in (404, 405):
-            seconds, why = await _ws_reset(base, outbound)
-            result.reset_ms = _ms(seconds) if seconds is not None else None
-            result.message = why
-        elif reset.status == 200:
-            result.reset_ms = _ms(reset.seconds)
-        else:
-            result.status = HealthStatus.ERROR
-            result.message = f"POST /reset answered HTTP {reset.status}"
-        if read_cache:
-            result.cache = await read_interface(base, outbound)
-    except Exception as exc:  # /health answered, so the server is up; say what else failed
-        result.message = f"{type(exc).__name__}: {exc}".strip()
-    return result
 
 
 def record(previous: dict[str, Any] | None, seen: Probe, *, cold_start_s: float | None = None) -> dict[str, Any]:
@@ -318,7 +209,7 @@ class HealthMonitor:
         outbound = self._session(guard, headers, credentials)
         try:
             async with asyncio.timeout(self.timeout_s * 8):
-                return await probe(base, outbound, read_cache=read_cache)
+                return await probe(base, outbound, with_interface=read_cache)
         except TimeoutError:
             return Probe(HealthStatus.DOWN, f"the probe took over {self.timeout_s * 8:g} s")
         finally:
@@ -338,7 +229,7 @@ class HealthMonitor:
         if endpoint.health is None and seen.status == HealthStatus.UP and endpoint.started_at:
             cold_start = round((endpoint.started_at - endpoint.created_at).total_seconds(), 3)
         health = record(endpoint.health, seen, cold_start_s=cold_start)
-        await asyncio.to_thread(self._save_endpoint, endpoint_id, health, environment, seen.cache)
+        await asyncio.to_thread(self._save_endpoint, endpoint_id, health, environment, seen.interface)
         return Health.model_validate(health)
 
     def _endpoint_rows(self, endpoint_id: str) -> tuple[Endpoint | None, Environment | None]:
@@ -348,7 +239,7 @@ class HealthMonitor:
             return endpoint, environment
 
     def _save_endpoint(
-        self, endpoint_id: str, health: dict[str, Any], environment: Environment | None, cache: dict[str, Any] | None
+        self, endpoint_id: str, health: dict[str, Any], environment: Environment | None, interface: Interface | None
     ) -> None:
         with Session(self.engine) as session:
             endpoint = session.get(Endpoint, endpoint_id)
@@ -356,10 +247,10 @@ class HealthMonitor:
                 return  # stopped while it was probed
             endpoint.health = health
             session.add(endpoint)
-            if environment is not None and cache is not None:
+            if environment is not None and interface is not None:
                 row = session.get(Environment, environment.id)
                 if row is not None:
-                    for column, value in cache.items():
+                    for column, value in interface_columns(interface).items():
                         setattr(row, column, value)
                     session.add(row)
                     self._cached(environment.id)
@@ -394,7 +285,7 @@ class HealthMonitor:
         else:
             seen = await self._probe(host, self.guard, self._stale(row), credentials=credentials)
         health = record(row.health, seen)
-        await asyncio.to_thread(self._save_environment, row.id, health, seen.cache, updates)
+        await asyncio.to_thread(self._save_environment, row.id, health, seen.interface, updates)
         return Health.model_validate(health)
 
     async def space_credentials(self, environment_id: str) -> dict[str, dict[str, str]]:
@@ -416,15 +307,16 @@ class HealthMonitor:
             return session.get(Environment, environment_id)
 
     def _save_environment(
-        self, environment_id: str, health: dict[str, Any], cache: dict[str, Any] | None, updates: dict[str, Any]
+        self, environment_id: str, health: dict[str, Any], interface: Interface | None, updates: dict[str, Any]
     ) -> None:
         with Session(self.engine) as session:
             row = session.get(Environment, environment_id)
             if row is None:
                 return
-            for column, value in {**updates, **(cache or {})}.items():
+            cached = interface_columns(interface) if interface is not None else {}
+            for column, value in {**updates, **cached}.items():
                 setattr(row, column, value)
-            if cache is not None:
+            if interface is not None:
                 self._cached(environment_id)
             row.health = health
             session.add(row)
@@ -465,9 +357,7 @@ class HealthMonitor:
         try:
             while time.monotonic() - started < WAKE_TIMEOUT_S:
                 try:
-                    fetched = await outbound.fetch("GET", host.rstrip("/") + "/health")
-                    body = _json(fetched)
-                    if isinstance(body, dict) and body.get("status") == "healthy":
+                    if healthy(await outbound.fetch("GET", host.rstrip("/") + "/health")):
                         break
                 except Exception as exc:  # still asleep, still starting
                     log.debug("%s not awake yet: %s", environment_id, exc)
@@ -476,7 +366,7 @@ class HealthMonitor:
                 await self._finish_wake(environment_id, Probe(HealthStatus.DOWN, "did not wake within 5 minutes"))
                 return
             cold_start = round(time.monotonic() - started, 3)
-            seen = await self._probe(host, self.guard, read_cache=True, credentials=credentials)
+            seen = await self._probe(host, self.guard, True, credentials=credentials)
             await self._finish_wake(environment_id, seen, cold_start)
         finally:
             await outbound.aclose()
@@ -487,7 +377,7 @@ class HealthMonitor:
             return
         previous = {k: v for k, v in (row.health or {}).items() if k != "waking_since"}
         health = record(previous, seen, cold_start_s=cold_start_s)
-        await asyncio.to_thread(self._save_environment, environment_id, health, seen.cache, {})
+        await asyncio.to_thread(self._save_environment, environment_id, health, seen.interface, {})
 
     async def aclose(self) -> None:
         for task in list(self._wakes.values()):

@@ -9,6 +9,7 @@ from sqlmodel import JSON, Field, SQLModel
 
 from catalog.checks.report import ConformanceReport, ConformanceSummary
 from core.clock import utcnow
+from protocol.health import HealthStatus
 
 
 class Source(StrEnum):
@@ -80,14 +81,6 @@ class EnvironmentDataset(SQLModel, table=True):
     environment_id: str = Field(primary_key=True)
     dataset_id: str = Field(primary_key=True, index=True)
     named_by: LinkOrigin = Field(primary_key=True)
-
-
-class HealthStatus(StrEnum):
-    UP = "up"
-    DOWN = "down"
-    SLEEPING = "sleeping"
-    BUILDING = "building"
-    ERROR = "error"
 
 
 class Health(SQLModel):

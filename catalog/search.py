@@ -34,11 +34,11 @@ from catalog.models import (
     EnvironmentDetail,
     EnvironmentPublic,
     EnvironmentTag,
-    HealthStatus,
     Source,
 )
 from core.db import is_sqlite
 from core.errors import NotFoundError
+from protocol.health import HealthStatus
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 16

@@ -9,11 +9,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor, Probe, record, space_credentials
+from catalog.health import HealthMonitor, record, space_credentials
 from catalog.hub import HubClient, SpaceRuntimeInfo
-from catalog.models import Environment, HealthStatus, Source
+from catalog.models import Environment, Source
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard
+from protocol.health import HealthStatus, Probe
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files, wait_until

@@ -6,8 +6,8 @@ from typing import Any
 import gradio as gr
 
 from app.ui.forms import form_fields
-from app.ui.live import LiveInfo
 from app.ui.snippets import Target, all_snippets
+from protocol.interface import Interface
 
 PLACEHOLDER_URL = "http://127.0.0.1:7860/endpoints/ENDPOINT_ID"
 LANGUAGES = {
@@ -53,18 +53,18 @@ def build() -> Connect:
     return Connect(note, url, snippets, mcp_tab)
 
 
-def target_for(url: str | None, title: str, info: LiveInfo) -> Target:
+def target_for(url: str | None, title: str, info: Interface) -> Target:
     return Target(
         url=url or PLACEHOLDER_URL,
         title=title,
         fields=form_fields(info.action_schema) if info.action_schema else (),
-        tools=info.tools,
+        tools=info.tools or (),
         task_env=info.task_env,
         splits=tuple(s.name for s in info.splits),
     )
 
 
-def updates(connect: Connect, url: str | None, title: str, info: LiveInfo) -> dict[Any, Any]:
+def updates(connect: Connect, url: str | None, title: str, info: Interface) -> dict[Any, Any]:
     texts = all_snippets(target_for(url, title, info))
     note = (
         "Paste this URL into openenv's client or your trainer."

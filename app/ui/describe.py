@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from app.ui.cards import badges, badges_html
-from app.ui.live import LiveInfo
 from app.ui.schemas import SchemaRow, schema_rows
 from catalog.models import EnvironmentDetail, EnvironmentPublic, Source
+from protocol.interface import Interface
 
 
 def _e(value: object) -> str:
@@ -108,7 +108,7 @@ def rows_table(rows: Sequence[SchemaRow]) -> str:
     )
 
 
-def api_html(info: LiveInfo) -> str:
+def api_html(info: Interface) -> str:
     """Schemas, tools and tasks; what is unknown says how to learn it."""
     parts = []
     schema = info.schema or {}

@@ -9,11 +9,14 @@ import gradio as gr
 from app.ui import connect, publish
 from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
+from app.ui.live import outbound_refusal
 from app.ui.readme import render_markdown
-from catalog.models import EnvironmentDetail, HealthStatus
+from catalog.models import EnvironmentDetail
 from catalog.search import find_environment
+from catalog.store import cached_interface
 from core.errors import EnvhubError
+from protocol.health import HealthStatus
+from protocol.interface import Interface, read_interface
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,10 @@ def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Reques
             detail.api: "",
             detail.status: "",
             detail.wake: gr.Button(visible=False),
-        } | connect.updates(detail.connect, None, "", LiveInfo())
+        } | connect.updates(detail.connect, None, "", Interface())
     urls = ctx.live_urls(environment, request)
     url = urls[0] if urls else None
-    info = from_record(environment, url)
+    info = cached_interface(environment)
     launched = ctx.active_endpoint_ids().get(environment.id)
     base = readme_base(ctx.settings.hf_endpoint, environment)
     return {
@@ -112,7 +115,7 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
         return {output: gr.skip() for output in detail.live_outputs}
     urls = ctx.live_urls(environment, request)
     url = urls[0] if urls else None
-    info = from_record(environment, url)
+    info = cached_interface(environment)
     missing = info.schema is None or (not info.tools and not info.splits)
     # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
     if url and missing and not asleep(environment):
@@ -120,7 +123,7 @@ async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: 
         try:
             address = ctx.connection_url(url, request)
             if await outbound_refusal(outbound, address) is None:
-                info = info.or_else(await probe(address, outbound))
+                info = info.or_else(await read_interface(address, outbound))
         finally:
             await outbound.aclose()
     return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(

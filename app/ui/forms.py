@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from app.ui.schemas import Schema, fields_of, is_plumbing, type_label, unwrap_optional
+from app.ui.schemas import fields_of, is_plumbing, type_label, unwrap_optional
+from protocol.schemas import Schema
 
 
 class FieldKind(StrEnum):
@@ -149,7 +150,7 @@ def _value(field: FormField, value: Any) -> tuple[Any, str | None]:
     return str(value), None
 
 
-def build_action(fields: Sequence[FormField], values: Sequence[Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def action_from_form(fields: Sequence[FormField], values: Sequence[Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """The action from the visible fields' values (in order); errors by field name when any."""
     action: dict[str, Any] = {f.name: f.default for f in fields if f.kind == FieldKind.CONST}
     errors: dict[str, str] = {}
@@ -169,8 +170,8 @@ def describe_errors(errors: dict[str, str]) -> str:
     return "\n".join(f"- `{name}` {message}" for name, message in errors.items())
 
 
-def example_value(field: FormField) -> Any:
-    """A plausible value for snippets: the default, the first choice, the lower bound."""
+def snippet_value(field: FormField) -> Any:
+    """A value that reads well in a snippet: the default, the first choice, the lower bound, "hello"."""
     if field.has_default and field.default is not None:
         return field.default
     if field.kind == FieldKind.CHOICE:
@@ -185,23 +186,9 @@ def example_value(field: FormField) -> Any:
     return {}
 
 
-def example_action(fields: Sequence[FormField]) -> dict[str, Any]:
-    """An action with every required field (and consts) filled in."""
-    return {f.name: example_value(f) for f in fields if f.required or f.kind == FieldKind.CONST}
-
-
-# -- MCP
-
-MCP_ACTION_FIELDS = {"tool_name", "arguments"}
-
-
-def is_tool_call_schema(schema: Any) -> bool:
-    """Whether the action schema is openenv's CallToolAction (so actions are MCP tool calls)."""
-    return {name for name, _, _ in fields_of(schema)} >= MCP_ACTION_FIELDS
-
-
-def tool_call(tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "call_tool", "tool_name": tool_name, "arguments": arguments}
+def snippet_action(fields: Sequence[FormField]) -> dict[str, Any]:
+    """An action for a snippet, with every required field (and consts) filled in."""
+    return {f.name: snippet_value(f) for f in fields if f.required or f.kind == FieldKind.CONST}
 
 
 # -- legal actions

@@ -15,21 +15,22 @@ from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
     FieldKind,
     FormField,
-    build_action,
+    action_from_form,
     describe_errors,
     form_fields,
-    is_tool_call_schema,
     legal_action,
-    tool_call,
     visible,
 )
-from app.ui.live import LiveInfo, from_record, outbound_refusal, probe
+from app.ui.live import outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
 from catalog.endpoints import LaunchRequest
 from catalog.models import Backend, EndpointStatus
 from catalog.search import find_environment
+from catalog.store import cached_interface
 from core.errors import EnvhubError
+from protocol.interface import Interface, read_interface
+from protocol.tools import takes_tool_calls, tool_call
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
 HISTORY_ROWS = 25  # the newest on screen; the download holds them all
@@ -130,9 +131,9 @@ def build() -> Play:
     )  # fmt: skip
 
 
-def initial_form(info: LiveInfo) -> FormState:
+def initial_form(info: Interface) -> FormState:
     schema = info.action_schema
-    if info.tools and (schema is None or is_tool_call_schema(schema)):
+    if info.tools and (schema is None or takes_tool_calls(schema)):
         first = info.tools[0]
         return FormState("tool", tuple(form_fields(first.input_schema)), first.name)
     if schema is not None:
@@ -140,8 +141,8 @@ def initial_form(info: LiveInfo) -> FormState:
     return FormState()
 
 
-def tool_form(info: LiveInfo, name: str | None) -> FormState:
-    tool = next((t for t in info.tools if t.name == name), None)
+def tool_form(info: Interface, name: str | None) -> FormState:
+    tool = next((t for t in info.tools or () if t.name == name), None)
     return FormState("tool", tuple(form_fields(tool.input_schema)), tool.name) if tool else FormState()
 
 
@@ -247,11 +248,11 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             await outbound.aclose()
             return {play.status: f"**Not connecting:** {refused}"}
         try:
-            info = await probe(address, outbound)
+            info = await read_interface(address, outbound)
         except BaseException:
             await outbound.aclose()
             raise
-        info = info.or_else(from_record(environment, url))
+        info = info.or_else(cached_interface(environment))
         await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
@@ -264,7 +265,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             play.status: note,
             play.form: form,
             play.tool: gr.Dropdown(
-                choices=[t.name for t in info.tools], value=form.tool, visible=form.mode == "tool"
+                choices=[t.name for t in info.tools or ()], value=form.tool, visible=form.mode == "tool"
             ),
             play.tool_help: _tool_help(info, form.tool),
             play.split: gr.Dropdown(choices=split_names, value=None, visible=bool(split_names)),
@@ -348,7 +349,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
 
     def pick_tool(request: gr.Request, name: str | None) -> dict[Any, Any]:
         session = session_of(request)
-        info = session.info if session else LiveInfo()
+        info = session.info if session else Interface()
         return {play.form: tool_form(info, name), play.tool_help: _tool_help(info, name)}
 
     def pick_split(request: gr.Request, split: str | None) -> Any:
@@ -381,7 +382,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
         controls = [_control(f, form.tool or "action") for f in shown]
 
         async def step(request: gr.Request, *values: Any) -> dict[Any, Any]:
-            arguments, errors = build_action(form.fields, values)
+            arguments, errors = action_from_form(form.fields, values)
             if errors:
                 return {play.errors: "**Fix the form first:**\n" + describe_errors(errors)}
             action = tool_call(form.tool, arguments) if form.mode == "tool" and form.tool else arguments
@@ -395,12 +396,12 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
     return [connected, launched]
 
 
-def _tool_help(info: LiveInfo, name: str | None) -> str:
-    tool = next((t for t in info.tools if t.name == name), None)
+def _tool_help(info: Interface, name: str | None) -> str:
+    tool = next((t for t in info.tools or () if t.name == name), None)
     return f"`{tool.name}`: {tool.description}" if tool and tool.description else ""
 
 
-def _index_hint(info: LiveInfo, split: str | None) -> str:
+def _index_hint(info: Interface, split: str | None) -> str:
     found = next((s for s in info.splits if s.name == split), None) or (info.splits[0] if info.splits else None)
     if found is None or not found.count:
         return "empty for any task"

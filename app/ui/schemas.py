@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-Schema = dict[str, Any]
+from protocol.schemas import Schema, resolve
 
 
 @dataclass(frozen=True)
@@ -18,24 +18,6 @@ class SchemaRow:
     required: bool
     default: str
     description: str
-
-
-def resolve(node: Any, root: Schema, depth: int = 0) -> Schema:
-    """The node with local $refs followed and a single allOf merged in."""
-    if not isinstance(node, dict):
-        return {}
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/") and depth < 20:
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        merged = {k: v for k, v in node.items() if k != "$ref"}
-        return resolve(target, root, depth + 1) | merged
-    all_of = node.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1 and depth < 20:
-        merged = {k: v for k, v in node.items() if k != "allOf"}
-        return resolve(all_of[0], root, depth + 1) | merged
-    return node
 
 
 def unwrap_optional(node: Schema, root: Schema) -> tuple[Schema, bool]:

@@ -14,13 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv.core.generic_client import GenericEnvClient
-from websockets.asyncio.client import ClientConnection
-from websockets.protocol import State
-
 from app.ui.episode import Episode, Outcome
-from app.ui.live import LiveInfo
 from core.outbound import OutboundSession
+from protocol.client import PinnedClient
+from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 
@@ -36,49 +33,6 @@ class PlayError(Exception):
         super().__init__(message)
         self.message = message
         self.errors = errors or []
-
-
-class PlayClient(GenericEnvClient):  # type: ignore[misc]
-    """openenv's client, keeping the last error frame whole: its field errors explain a refusal,
-    with its WebSocket opened by the outbound session (pinned) instead of by host name."""
-
-    last_error: dict[str, Any] | None = None
-    _ws: ClientConnection | None
-    _ws_loop: asyncio.AbstractEventLoop | None
-
-    def __init__(self, base_url: str, outbound: OutboundSession, **options: Any) -> None:
-        super().__init__(base_url=base_url, **options)
-        self._outbound = outbound
-
-    async def _connect_async(self) -> "PlayClient":
-        # openenv's own connect, minus what a client without a provider never needs.
-        if self._ws is not None:
-            if self._ws.state not in (State.CLOSING, State.CLOSED) and self._ws_loop is asyncio.get_running_loop():
-                return self
-            self._ws, self._ws_loop = None, None
-        await self._drain_pending_close_tasks()
-        try:
-            self._ws = await self._outbound.websocket(
-                self._ws_url,
-                open_timeout_s=self._connect_timeout,
-                max_size=self._max_message_size,
-                ping_interval=self._websocket_ping_interval_s,
-                ping_timeout=self._websocket_ping_timeout_s,
-                close_timeout=10,
-                compression="deflate",
-            )
-            self._ws_loop = asyncio.get_running_loop()
-        except Exception as e:
-            await self.close()
-            raise ConnectionError(f"Failed to connect to {self._ws_url}: {e}") from e
-        return self
-
-    async def _receive(self) -> dict[str, Any]:
-        response: dict[str, Any] = await super()._receive()
-        if response.get("type") == "error":
-            data = response.get("data")
-            self.last_error = data if isinstance(data, dict) else {"message": str(data)}
-        return response
 
 
 def _explain(error: dict[str, Any] | None, fallback: Exception) -> PlayError:
@@ -102,14 +56,14 @@ class PlaySession:
     key: str
     environment: str
     url: str
-    info: LiveInfo
+    info: Interface
     outbound: OutboundSession
     address: str = ""  # where the socket connects, when not url (envhub's own gateway on its own address)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     episode: Episode = field(init=False)
     last_used: float = field(default_factory=time.monotonic)
     legal_actions: list[Any] = field(default_factory=list)  # as the last observation listed them
-    _client: PlayClient | None = None
+    _client: PinnedClient | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -119,7 +73,7 @@ class PlaySession:
         async with self._lock:
             self.last_used = time.monotonic()
             if self._client is None:
-                self._client = PlayClient(
+                self._client = PinnedClient(
                     self.address or self.url,
                     self.outbound,
                     connect_timeout_s=CONNECT_TIMEOUT_S,
@@ -186,7 +140,7 @@ class PlaySessions:
         return next((s for s in self._sessions.values() if secrets.compare_digest(s.token, token)), None)
 
     async def open(
-        self, key: str, environment: str, url: str, info: LiveInfo, outbound: OutboundSession, address: str = ""
+        self, key: str, environment: str, url: str, info: Interface, outbound: OutboundSession, address: str = ""
     ) -> PlaySession:
         """A new session for this tab, connecting through `outbound`, which it then owns, to `address`
         (by default `url`, which the episode records). The tab's previous session is closed."""

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.ui.forms import FieldKind, FormField, example_action, form_fields, tool_call, visible
-from app.ui.live import Tool
+from app.ui.forms import FieldKind, FormField, form_fields, snippet_action, visible
+from protocol.tools import Tool, tool_call
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PY_TYPES = {
@@ -40,8 +40,8 @@ class Target:
     def example(self) -> dict[str, Any]:
         if self.tools:
             tool = self.tools[0]
-            return tool_call(tool.name, example_action(form_fields(tool.input_schema)))
-        return example_action(self.fields)
+            return tool_call(tool.name, snippet_action(form_fields(tool.input_schema)))
+        return snippet_action(self.fields)
 
     def reset_options(self) -> dict[str, Any]:
         # Not split and index, even with the Task API: how a task is picked at reset is each
@@ -219,7 +219,7 @@ def mcp(target: Target) -> str:
     tool = target.tools[0] if target.tools else None
     call = ""
     if tool is not None:
-        arguments = example_action(form_fields(tool.input_schema))
+        arguments = snippet_action(form_fields(tool.input_schema))
         keywords = "".join(f", {k}={_py(v)}" for k, v in arguments.items())
         call = f"        print(await env.call_tool({tool.name!r}{keywords}))\n"
     return (

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from catalog.checks.report import CheckResult, ConformanceReport, Evidence, Level, Outcome, ServerProfile
 from core.errors import RefusedURLError
 from core.outbound import Fetched, OutboundSession
+from protocol.tools import Tool
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Facts:
     reset_observation: bool = False
     paths: set[str] | None = None
     mode: str | None = None
-    tools: list[dict[str, Any]] | None = None  # None: unknown; []: the server has no MCP tools
+    tools: list[Tool] | None = None  # None: unknown; []: the server has no MCP tools
     env_name: str | None = None
     task_api: bool = False
     splits: list[dict[str, Any]] | None = None

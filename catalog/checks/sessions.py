@@ -13,30 +13,23 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from catalog.checks.examples import example_value
 from catalog.checks.report import Level
 from catalog.checks.runner import QUIET_S, Context, Fail, NotRun, Registry, Skip, Socket, excerpt, is_int, parse_frame
+from protocol import frames
+from protocol.frames import error_code
+from protocol.tools import example_action
 
 checks = Registry()
-
-
-def _error_code(frame: dict[str, Any]) -> str | None:
-    data = frame.get("data")
-    if frame.get("type") != "error" or not isinstance(data, dict):
-        return None
-    code = data.get("code")
-    return code if isinstance(code, str) else None
 
 
 def _capacity(ctx: Context, frame: str | bytes) -> dict[str, Any] | None:
     """The data of a CAPACITY_REACHED frame, remembered; None for any other frame."""
     try:
-        parsed = parse_frame(frame)
+        data = frames.capacity(parse_frame(frame))
     except Fail:
         return None
-    if _error_code(parsed) != "CAPACITY_REACHED":
+    if data is None:
         return None
-    data: dict[str, Any] = parsed["data"]
     ctx.facts.capacity_frame = data
     if is_int(data.get("max_sessions")):
         ctx.facts.max_sessions = data["max_sessions"]
@@ -75,7 +68,7 @@ async def _state(socket: Socket, what: str = "state") -> dict[str, Any]:
 
 
 def _expect_error(frame: dict[str, Any], code: str, what: str) -> dict[str, Any]:
-    found = _error_code(frame)
+    found = error_code(frame)
     if found != code:
         raise Fail(f"{what} got {excerpt(frame, 160)}, not an error with code {code}")
     data: dict[str, Any] = frame["data"]
@@ -142,40 +135,15 @@ async def ws_validation(ctx: Context) -> str:
     return "VALIDATION_ERROR twice, then state answered"
 
 
-def pick_tool(tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The tool cheapest to call: the fewest required arguments, ties in listed order."""
-
-    def required(tool: dict[str, Any]) -> int:
-        schema = tool.get("inputSchema") or tool.get("input_schema") or {}
-        return len(schema.get("required") or []) if isinstance(schema, dict) else 0
-
-    return min(tools, key=required)
-
-
-def tool_arguments(tool: dict[str, Any]) -> dict[str, Any]:
-    schema = tool.get("inputSchema") or tool.get("input_schema") or {}
-    value = example_value(schema) if isinstance(schema, dict) else {}
-    return value if isinstance(value, dict) else {}
-
-
 def build_action(ctx: Context) -> dict[str, Any]:
     """A valid action: an MCP tool call when the server takes them, else the smallest instance of /schema's action."""
     if ctx.facts.action is not None:
         return ctx.facts.action
     schema = ctx.facts.schema.get("action") if ctx.facts.schema else None
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    takes_tool_calls = isinstance(properties, dict) and (
-        "tool_name" in properties or not (set(schema.get("required") or []) - {"metadata"})  # type: ignore[union-attr]
-    )
-    if ctx.facts.tools and takes_tool_calls:
-        tool = pick_tool(ctx.facts.tools)
-        action = {"type": "call_tool", "tool_name": tool["name"], "arguments": tool_arguments(tool)}
-    elif isinstance(schema, dict):
-        value = example_value(schema)
-        if not isinstance(value, dict):
+    action = example_action(schema, ctx.facts.tools)
+    if action is None:
+        if isinstance(schema, dict):
             raise NotRun("not run: the action schema does not describe an object")
-        action = value
-    else:
         raise NotRun("not run: no action schema (check 3) and no MCP tools (check 30) to build an action from")
     ctx.facts.action = action
     return action
@@ -194,10 +162,10 @@ async def ws_step(ctx: Context) -> str:
     episode["before"] = await socket.exchange({"type": "state"}, "a state frame")
     step = await socket.exchange({"type": "step", "data": action}, "an observation")
     episode["step"] = step
-    if _error_code(step) == "EXECUTION_ERROR":
+    if error_code(step) == "EXECUTION_ERROR":
         ctx.facts.execution_error = step["data"]
     episode["after"] = await socket.exchange({"type": "state"}, "a state frame")
-    if _error_code(step):
+    if error_code(step):
         raise Fail(f"the action {excerpt(action, 160)} got an error: {excerpt(step.get('data'), 200)}")
     data = _expect_observation(step, "step")
     return f"action {excerpt(action, 100)} → done={data['done']}, reward={data['reward']}"
@@ -220,7 +188,7 @@ async def episode_id(ctx: Context) -> str:
         raise Fail(f"state.episode_id is {excerpt(start.get('episode_id'), 60)}, not the {wanted!r} sent to reset")
     if start["step_count"] != 0:
         raise Fail(f"step_count is {start['step_count']} right after reset, not 0")
-    if _error_code(step) is None and end["step_count"] != 1:
+    if error_code(step) is None and end["step_count"] != 1:
         raise Fail(f"step_count is {end['step_count']} after one step, not 1")
     return "episode_id echoed; step_count 0 then 1"
 
@@ -230,7 +198,7 @@ async def step_values(ctx: Context) -> str:
     (step,) = _episode(ctx, "step")
     if ctx.facts.schema is None:
         raise NotRun("not run: there is no /schema to validate against (check 3)")
-    if _error_code(step):
+    if error_code(step):
         raise NotRun("not run: the step of check 17 got an error, not an observation")
     data = _expect_observation(step, "step")
     reward = data["reward"]

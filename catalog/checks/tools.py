@@ -6,7 +6,7 @@ from typing import Any
 
 from catalog.checks.report import Level
 from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt, parse_frame
-from catalog.checks.sessions import pick_tool, tool_arguments
+from protocol.tools import cheapest_tool, parse_tools, tool_arguments
 
 checks = Registry()
 session_checks = Registry()
@@ -79,7 +79,7 @@ async def tools_list(ctx: Context) -> str:
     reserved = sorted({t["name"] for t in tools} & _RESERVED)
     if reserved:
         raise Fail(f"tools may not be named {', '.join(reserved)}: those are the simulation controls")
-    ctx.facts.tools = tools
+    ctx.facts.tools = parse_tools(tools)
     return f"{len(tools)} tools: {excerpt(', '.join(t['name'] for t in tools), 120)}"
 
 
@@ -87,14 +87,14 @@ async def tools_list(ctx: Context) -> str:
 async def tools_call(ctx: Context) -> str:
     message = "no MCP tools to call"
     if ctx.facts.tools:
-        tool = pick_tool(ctx.facts.tools)
-        params = {"name": tool["name"], "arguments": tool_arguments(tool)}
+        tool = cheapest_tool(ctx.facts.tools)
+        params = {"name": tool.name, "arguments": tool_arguments(tool)}
         reply = await _rpc(
             ctx, {"jsonrpc": "2.0", "method": "tools/call", "params": params, "id": 3}, what="tools/call"
         )
         if "error" in reply:
-            raise Fail(f"calling {tool['name']} with {excerpt(params['arguments'], 80)} failed: {excerpt(reply, 160)}")
-        message = f"{tool['name']} answered"
+            raise Fail(f"calling {tool.name} with {excerpt(params['arguments'], 80)} failed: {excerpt(reply, 160)}")
+        message = f"{tool.name} answered"
     elif ctx.facts.tools is None:
         raise NotRun("not run: tools/list did not answer (check 30)")
     missing = await _rpc(ctx, {"jsonrpc": "2.0", "method": "tools/call", "params": {}, "id": 4}, what="tools/call {}")

@@ -1,7 +1,8 @@
 """The environment page never sends a request to a Space that sleeps."""
 
 from app.ui.detail import asleep
-from catalog.models import EnvironmentDetail, Health, HealthStatus, Source
+from catalog.models import EnvironmentDetail, Health, Source
+from protocol.health import HealthStatus
 
 
 def environment(**fields: object) -> EnvironmentDetail:

@@ -4,15 +4,14 @@ import pytest
 
 from app.ui.forms import (
     FieldKind,
-    build_action,
-    example_action,
+    action_from_form,
     form_fields,
-    is_tool_call_schema,
     legal_action,
-    tool_call,
+    snippet_action,
     visible,
 )
 from app.ui.schemas import schema_rows, type_label
+from protocol.tools import takes_tool_calls, tool_call
 from tests.ui.schemas import ARITHMETIC, CALL_TOOL, CONNECT_FOUR, MAZE, NESTED
 
 
@@ -55,34 +54,34 @@ def test_metadata_plumbing_is_left_out_but_can_be_kept() -> None:
 
 
 def test_values_become_an_action() -> None:
-    action, errors = build_action(form_fields(NESTED), ['{"x": 1, "y": 2}', "fast", "[3, 4]", False, 2.5])
+    action, errors = action_from_form(form_fields(NESTED), ['{"x": 1, "y": 2}', "fast", "[3, 4]", False, 2.5])
     assert errors == {}
     assert action == {"move": {"x": 1, "y": 2}, "speed": "fast", "path": [3, 4], "careful": False, "weight": 2.5}
-    action, errors = build_action(form_fields(CONNECT_FOUR), [3.0])
+    action, errors = action_from_form(form_fields(CONNECT_FOUR), [3.0])
     assert action == {"column": 3} and isinstance(action["column"], int)
-    action, errors = build_action(form_fields(ARITHMETIC), ["42", ""])
+    action, errors = action_from_form(form_fields(ARITHMETIC), ["42", ""])
     assert action == {"answer": "42"}  # an empty optional field is left out
 
 
 def test_invalid_values_are_reported_by_field() -> None:
-    _, errors = build_action(form_fields(NESTED), ["{broken", None, "", True, -1])
+    _, errors = action_from_form(form_fields(NESTED), ["{broken", None, "", True, -1])
     assert errors["move"].startswith("is not valid JSON")
     assert errors["weight"] == "must be at least 0"
-    _, errors = build_action(form_fields(CONNECT_FOUR), [7])
+    _, errors = action_from_form(form_fields(CONNECT_FOUR), [7])
     assert errors == {"column": "must be at most 6"}
-    _, errors = build_action(form_fields(CONNECT_FOUR), [2.5])
+    _, errors = action_from_form(form_fields(CONNECT_FOUR), [2.5])
     assert errors == {"column": "must be a whole number"}
-    _, errors = build_action(form_fields(ARITHMETIC), ["", None])
+    _, errors = action_from_form(form_fields(ARITHMETIC), ["", None])
     assert errors == {"answer": "is required"}
-    _, errors = build_action(form_fields(MAZE), ["north"])
+    _, errors = action_from_form(form_fields(MAZE), ["north"])
     assert errors == {"direction": "must be one of up, down, left, right"}
 
 
 def test_tool_calls() -> None:
-    assert is_tool_call_schema(CALL_TOOL) and not is_tool_call_schema(MAZE)
+    assert takes_tool_calls(CALL_TOOL) and not takes_tool_calls(MAZE)
     fields = form_fields(CALL_TOOL)
     assert [f.name for f in visible(fields)] == ["tool_name", "arguments"]
-    action, errors = build_action(fields, ["calculate", '{"expression": "1+1"}'])
+    action, errors = action_from_form(fields, ["calculate", '{"expression": "1+1"}'])
     assert errors == {}
     assert action == {"type": "call_tool", "tool_name": "calculate", "arguments": {"expression": "1+1"}}
     assert tool_call("calculate", {"expression": "2"}) == {
@@ -109,10 +108,10 @@ def test_legal_actions_map_onto_the_one_required_field(
 
 
 def test_examples_fill_required_fields() -> None:
-    assert example_action(form_fields(MAZE)) == {"direction": "up"}
-    assert example_action(form_fields(CONNECT_FOUR)) == {"column": 0}
-    assert example_action(form_fields(ARITHMETIC)) == {"answer": "42"}
-    assert example_action(form_fields(CALL_TOOL)) == {"type": "call_tool", "tool_name": "hello"}
+    assert snippet_action(form_fields(MAZE)) == {"direction": "up"}
+    assert snippet_action(form_fields(CONNECT_FOUR)) == {"column": 0}
+    assert snippet_action(form_fields(ARITHMETIC)) == {"answer": "42"}
+    assert snippet_action(form_fields(CALL_TOOL)) == {"type": "call_tool", "tool_name": "hello"}
 
 
 def test_type_labels_read_like_prose() -> None:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from app.auth import Identities, SessionStore, session_secret
 from app.settings import Settings
 from app.ui.context import UiContext
-from app.ui.live import LiveInfo, live_session, outbound_refusal, probe
+from app.ui.live import live_session, outbound_refusal
 from app.ui.sessions import PlaySessions
 from catalog.conformance import Checker
 from catalog.endpoints import EndpointLimits, EndpointManager
@@ -26,6 +26,7 @@ from catalog.publish import Publisher
 from catalog.runtimes.spaces import SpaceRuntime
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard, Resolver
+from protocol.interface import Interface, read_interface
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files
@@ -98,11 +99,11 @@ def rebinding() -> Iterator[Rebinding]:
 
 
 def test_the_probe_reaches_only_the_checked_address(rebinding: Rebinding) -> None:
-    async def run() -> LiveInfo:
+    async def run() -> Interface:
         outbound = live_session(OutboundGuard(allow_private=True, resolver=rebinding.resolver), OWN)
         try:
             assert await outbound_refusal(outbound, rebinding.url) is None
-            return await probe(rebinding.url, outbound)
+            return await read_interface(rebinding.url, outbound)
         finally:
             await outbound.aclose()
 
@@ -119,7 +120,7 @@ def test_a_play_session_reaches_only_the_checked_address(rebinding: Rebinding) -
     async def play() -> tuple[dict[str, object], dict[str, object]]:
         outbound = live_session(OutboundGuard(allow_private=True, resolver=rebinding.resolver), OWN)
         assert await outbound_refusal(outbound, rebinding.url) is None
-        info = await probe(rebinding.url, outbound)
+        info = await read_interface(rebinding.url, outbound)
         session = await sessions.open("tab", "alice/count", rebinding.url, info, outbound)
         try:
             first = await session.reset({})
@@ -146,11 +147,11 @@ def test_a_play_session_through_envhubs_gateway(envhub: Envhub, count_template: 
     url = own + endpoint["id"]
     sessions = PlaySessions()
 
-    async def play() -> tuple[LiveInfo, list[dict[str, object]]]:
+    async def play() -> tuple[Interface, list[dict[str, object]]]:
         outbound = live_session(OutboundGuard(), own)  # the hosted configuration: loopback refused, except here
         assert await outbound_refusal(outbound, "http://127.0.0.1:1") is not None
         assert await outbound_refusal(outbound, url) is None
-        info = await probe(url, outbound)
+        info = await read_interface(url, outbound)
         session = await sessions.open("tab", count_template, url, info, outbound)
         try:
             outcomes = [await session.reset({"seed": 1}), await session.step({"add": 3})]
@@ -190,9 +191,9 @@ def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
     async def run(space: str, other: str) -> None:
         assert await monitor.space_credentials("url:count") == {}  # registered by URL: not a Hub Space
         outbound = live_session(guard, OWN, credentials=await monitor.space_credentials(SPACE))
-        info = await probe(space, outbound)
+        info = await read_interface(space, outbound)
         assert info.schema is not None, info.problems
-        await probe(other, outbound)
+        await read_interface(other, outbound)
         session = await sessions.open("tab", SPACE, space, info, outbound)
         try:
             await session.reset({})

@@ -6,8 +6,8 @@ import ast
 import pytest
 
 from app.ui.forms import form_fields
-from app.ui.live import parse_tools
 from app.ui.snippets import Target, all_snippets, curl, trl, websocket_messages
+from protocol.tools import parse_tools
 from tests.ui.schemas import ARITHMETIC, CALL_TOOL, CONNECT_FOUR, CONVERT_UNITS_TOOL, MAZE, NESTED
 
 URL = "https://envhub.example/endpoints/abc123"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from app.ui.connect import target_for
-from app.ui.live import LiveInfo, probe
 from app.ui.snippets import all_snippets
 from core.outbound import OutboundGuard, OutboundSession
+from protocol.interface import Interface, read_interface
 from tests.serving import serve_templates
 
 pytestmark = pytest.mark.slow
@@ -52,15 +52,15 @@ def urls() -> Iterator[dict[str, str]]:
         yield launched
 
 
-async def probed(url: str) -> LiveInfo:
+async def probed(url: str) -> Interface:
     outbound = OutboundSession(OutboundGuard(allow_private=True))
     try:
-        return await probe(url, outbound)
+        return await read_interface(url, outbound)
     finally:
         await outbound.aclose()
 
 
-def snippets(url: str, title: str) -> tuple[dict[str, str], LiveInfo]:
+def snippets(url: str, title: str) -> tuple[dict[str, str], Interface]:
     info = asyncio.run(probed(url))
     return all_snippets(target_for(url, title, info)), info
 
@@ -98,7 +98,7 @@ def test_maze_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
 
 def test_toolbox_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
     code, info = snippets(urls["toolbox"], "Toolbox")
-    assert {t.name for t in info.tools} >= {"calculate", "convert_units", "get_question", "submit_answer"}
+    assert {t.name for t in info.tools or ()} >= {"calculate", "convert_units", "get_question", "submit_answer"}
     out = run_python(code["MCP"], tmp_path)
     assert "calculate" in out and "convert_units" in out
     out = run_python(code["Python"], tmp_path)

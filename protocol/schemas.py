@@ -1,15 +1,19 @@
-"""Example values from a JSON Schema: the smallest instance that the schema accepts.
+"""JSON Schemas as OpenEnv servers write them (pydantic's model_json_schema): local `$ref`s and example values.
 
-Used to build a valid action from `/schema` or an MCP tool's input schema. It honours
-`const`, `enum`, `default`, `examples`, bounds, lengths, `required`, local `$ref`s
-(`$defs`, `definitions`), `anyOf`/`oneOf`/`allOf` and type lists, and stops at a
-depth limit on recursive schemas.
+The schemas of `/schema` and of MCP tools carry `$defs`/`$ref`, anyOf with null for
+optional fields, Literal enums and consts. `resolve` follows a node's local reference;
+`example_value` gives the smallest instance a schema accepts, to build a valid action.
+It honours `const`, `enum`, `default`, `examples`, bounds, lengths, `required`, local
+`$ref`s (`$defs`, `definitions`), `anyOf`/`oneOf`/`allOf` and type lists, and stops at
+a depth limit on recursive schemas.
 """
 
 import math
 from typing import Any
 
-__all__ = ["example_value", "resolve_ref"]
+__all__ = ["Schema", "example_value", "resolve", "resolve_ref"]
+
+Schema = dict[str, Any]
 
 _MAX_DEPTH = 16
 _FORMATS = {
@@ -30,8 +34,8 @@ class _Unresolvable(Exception):
     pass
 
 
-def resolve_ref(ref: str, root: dict[str, Any]) -> Any:
-    """The schema a local reference ('#/$defs/Name') points at."""
+def resolve_ref(ref: str, root: Schema) -> Any:
+    """The schema a local reference ('#/$defs/Name') points at; _Unresolvable for any other."""
     if not ref.startswith("#"):
         raise _Unresolvable(ref)
     node: Any = root
@@ -45,6 +49,25 @@ def resolve_ref(ref: str, root: dict[str, Any]) -> Any:
             node = node[int(key)]
         else:
             raise _Unresolvable(ref)
+    return node
+
+
+def resolve(node: Any, root: Schema, depth: int = 0) -> Schema:
+    """The node with its local $ref followed (its own keys win) and a single allOf merged in; {} for a non-schema."""
+    if not isinstance(node, dict):
+        return {}
+    ref = node.get("$ref")
+    if isinstance(ref, str) and depth < 20:
+        try:
+            target = resolve_ref(ref, root)
+        except _Unresolvable:
+            target = {}
+        merged = {k: v for k, v in node.items() if k != "$ref"}
+        return resolve(target, root, depth + 1) | merged
+    all_of = node.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and depth < 20:
+        merged = {k: v for k, v in node.items() if k != "allOf"}
+        return resolve(all_of[0], root, depth + 1) | merged
     return node
 
 

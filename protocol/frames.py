@@ -1,0 +1,90 @@
+"""The messages of OpenEnv's WebSocket protocol (/ws) and of MCP's JSON-RPC, as envhub sends and reads them.
+
+Client frames: reset, step, state, close and mcp. The server answers observation, state,
+mcp and error frames; an error frame carries a code (below), and CAPACITY_REACHED and
+FACTORY_ERROR close the socket after it.
+"""
+
+import re
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "CLOSE",
+    "STATE",
+    "ErrorCode",
+    "capacity",
+    "error_code",
+    "is_error_text",
+    "is_step_text",
+    "mcp_frame",
+    "reset_frame",
+    "rpc",
+    "step_frame",
+]
+
+
+class ErrorCode(StrEnum):
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+
+
+STATE: dict[str, Any] = {"type": "state"}
+CLOSE: dict[str, Any] = {"type": "close"}
+
+
+def reset_frame(options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Reset: the options (seed, episode_id, the environment's own) are the reset's keyword arguments."""
+    return {"type": "reset", "data": options or {}}
+
+
+def step_frame(action: dict[str, Any]) -> dict[str, Any]:
+    """Step: the data is the action itself, not {"action": ...} as over HTTP."""
+    return {"type": "step", "data": action}
+
+
+def mcp_frame(request: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "mcp", "data": request}
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1) -> dict[str, Any]:
+    """A JSON-RPC 2.0 request, as POST /mcp, WS /mcp and mcp frames take it."""
+    request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": request_id}
+    if params is not None:
+        request["params"] = params
+    return request
+
+
+def error_code(frame: Any) -> str | None:
+    """The code of an error frame; None for any other frame."""
+    if not isinstance(frame, dict) or frame.get("type") != "error":
+        return None
+    data = frame.get("data")
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def capacity(frame: Any) -> dict[str, Any] | None:
+    """The data of a CAPACITY_REACHED frame (active_sessions, max_sessions, message); None for any other."""
+    if error_code(frame) != ErrorCode.CAPACITY_REACHED:
+        return None
+    data: dict[str, Any] = frame["data"]
+    return data
+
+
+# Recognised in text without parsing the whole frame: clients and servers write "type" first.
+_STEP = re.compile(r'\s*\{\s*"type"\s*:\s*"step"')
+_ERROR = re.compile(r'\s*\{\s*"type"\s*:\s*"error"')
+
+
+def is_step_text(text: str) -> bool:
+    return _STEP.match(text) is not None
+
+
+def is_error_text(text: str) -> bool:
+    return _ERROR.match(text) is not None
