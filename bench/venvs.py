@@ -40,12 +40,14 @@ def first_launch(checkout: Path, templates: Path, scratch: Path, package: str) -
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
+    scratch.mkdir(parents=True)
+    log = (scratch / "serve.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port)],
         cwd=checkout,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
@@ -56,8 +58,9 @@ def first_launch(checkout: Path, templates: Path, scratch: Path, package: str) -
                         break
                 except httpx.TransportError:
                     pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"envhub from {checkout} did not start")
+                if time.monotonic() > deadline or server.poll() is not None:
+                    tail = (scratch / "serve.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"envhub from {checkout} did not start:\n{tail}")
                 time.sleep(0.1)
             started = time.perf_counter()
             endpoint = http.post("/api/endpoints", json={"environment": f"template:{package}"}).json()
@@ -71,6 +74,7 @@ def first_launch(checkout: Path, templates: Path, scratch: Path, package: str) -
     finally:
         server.terminate()
         server.wait(timeout=30)
+        log.close()
 
 
 def main() -> None:
@@ -78,8 +82,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--package", default="matplotlib", help="the one requirement envhub does not have")
     parser.add_argument("--baseline", type=Path, help="another checkout of envhub to time beside this one")
+    parser.add_argument("--checkout", type=Path, default=REPO_ROOT, help="the checkout to time (default: this one)")
     args = parser.parse_args()
-    checkouts = {"this checkout": REPO_ROOT}
+    checkouts = {f"this checkout ({args.checkout})": args.checkout.resolve()}
     if args.baseline:
         checkouts = {f"baseline ({args.baseline})": args.baseline.resolve()} | checkouts
     load_before = load_average()
