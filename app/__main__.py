@@ -12,10 +12,10 @@ from sqlmodel import Session
 from tqdm import tqdm
 
 from app.settings import Settings
-from catalog.checks import ConformanceReport, Outcome, check_url
 from catalog.models import SyncStatus
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.sync import Syncer
+from conformance import ConformanceReport, Outcome, check_url
 from core.db import create_db_engine
 from core.errors import ConflictError, RefusedURLError
 from core.leases import Leases

@@ -22,25 +22,25 @@ from app.auth import routes as auth_routes
 from app.auth.routes import Provider
 from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
-from catalog.conformance import Checker
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor
 from catalog.hub import Hub, HubClient
-from catalog.models import Backend
 from catalog.publish import Publisher
 from catalog.runtimes import Runtime
 from catalog.runtimes.containers import ContainerRuntime
 from catalog.runtimes.process import ProcessRuntime
 from catalog.runtimes.spaces import SpaceRuntime
-from catalog.search import count_listed
+from catalog.store import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
+from conformance.checker import Checker
 from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.errors import ConflictError, EnvhubError
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import Sealer
+from hosting.models import Backend
+from hosting.monitor import HealthMonitor
 
 log = logging.getLogger("envhub")
 

@@ -26,13 +26,13 @@ from pathlib import Path
 from sqlmodel import Session
 
 from bench.report import load_average, machine_line, percentile, table, verdict
-from catalog.checks import check_url
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor
 from catalog.hub import HubClient
 from catalog.models import Environment, Source
+from conformance import check_url
 from core.db import create_db_engine, init_db
 from core.outbound import OutboundGuard
+from hosting.monitor import HealthMonitor
 
 CHECK_FLOOR_S = 3.0
 ROUND_FLOOR_S = 60.0

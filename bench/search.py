@@ -23,7 +23,7 @@ from sqlmodel import Session
 from bench.corpus import Corpus, environment_row
 from bench.report import load_average, machine_line, percentile, table, verdict
 from catalog.search import EnvironmentQuery, Sort, fts_match, query_terms, search_environments
-from catalog.sync import write_environments
+from catalog.store import write_environments
 from core.db import create_db_engine, init_db
 
 P95_FLOOR_MS = 25.0

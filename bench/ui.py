@@ -24,7 +24,7 @@ from app.settings import REPO_ROOT
 from bench.corpus import Corpus, environment_row
 from bench.envhub import envhub_process
 from bench.report import load_average, machine_line, percentile, table, verdict
-from catalog.sync import write_environments
+from catalog.store import write_environments
 from core.db import create_db_engine, init_db
 from tests.ui.browser import chromium
 

@@ -19,19 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlmodel import Session, col
 
-from catalog.models import (
-    Backend,
-    Endpoint,
-    EndpointStatus,
-)
+from catalog.models import ConformanceSummary
 from catalog.runtimes import LaunchSpec, Runtime, death_note
-from catalog.search import find_environment
+from catalog.store import find_environment
 from catalog.traffic import Traffic
 from core.callers import Access, Caller
 from core.clock import as_utc, utcnow
 from core.db import exclusive
 from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundError, TooManyRequestsError
 from core.leases import Leases
+from hosting.models import Backend, Endpoint, EndpointStatus
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +252,10 @@ class EndpointManager:
             session.commit()
             session.refresh(endpoint)
             return endpoint
+
+    def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
+        """The summary of the endpoint's last conformance check, on its row."""
+        self._update(endpoint_id, conformance=summary.model_dump(mode="json"))
 
     def _note(self, endpoint_id: str, message: str) -> None:
         self._update(endpoint_id, message=message)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx2
 from huggingface_hub import hf_hub_url
@@ -79,6 +80,19 @@ class SpaceRuntimeInfo:
     host: str | None
     error_message: str | None = None
     private: bool = False
+
+
+def space_credentials(runtime: SpaceRuntimeInfo | None, token: str | None) -> dict[str, dict[str, str]]:
+    """The Hub token scoped to a private Space's own `*.hf.space` host, as `OutboundSession.credentials`.
+
+    Empty for a public Space, a Space served elsewhere, or without a token: the token goes
+    to nothing but the host the configured Hub names for a private Space.
+    """
+    if not token or runtime is None or not runtime.private or not runtime.host:
+        return {}
+    if not (urlsplit(runtime.host).hostname or "").lower().endswith(".hf.space"):
+        return {}
+    return {runtime.host: {"Authorization": f"Bearer {token}"}}
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,16 @@
-"""Catalog tables and the public shapes the API returns."""
+"""The catalog's tables (environments, datasets, syncs) and the public shapes the API returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import JSON, Field, SQLModel
 
-from catalog.checks.report import ConformanceReport, ConformanceSummary
 from core.clock import utcnow
+from core.db import ModelJSON
 from protocol.health import HealthStatus
 
 
@@ -16,6 +18,39 @@ class Source(StrEnum):
     HUB = "hub"
     TEMPLATE = "template"
     URL = "url"
+
+
+class ConformanceSummary(BaseModel):
+    """The few numbers a catalog entry shows of its last conformance check."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conforms: bool
+    core_passed: int = Field(description="core and 0.10 checks that applied and passed")
+    core_total: int = Field(description="core and 0.10 checks that applied (skips excluded)")
+    warnings: int = Field(description="warn-level checks that did not pass")
+    checked_at: datetime
+    report_id: int | None = None
+
+
+class Health(SQLModel):
+    """What the health monitor last saw of an environment or endpoint."""
+
+    status: HealthStatus
+    message: str = ""
+    checked_at: datetime | None = None
+    since: datetime | None = Field(default=None, description="when the status last changed")
+    health_ms: float | None = Field(default=None, description="GET /health latency, median of recent probes")
+    reset_ms: float | None = Field(default=None, description="reset latency, median of recent probes")
+    cold_start_s: float | None = Field(default=None, description="from launch or wake until /health answered")
+
+
+class HealthRecord(Health):
+    """The health as a row keeps it: with the latencies the medians come from, and a wake under way."""
+
+    samples: dict[str, list[float]] = Field(default_factory=dict, description="recent latencies by kind, in ms")
+    # Kept only while a wake is under way: a row's JSON has no such key otherwise.
+    waking_since: datetime | None = PydanticField(default=None, exclude_if=lambda value: value is None)
 
 
 class EnvironmentBase(SQLModel):
@@ -54,7 +89,7 @@ class EnvironmentFull(EnvironmentBase):
     env_schema: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     tools: list[dict[str, Any]] | None = Field(default=None, sa_type=JSON)
     tasks: dict[str, Any] | None = Field(default=None, sa_type=JSON)
-    health: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
     conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     indexed_at: datetime = Field(default_factory=utcnow)
 
@@ -81,18 +116,6 @@ class EnvironmentDataset(SQLModel, table=True):
     environment_id: str = Field(primary_key=True)
     dataset_id: str = Field(primary_key=True, index=True)
     named_by: LinkOrigin = Field(primary_key=True)
-
-
-class Health(SQLModel):
-    """What the health monitor last saw of an environment or endpoint."""
-
-    status: HealthStatus
-    message: str = ""
-    checked_at: datetime | None = None
-    since: datetime | None = Field(default=None, description="when the status last changed")
-    health_ms: float | None = Field(default=None, description="GET /health latency, median of recent probes")
-    reset_ms: float | None = Field(default=None, description="reset latency, median of recent probes")
-    cold_start_s: float | None = Field(default=None, description="from launch or wake until /health answered")
 
 
 class EnvironmentPublic(EnvironmentBase):
@@ -192,144 +215,3 @@ class SyncRunPublic(SyncRunBase):
 class SyncRunsPublic(SQLModel):
     data: list[SyncRunPublic]
     count: int
-
-
-class Backend(StrEnum):
-    PROCESS = "process"
-    DOCKER = "docker"
-    SPACE = "space"
-
-
-class EndpointStatus(StrEnum):
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    FAILED = "failed"
-
-
-class EndpointBase(SQLModel):
-    id: str = Field(primary_key=True, description="short, URL-safe")
-    environment: str = Field(index=True)
-    backend: Backend
-    status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
-    message: str = Field(default="", description="what is happening now, or why it failed")
-    owner: str | None = Field(default=None, index=True)
-    options: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="secrets are not kept here")
-    created_at: datetime = Field(default_factory=utcnow)
-    started_at: datetime | None = None
-    stopped_at: datetime | None = None
-
-
-class Endpoint(EndpointBase, table=True):
-    replica: str | None = Field(
-        default=None, index=True, description="the envhub replica that manages it; its server runs there"
-    )
-    last_active_at: datetime | None = Field(
-        default=None, description="the last gateway traffic any replica saw, written every few seconds"
-    )
-    internal_url: str | None = None
-    handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
-    log_path: str | None = None
-    health: dict[str, Any] | None = Field(default=None, sa_type=JSON)
-    conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
-
-
-class EndpointStats(SQLModel):
-    """Live traffic through the gateway since the endpoint started."""
-
-    active_sessions: int = 0
-    sessions: int = 0
-    requests: int = 0
-    steps: int = 0
-    errors: int = 0
-    step_p50_ms: float | None = None
-    step_p95_ms: float | None = None
-    last_active_at: datetime | None = None
-
-
-class EndpointPublic(EndpointBase):
-    url: str = Field(description="the gateway URL to give a trainer")
-    internal_url: str | None = Field(default=None, description="where envhub itself reaches the server")
-    stats: EndpointStats = Field(default_factory=EndpointStats)
-    log_tail: list[str] = Field(default_factory=list)
-    health: Health | None = None
-    conformance: ConformanceSummary | None = None
-
-
-class EndpointsPublic(SQLModel):
-    data: list[EndpointPublic]
-    count: int
-
-
-class CheckReportBase(SQLModel):
-    """A conformance check of one URL, and the catalog entries it is filed under."""
-
-    url: str
-    environment: str | None = Field(default=None, index=True)
-    endpoint: str | None = Field(default=None, index=True)
-    created_at: datetime = Field(default_factory=utcnow, index=True)
-    conforms: bool = False
-    core_passed: int = 0
-    core_total: int = 0
-    seconds: float = 0
-
-
-class CheckReport(CheckReportBase, table=True):
-    id: int | None = Field(default=None, primary_key=True)
-    report: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
-
-
-class CheckReportPublic(CheckReportBase):
-    id: int
-    report: ConformanceReport
-
-
-class CheckReportsPublic(SQLModel):
-    data: list[CheckReportPublic]
-    count: int
-
-
-class UserSession(SQLModel, table=True):
-    """A signed-in browser. The cookie holds a random id; only its hash and the sealed Hub token are kept."""
-
-    id: str = Field(primary_key=True, description="sha256 of the session cookie's value")
-    username: str = Field(index=True)
-    fullname: str = ""
-    avatar_url: str | None = None
-    token_sealed: str = Field(description="the user's Hub access token, sealed; never stored or shown in clear")
-    scopes: str = ""
-    created_at: datetime = Field(default_factory=utcnow)
-    expires_at: datetime = Field(index=True)
-
-
-class PublicationStatus(StrEnum):
-    BUILDING = "building"
-    CHECKING = "checking"
-    RUNNING = "running"
-    FAILED = "failed"
-
-
-class PublicationBase(SQLModel):
-    """A template deployed as a Space in a user's namespace, followed until it runs and is checked."""
-
-    id: str = Field(primary_key=True, description="short, URL-safe")
-    environment: str = Field(index=True, description="the template it was made from")
-    space: str = Field(index=True, description="owner/name of the new Space")
-    owner: str = Field(index=True)
-    status: PublicationStatus = PublicationStatus.BUILDING
-    message: str = ""
-    space_url: str = Field(description="the Space's page on the Hub")
-    url: str | None = Field(default=None, description="where the Space's server answers, once it runs")
-    check_id: int | None = Field(default=None, description="the conformance report, once it runs")
-    conforms: bool | None = None
-    created_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
-
-
-class Publication(PublicationBase, table=True):
-    pass
-
-
-class PublicationPublic(PublicationBase):
-    pass

@@ -9,13 +9,14 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from catalog.conformance import Checker
-from catalog.models import EnvironmentDetail, Publication, PublicationStatus, Source
+from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import wait_healthy
 from catalog.runtimes.spaces import SpaceRuntime
-from catalog.search import find_environment
+from catalog.store import find_environment
+from conformance.checker import Checker
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
+from hosting.models import Publication, PublicationStatus
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Reading the catalog: full-text search with filters and ranking, and lookups by id."""
+"""Searching the catalog: full-text search of environments with filters and ranking, and of datasets."""
 
 import re
 from datetime import datetime
@@ -27,17 +27,13 @@ from sqlmodel import Session, col
 from catalog import search_postgres
 from catalog.models import (
     Dataset,
-    DatasetDetail,
     DatasetPublic,
     Environment,
-    EnvironmentDataset,
-    EnvironmentDetail,
     EnvironmentPublic,
     EnvironmentTag,
     Source,
 )
 from core.db import is_sqlite
-from core.errors import NotFoundError
 from protocol.health import HealthStatus
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -239,36 +235,6 @@ def _postgres(session: Session, query: EnvironmentQuery, rank_limit: int) -> tup
     )
 
 
-def _linked(session: Session, *, environment_id: str | None = None, dataset_id: str | None = None) -> list[str]:
-    if environment_id is not None:
-        statement = select(col(EnvironmentDataset.dataset_id)).where(
-            col(EnvironmentDataset.environment_id) == environment_id
-        )
-    else:
-        statement = select(col(EnvironmentDataset.environment_id)).where(
-            col(EnvironmentDataset.dataset_id) == dataset_id
-        )
-    return sorted(set(session.execute(statement).scalars()))
-
-
-def find_environment(session: Session, environment_id: str) -> EnvironmentDetail | None:
-    environment = session.get(Environment, environment_id)
-    if environment is None:
-        return None
-    detail = EnvironmentDetail.model_validate(environment)
-    detail.datasets = _linked(session, environment_id=environment_id)
-    return detail
-
-
-def get_environment(session: Session, environment_id: str) -> EnvironmentDetail:
-    detail = find_environment(session, environment_id)
-    if detail is None:
-        raise NotFoundError(
-            f"no environment {environment_id!r} in the catalog; find ids with GET /api/environments?q=..."
-        )
-    return detail
-
-
 def list_datasets(
     session: Session, *, q: str = "", limit: int = 20, offset: int = 0
 ) -> tuple[list[DatasetPublic], int]:
@@ -282,33 +248,3 @@ def list_datasets(
         statement.order_by(desc(col(Dataset.likes)), col(Dataset.id)).limit(limit).offset(offset)
     ).scalars()
     return [DatasetPublic.model_validate(d) for d in page], count
-
-
-def get_dataset(session: Session, dataset_id: str) -> DatasetDetail:
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        raise NotFoundError(f"no dataset {dataset_id!r} in the catalog; list them with GET /api/datasets")
-    detail = DatasetDetail.model_validate(dataset)
-    detail.environments = _linked(session, dataset_id=dataset_id)
-    return detail
-
-
-def list_tags(session: Session, *, limit: int = 50) -> list[tuple[str, int]]:
-    """The most used tags of listed environments, with how many use each."""
-    uses = func.count().label("uses")
-    statement = (
-        select(col(EnvironmentTag.tag), uses)
-        .join(Environment, col(Environment.id) == col(EnvironmentTag.environment_id))
-        .where(col(Environment.removed_at).is_(None))
-        .group_by(col(EnvironmentTag.tag))
-        .order_by(desc(uses), col(EnvironmentTag.tag))
-        .limit(limit)
-    )
-    return [(str(tag), int(count)) for tag, count in session.execute(statement)]
-
-
-def count_listed(session: Session) -> int:
-    """Environments in the catalog that are not marked removed."""
-    listed = select(func.count()).select_from(Environment).where(col(Environment.removed_at).is_(None))
-    count: int = session.execute(listed).scalar_one()
-    return count

@@ -23,7 +23,6 @@ from catalog.models import (
     Dataset,
     Environment,
     EnvironmentDataset,
-    EnvironmentTag,
     LinkOrigin,
     Source,
     SyncCounts,
@@ -31,6 +30,7 @@ from catalog.models import (
     SyncRunPublic,
     SyncStatus,
 )
+from catalog.store import replace_tags, write_environments
 from catalog.text import plain_text
 from core.clock import utcnow
 from core.db import upsert
@@ -158,31 +158,6 @@ def named_environments(listing: DatasetListing) -> set[str]:
 def chunks(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def replace_tags(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Make the tag index match the `tags` of these environment rows."""
-    ids = [r["id"] for r in rows]
-    session.execute(delete(EnvironmentTag).where(col(EnvironmentTag.environment_id).in_(ids)))
-    upsert(session, EnvironmentTag, [{"environment_id": r["id"], "tag": t} for r in rows for t in set(r["tags"])])
-
-
-def write_environments(session: Session, rows: list[dict[str, Any]], datasets: dict[str, list[str]]) -> None:
-    """Upsert full environment rows with their tags and the datasets their cards name."""
-    upsert(session, Environment, rows)
-    replace_tags(session, rows)
-    session.execute(
-        delete(EnvironmentDataset).where(
-            col(EnvironmentDataset.environment_id).in_([r["id"] for r in rows]),
-            col(EnvironmentDataset.named_by) == LinkOrigin.ENVIRONMENT,
-        )
-    )
-    links = [
-        {"environment_id": env_id, "dataset_id": d, "named_by": LinkOrigin.ENVIRONMENT}
-        for env_id, names in datasets.items()
-        for d in names
-    ]
-    upsert(session, EnvironmentDataset, links)
 
 
 class Syncer:

@@ -11,7 +11,7 @@ from sqlmodel import Session, col
 
 from catalog.cards import MANIFEST_LIMIT, README_LIMIT, card_values, parse_manifest, parse_readme
 from catalog.models import Environment, Source
-from catalog.sync import write_environments
+from catalog.store import write_environments
 from core.clock import utcnow
 
 log = logging.getLogger(__name__)

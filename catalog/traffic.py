@@ -6,7 +6,7 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 
-from catalog.models import EndpointStats
+from hosting.models import EndpointStats
 
 
 class Traffic:

@@ -13,10 +13,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, event, make_url, text
+from pydantic import BaseModel
+from sqlalchemy import JSON, Connection, Dialect, Engine, event, make_url, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.schema import SchemaItem
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, SQLModel, create_engine
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # the revisions of every package's tables
@@ -66,6 +68,23 @@ def create_db_engine(url: str) -> Engine:
     engine = create_engine(url, json_serializer=_json_dumps, connect_args={"check_same_thread": False})
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+class ModelJSON(TypeDecorator[Any]):
+    """A JSON column holding one pydantic model: written as its JSON, read back as the model."""
+
+    impl = JSON
+    cache_ok = True
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        super().__init__()
+        self.model = model
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else self.model.model_validate(value)
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -1,10 +1,15 @@
-"""Alembic's entry point: runs the catalog's revisions on the connection core.db hands it."""
+"""Alembic's entry point: runs the revisions of every package's tables on the connection core.db hands it."""
 
 from alembic import context
 from sqlalchemy import Connection, create_engine
 from sqlmodel import SQLModel
 
-from catalog import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+# Every package's tables, registered on SQLModel.metadata.
+import app.auth.sessions  # noqa: F401
+import catalog.models  # noqa: F401
+import conformance.models  # noqa: F401
+import core.leases  # noqa: F401
+import hosting.models  # noqa: F401
 from core.db import compared_with_models
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 
-from catalog.checks import ConformanceReport, Outcome, check_url
+from conformance import ConformanceReport, Outcome, check_url
 from core.outbound import OutboundGuard
 from tests import checkservers
 from tests.checkservers import serve

@@ -9,11 +9,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor, record, space_credentials
-from catalog.hub import HubClient, SpaceRuntimeInfo
-from catalog.models import Environment, Source
+from catalog.health import record
+from catalog.hub import HubClient, SpaceRuntimeInfo, space_credentials
+from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard
+from hosting.monitor import HealthMonitor
 from protocol.health import HealthStatus, Probe
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
@@ -42,7 +43,7 @@ def health(engine: Engine, environment_id: str) -> dict[str, Any]:
     with Session(engine) as session:
         row = session.get(Environment, environment_id)
         assert row is not None
-        return row.health or {}
+        return row.health.model_dump(mode="json") if row.health else {}
 
 
 def round_of(monitor: HealthMonitor) -> None:
@@ -219,15 +220,15 @@ def test_a_private_space_is_probed_with_the_hub_token(
 
 
 def test_the_median_of_recent_probes_is_shown() -> None:
-    state: dict[str, Any] | None = None
+    state: HealthRecord | None = None
     for ms in (10.0, 30.0, 20.0, 1000.0, 25.0):
         state = record(state, Probe(HealthStatus.UP, health_ms=ms, reset_ms=ms * 2))
     assert state is not None
-    assert (state["health_ms"], state["reset_ms"]) == (25.0, 50.0)
+    assert (state.health_ms, state.reset_ms) == (25.0, 50.0)
     for _ in range(20):
         state = record(state, Probe(HealthStatus.UP, health_ms=5.0))
-    assert len(state["samples"]["health"]) == 10
-    assert state["health_ms"] == 5.0
+    assert len(state.samples["health"]) == 10
+    assert state.health_ms == 5.0
 
 
 @pytest.fixture

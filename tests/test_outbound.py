@@ -277,7 +277,7 @@ def test_a_trickling_response_is_cut_at_the_time_limit(site: Served) -> None:
 
 
 def test_a_check_resolves_its_host_once(site: Served) -> None:
-    from catalog.checks import check_url
+    from conformance import check_url
 
     calls: list[str] = []
     guard = OutboundGuard(allow_private=True, resolver=fake_dns({"env.test": ["127.0.0.1"]}, calls))  # type: ignore[arg-type]

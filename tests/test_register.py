@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from catalog.conformance import url_environment_id
+from conformance.register import url_environment_id
 from tests import checkservers
 from tests.checkservers import Served, counting, serve
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until

@@ -20,9 +20,7 @@ from sqlalchemy import Engine, text
 
 from app.settings import Settings
 from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest
-from catalog.health import HEALTH_LEASE, HealthMonitor
 from catalog.hub import HubClient
-from catalog.models import Backend, EndpointStatus
 from catalog.runtimes.process import ProcessRuntime
 from catalog.templates import index_templates
 from core.callers import ANONYMOUS
@@ -30,6 +28,8 @@ from core.db import exclusive
 from core.errors import TooManyRequestsError
 from core.leases import Leases
 from core.outbound import OutboundGuard
+from hosting.models import Backend, EndpointStatus
+from hosting.monitor import HEALTH_LEASE, HealthMonitor
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 from tests.test_cli import cli_env

@@ -9,7 +9,7 @@ from sqlmodel import Session, col
 
 from catalog.models import Environment, Source
 from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
-from catalog.sync import write_environments
+from catalog.store import write_environments
 
 pytestmark = pytest.mark.databases
 

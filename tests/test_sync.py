@@ -7,7 +7,8 @@ from sqlmodel import Session
 from app.main import hub_from_settings
 from app.settings import Settings
 from catalog.models import Environment, SyncStatus
-from catalog.search import EnvironmentQuery, get_dataset, get_environment, search_environments
+from catalog.search import EnvironmentQuery, search_environments
+from catalog.store import get_dataset, get_environment
 from catalog.sync import Syncer, get_sync_run
 from core.errors import ConflictError
 from tests.conftest import space_files, wait_until

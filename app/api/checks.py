@@ -12,10 +12,12 @@ from sqlmodel import Session
 from app.api.deps import CheckerDep, EndpointsDep, SessionDep, SettingsDep
 from app.gateway import gateway_url
 from app.settings import Settings
-from catalog.conformance import get_report, list_reports
-from catalog.models import CheckReportPublic, CheckReportsPublic, EndpointStatus, EnvironmentDetail, Source
-from catalog.search import get_environment
+from catalog.models import EnvironmentDetail, Source
+from catalog.store import get_environment
+from conformance.checker import get_report, list_reports
+from conformance.models import CheckReportPublic, CheckReportsPublic
 from core.errors import ConflictError, InvalidInputError
+from hosting.models import EndpointStatus
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
 
@@ -66,7 +68,9 @@ async def create_check(
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
         url = gateway_url(request, endpoint.id)
-        return await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
+        filed = await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
+        await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
+        return filed
     if body.environment is not None:
         environment = await asyncio.to_thread(_environment, request, body.environment)
         if environment.source == Source.TEMPLATE or not environment.host:

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import SessionDep
 from catalog.models import DatasetDetail, DatasetsPublic
-from catalog.search import get_dataset, list_datasets
+from catalog.search import list_datasets
+from catalog.store import get_dataset
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 

@@ -9,11 +9,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
 from app.settings import Settings
-from catalog.conformance import Checker
 from catalog.endpoints import EndpointManager
-from catalog.health import HealthMonitor
 from catalog.sync import Syncer
+from conformance.checker import Checker
 from core.errors import ForbiddenError, UnauthorizedError
+from hosting.monitor import HealthMonitor
 
 
 def get_session(request: Request) -> Iterator[Session]:

@@ -9,8 +9,8 @@ from app.api.deps import EndpointsDep, SettingsDep
 from app.auth import CallerDep
 from app.settings import Settings
 from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, LaunchRequest
-from catalog.models import Endpoint, EndpointPublic, EndpointsPublic
 from catalog.runtimes import log_tail
+from hosting.models import Endpoint, EndpointPublic, EndpointsPublic
 
 router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
 

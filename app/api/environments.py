@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CheckerDep, MonitorDep, SessionDep, SettingsDep
-from catalog.conformance import register_url
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source
-from catalog.search import EnvironmentQuery, Sort, get_environment, search_environments
+from catalog.search import EnvironmentQuery, Sort, search_environments
+from catalog.store import get_environment
+from conformance.register import register_url
 
 router = APIRouter(prefix="/api/environments", tags=["environments"])
 

@@ -5,7 +5,7 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep, SettingsDep, SyncerDep
 from catalog.models import SyncRunPublic
-from catalog.search import count_listed
+from catalog.store import count_listed
 from catalog.sync import SYNC_RUNNING, list_sync_runs
 from core.leases import REPLICA_PREFIX
 

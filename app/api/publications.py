@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.auth import CallerDep
-from catalog.models import PublicationPublic
 from catalog.publish import Publisher
 from core.errors import UnauthorizedError
+from hosting.models import PublicationPublic
 
 router = APIRouter(tags=["publications"])
 

@@ -4,13 +4,12 @@ import hashlib
 import hmac
 import logging
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, delete
-from sqlmodel import Session, col
+from sqlmodel import Field, Session, SQLModel, col
 
 from app.settings import Settings
-from catalog.models import UserSession
 from core.callers import ANONYMOUS, Caller, User
 from core.clock import as_utc, utcnow
 from core.sealing import Sealer
@@ -20,6 +19,19 @@ __all__ = ["ANONYMOUS", "SESSION_COOKIE", "Caller", "SessionStore", "User", "ses
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "envhub_session"
+
+
+class UserSession(SQLModel, table=True):
+    """A signed-in browser. The cookie holds a random id; only its hash and the sealed Hub token are kept."""
+
+    id: str = Field(primary_key=True, description="sha256 of the session cookie's value")
+    username: str = Field(index=True)
+    fullname: str = ""
+    avatar_url: str | None = None
+    token_sealed: str = Field(description="the user's Hub access token, sealed; never stored or shown in clear")
+    scopes: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime = Field(index=True)
 
 
 def session_secret(settings: Settings) -> bytes:

@@ -9,7 +9,8 @@ import gradio as gr
 from app.ui.cards import pages, results_html, summary
 from app.ui.context import UiContext
 from catalog.models import Source
-from catalog.search import EnvironmentQuery, Sort, list_tags, search_environments
+from catalog.search import EnvironmentQuery, Sort, search_environments
+from catalog.store import list_tags
 
 PAGE_SIZE = 12
 SORTS = [("Relevance", "relevance"), ("Likes", "likes"), ("Trending", "trending"), ("Recently updated", "updated")]

@@ -16,11 +16,12 @@ from app.settings import Settings
 from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
 from catalog.endpoints import GATEWAY_PREFIX, EndpointManager
-from catalog.health import HealthMonitor
-from catalog.models import Endpoint, EndpointStatus, EnvironmentDetail
+from catalog.models import EnvironmentDetail
 from catalog.publish import Publisher
 from core.errors import ForbiddenError
 from core.outbound import OutboundGuard, OutboundSession
+from hosting.models import Endpoint, EndpointStatus
+from hosting.monitor import HealthMonitor
 
 
 @dataclass(frozen=True)

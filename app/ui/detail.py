@@ -12,8 +12,7 @@ from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import outbound_refusal
 from app.ui.readme import render_markdown
 from catalog.models import EnvironmentDetail
-from catalog.search import find_environment
-from catalog.store import cached_interface
+from catalog.store import cached_interface, find_environment
 from core.errors import EnvhubError
 from protocol.health import HealthStatus
 from protocol.interface import Interface, read_interface

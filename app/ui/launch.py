@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from app.ui.context import UiContext
 from catalog.endpoints import LaunchOptions, LaunchRequest
-from catalog.models import Backend, Endpoint, EndpointStatus
 from catalog.runtimes import log_tail
 from core.errors import EnvhubError
+from hosting.models import Backend, Endpoint, EndpointStatus
 
 BACKEND_HELP = {
     Backend.PROCESS: "Runs a built-in or local environment folder as a process on this server. No options.",

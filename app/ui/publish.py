@@ -12,9 +12,10 @@ import gradio as gr
 from app.auth import Caller
 from app.auth.routes import logout_form
 from app.ui.context import UiContext
-from catalog.models import Publication, PublicationStatus, Source
-from catalog.search import find_environment
+from catalog.models import Source
+from catalog.store import find_environment
 from core.errors import EnvhubError
+from hosting.models import Publication, PublicationStatus
 
 _BADGE = {
     PublicationStatus.BUILDING: "busy",

@@ -9,9 +9,10 @@ from typing import Any, Protocol
 
 import httpx
 
-from catalog.models import Backend, EnvironmentDetail
+from catalog.models import EnvironmentDetail
 from catalog.runtimes.zygote import EXIT_NOTE, note_exit
 from core.errors import LaunchError
+from hosting.models import Backend
 
 __all__ = [
     "EXIT_NOTE",

@@ -27,9 +27,10 @@ import requests
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
-from catalog.models import Backend, EnvironmentDetail, Source
+from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import EXIT_NOTE, Launched, LaunchSpec, Report, note_exit, serve_when_healthy
 from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
+from hosting.models import Backend
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine

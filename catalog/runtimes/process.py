@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from catalog.models import Backend, EnvironmentDetail
+from catalog.models import EnvironmentDetail
 from catalog.runtimes import Launched, LaunchSpec, Report, serve_when_healthy
 from catalog.runtimes.venvs import Virtualenvs
 from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable, note_exit
 from core.errors import InvalidInputError
+from hosting.models import Backend
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,11 @@ from typing import Any
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from catalog.models import Backend, EnvironmentDetail, Source
+from catalog.models import EnvironmentDetail, Source
 from catalog.runtimes import Launched, LaunchSpec, Report, wait_healthy
 from core.errors import InvalidInputError, LaunchError
 from core.sealing import Sealer
+from hosting.models import Backend
 
 _OPTIONS = {"namespace", "name", "private", "hardware", "sleep_time", "delete_on_stop"}
 _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}

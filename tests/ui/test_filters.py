@@ -7,7 +7,8 @@ from sqlmodel import Session, col
 
 from app.settings import REPO_ROOT
 from catalog.models import Environment
-from catalog.search import EnvironmentQuery, list_tags, search_environments
+from catalog.search import EnvironmentQuery, search_environments
+from catalog.store import list_tags
 from catalog.templates import index_templates
 
 

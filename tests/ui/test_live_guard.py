@@ -17,15 +17,15 @@ from app.settings import Settings
 from app.ui.context import UiContext
 from app.ui.live import live_session, outbound_refusal
 from app.ui.sessions import PlaySessions
-from catalog.conformance import Checker
 from catalog.endpoints import EndpointLimits, EndpointManager
-from catalog.health import HealthMonitor
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.publish import Publisher
 from catalog.runtimes.spaces import SpaceRuntime
 from catalog.sync import Syncer
+from conformance.checker import Checker
 from core.outbound import OutboundGuard, Resolver
+from hosting.monitor import HealthMonitor
 from protocol.interface import Interface, read_interface
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve

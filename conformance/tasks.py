@@ -3,8 +3,8 @@
 from typing import Any
 from urllib.parse import quote
 
-from catalog.checks.report import Level
-from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int
+from conformance.report import NEWER
+from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int
 
 checks = Registry()
 
@@ -18,7 +18,7 @@ def _env_path(ctx: Context) -> str:
     return "/" + quote(ctx.facts.env_name, safe="")
 
 
-@checks("34", "GET /list_environments names the environment", Level.V010)
+@checks("34", "GET /list_environments names the environment", since=NEWER)
 async def list_environments(ctx: Context) -> str:
     fetched = await ctx.get("/list_environments")
     if fetched.status == 404:
@@ -31,7 +31,7 @@ async def list_environments(ctx: Context) -> str:
     return body[0]
 
 
-@checks("35", "GET /{env}/splits lists train/validation/test splits; an unknown env is 404", Level.V010)
+@checks("35", "GET /{env}/splits lists train/validation/test splits; an unknown env is 404", since=NEWER)
 async def splits(ctx: Context) -> str:
     path = _env_path(ctx)
     fetched = await ctx.get(f"{path}/splits")
@@ -64,7 +64,7 @@ def _supported(ctx: Context, fetched: Any, what: str) -> Any:
     return ctx.expect(fetched, 200, what)
 
 
-@checks("36", "num_tasks, task, tasks and task_range answer; a bad index is 400, an extra key 422", Level.V010)
+@checks("36", "num_tasks, task, tasks and task_range answer; a bad index is 400, an extra key 422", since=NEWER)
 async def tasks(ctx: Context) -> str:
     path = _env_path(ctx)
     if ctx.facts.splits is None:

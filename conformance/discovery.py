@@ -5,8 +5,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from catalog.checks.report import Level
-from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int, is_number
+from conformance.report import NEWER
+from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int, is_number
 
 checks = Registry()
 
@@ -65,7 +65,7 @@ async def schema(ctx: Context) -> str:
     return "action, observation and state are valid JSON Schemas"
 
 
-@checks("3b", "GET /schema also gives reset_observation", Level.V010)
+@checks("3b", "GET /schema also gives reset_observation", since=NEWER)
 async def reset_observation(ctx: Context) -> str:
     body = _schema_or_not_run(ctx)
     if "reset_observation" not in body:

@@ -5,17 +5,16 @@ HTTP checks run first, then the WebSocket session checks (one short episode), th
 MCP session check; the report lists them by number.
 """
 
-from catalog.checks import discovery, sessions, tasks, tools
-from catalog.checks.report import (
+from conformance import discovery, mcp, sessions, tasks
+from conformance.report import (
     CheckResult,
     ConformanceReport,
-    ConformanceSummary,
     Evidence,
     Level,
     Outcome,
     ServerProfile,
 )
-from catalog.checks.runner import Check, run_checks
+from conformance.runner import Check, run_checks
 from core.outbound import OutboundGuard, OutboundSession
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "Check",
     "CheckResult",
     "ConformanceReport",
-    "ConformanceSummary",
     "Evidence",
     "Level",
     "Outcome",
@@ -34,11 +32,11 @@ __all__ = [
 _WEB = ("37", "38")
 CHECKS: tuple[Check, ...] = (
     *(c for c in discovery.checks if c.id not in _WEB),
-    *tools.checks,
+    *mcp.checks,
     *tasks.checks,
     *(c for c in discovery.checks if c.id in _WEB),
     *sessions.checks,
-    *tools.session_checks,
+    *mcp.session_checks,
 )
 
 

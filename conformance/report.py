@@ -5,13 +5,31 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from catalog.models import ConformanceSummary
 
-class Level(StrEnum):
-    """How much a check matters: `core` for every OpenEnv server, `0.10` for newer features, `warn` for quality."""
+
+class Severity(StrEnum):
+    """How much a check matters: `core` checks decide conformance, `warn` checks (quality) are reported only."""
 
     CORE = "core"
-    V010 = "0.10"
     WARN = "warn"
+
+
+NEWER = "0.10"  # the protocol version that brought the Task API, reset_observation and MCP sessions
+
+
+class Level(StrEnum):
+    """A result's level as reports show it: a core check of every server, of servers since 0.10, or a warning."""
+
+    CORE = "core"
+    V010 = NEWER
+    WARN = "warn"
+
+    @classmethod
+    def of(cls, severity: Severity, since: str | None) -> "Level":
+        if severity == Severity.WARN:
+            return cls.WARN
+        return cls.V010 if since == NEWER else cls.CORE
 
 
 class Outcome(StrEnum):
@@ -56,17 +74,6 @@ class ServerProfile(_Frozen):
     max_sessions: int | None = Field(default=None, description="the session limit, when the server revealed it")
     mcp_tools: int | None = Field(default=None, description="tools listed by tools/list; None without MCP")
     web_ui: bool = False
-
-
-class ConformanceSummary(_Frozen):
-    """The few numbers a catalog entry shows."""
-
-    conforms: bool
-    core_passed: int = Field(description="core and 0.10 checks that applied and passed")
-    core_total: int = Field(description="core and 0.10 checks that applied (skips excluded)")
-    warnings: int = Field(description="warn-level checks that did not pass")
-    checked_at: datetime
-    report_id: int | None = None
 
 
 class ConformanceReport(_Frozen):

@@ -13,8 +13,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from catalog.checks.report import Level
-from catalog.checks.runner import QUIET_S, Context, Fail, NotRun, Registry, Skip, Socket, excerpt, is_int, parse_frame
+from conformance.report import Severity
+from conformance.runner import QUIET_S, Context, Fail, NotRun, Registry, Skip, Socket, excerpt, is_int, parse_frame
 from protocol import frames
 from protocol.frames import error_code
 from protocol.tools import example_action
@@ -179,7 +179,7 @@ def _episode(ctx: Context, *keys: str) -> list[dict[str, Any]]:
     return [episode[k] for k in keys]
 
 
-@checks("16", "Reset with episode_id and seed is echoed by state; step_count counts steps", Level.WARN)
+@checks("16", "Reset with episode_id and seed is echoed by state; step_count counts steps", Severity.WARN)
 async def episode_id(ctx: Context) -> str:
     before, after, step = _episode(ctx, "before", "after", "step")
     start, end = _expect_state(before, "state after reset"), _expect_state(after, "state after one step")
@@ -193,7 +193,7 @@ async def episode_id(ctx: Context) -> str:
     return "episode_id echoed; step_count 0 then 1"
 
 
-@checks("26", "Step rewards are finite numbers and observations validate against /schema", Level.WARN)
+@checks("26", "Step rewards are finite numbers and observations validate against /schema", Severity.WARN)
 async def step_values(ctx: Context) -> str:
     (step,) = _episode(ctx, "step")
     if ctx.facts.schema is None:

@@ -4,8 +4,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from catalog.checks.report import Level
-from catalog.checks.runner import Context, Fail, NotRun, Registry, Skip, excerpt, parse_frame
+from conformance.report import NEWER
+from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, parse_frame
 from protocol.tools import cheapest_tool, parse_tools, tool_arguments
 
 checks = Registry()
@@ -105,7 +105,7 @@ async def tools_call(ctx: Context) -> str:
     return f"{message}; a call without a name is refused"
 
 
-@session_checks("33", "MCP sessions: create, attach WS /ws?session_id=, refuse a second attach, close", Level.V010)
+@session_checks("33", "MCP sessions: create, attach WS /ws?session_id=, refuse a second attach, close", since=NEWER)
 async def mcp_sessions(ctx: Context) -> str:
     create = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 5}
     for _ in range(20):

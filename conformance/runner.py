@@ -19,7 +19,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from catalog.checks.report import CheckResult, ConformanceReport, Evidence, Level, Outcome, ServerProfile
+from conformance.report import CheckResult, ConformanceReport, Evidence, Level, Outcome, ServerProfile, Severity
 from core.errors import RefusedURLError
 from core.outbound import Fetched, OutboundSession
 from protocol.tools import Tool
@@ -49,16 +49,23 @@ CheckFn = Callable[["Context"], Awaitable[str | None]]
 class Check:
     id: str
     title: str
-    level: Level
     run: CheckFn
+    severity: Severity = Severity.CORE
+    since: str | None = None  # the protocol version that brought what it checks; older servers skip it
+
+    @property
+    def level(self) -> Level:
+        return Level.of(self.severity, self.since)
 
 
 class Registry(list[Check]):
     """The checks of one module, in the order they run."""
 
-    def __call__(self, check_id: str, title: str, level: Level = Level.CORE) -> Callable[[CheckFn], CheckFn]:
+    def __call__(
+        self, check_id: str, title: str, severity: Severity = Severity.CORE, *, since: str | None = None
+    ) -> Callable[[CheckFn], CheckFn]:
         def register(fn: CheckFn) -> CheckFn:
-            self.append(Check(check_id, title, level, fn))
+            self.append(Check(check_id, title, fn, severity, since))
             return fn
 
         return register

@@ -1,0 +1,111 @@
+"""Hosting's tables (endpoints, publications) and the public shapes the API returns of them."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlmodel import JSON, Field, SQLModel
+
+from catalog.models import ConformanceSummary, Health, HealthRecord
+from core.clock import utcnow
+from core.db import ModelJSON
+
+
+class Backend(StrEnum):
+    PROCESS = "process"
+    DOCKER = "docker"
+    SPACE = "space"
+
+
+class EndpointStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class EndpointBase(SQLModel):
+    id: str = Field(primary_key=True, description="short, URL-safe")
+    environment: str = Field(index=True)
+    backend: Backend
+    status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
+    message: str = Field(default="", description="what is happening now, or why it failed")
+    owner: str | None = Field(default=None, index=True)
+    options: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="secrets are not kept here")
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+
+class Endpoint(EndpointBase, table=True):
+    replica: str | None = Field(
+        default=None, index=True, description="the envhub replica that manages it; its server runs there"
+    )
+    last_active_at: datetime | None = Field(
+        default=None, description="the last gateway traffic any replica saw, written every few seconds"
+    )
+    internal_url: str | None = None
+    handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
+    log_path: str | None = None
+    health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
+    conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+
+
+class EndpointStats(SQLModel):
+    """Live traffic through the gateway since the endpoint started."""
+
+    active_sessions: int = 0
+    sessions: int = 0
+    requests: int = 0
+    steps: int = 0
+    errors: int = 0
+    step_p50_ms: float | None = None
+    step_p95_ms: float | None = None
+    last_active_at: datetime | None = None
+
+
+class EndpointPublic(EndpointBase):
+    url: str = Field(description="the gateway URL to give a trainer")
+    internal_url: str | None = Field(default=None, description="where envhub itself reaches the server")
+    stats: EndpointStats = Field(default_factory=EndpointStats)
+    log_tail: list[str] = Field(default_factory=list)
+    health: Health | None = None
+    conformance: ConformanceSummary | None = None
+
+
+class EndpointsPublic(SQLModel):
+    data: list[EndpointPublic]
+    count: int
+
+
+class PublicationStatus(StrEnum):
+    BUILDING = "building"
+    CHECKING = "checking"
+    RUNNING = "running"
+    FAILED = "failed"
+
+
+class PublicationBase(SQLModel):
+    """A template deployed as a Space in a user's namespace, followed until it runs and is checked."""
+
+    id: str = Field(primary_key=True, description="short, URL-safe")
+    environment: str = Field(index=True, description="the template it was made from")
+    space: str = Field(index=True, description="owner/name of the new Space")
+    owner: str = Field(index=True)
+    status: PublicationStatus = PublicationStatus.BUILDING
+    message: str = ""
+    space_url: str = Field(description="the Space's page on the Hub")
+    url: str | None = Field(default=None, description="where the Space's server answers, once it runs")
+    check_id: int | None = Field(default=None, description="the conformance report, once it runs")
+    conforms: bool | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class Publication(PublicationBase, table=True):
+    pass
+
+
+class PublicationPublic(PublicationBase):
+    pass
