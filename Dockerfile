@@ -10,8 +10,11 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY --chown=user app/ app/
 COPY --chown=user catalog/ catalog/
+COPY --chown=user conformance/ conformance/
 COPY --chown=user core/ core/
+COPY --chown=user hosting/ hosting/
 COPY --chown=user migrations/ migrations/
+COPY --chown=user protocol/ protocol/
 COPY --chown=user spaces_templates/ spaces_templates/
 RUN mkdir -p data && chown user data
 USER user

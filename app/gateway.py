@@ -19,9 +19,9 @@ from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, Upstream
-from catalog.routing import gateway_location, inner_path
-from catalog.traffic import Traffic
+from hosting.endpoints import EndpointManager
+from hosting.routing import GATEWAY_PREFIX, Upstream, gateway_location, inner_path
+from hosting.traffic import Traffic
 from protocol.frames import is_error_text, is_step_text
 
 router = APIRouter(tags=["gateway"])
@@ -94,11 +94,11 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     if inside is None:
         return JSONResponse({"detail": f"{path!r} leaves endpoint {endpoint_id}; ask for a path inside it"}, 400)
     path = inside
-    upstream = manager.resolve(endpoint_id)
+    upstream = manager.routes.resolve(endpoint_id)
     if upstream is None:
         reason = _down(manager, endpoint_id)
         return _not_found(endpoint_id) if reason is None else JSONResponse({"detail": reason}, 502)
-    traffic = manager.traffic(endpoint_id)
+    traffic = manager.traffic.of(endpoint_id)
     client: httpx.AsyncClient = request.app.state.http
     url = f"{upstream.url}/{path}"
     if request.url.query:
@@ -114,7 +114,7 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         response = await client.send(outbound, stream=True)
     except httpx.HTTPError as exc:
         traffic.request(failed=True)
-        manager.check_soon(endpoint_id)
+        manager.keeper.check_soon(endpoint_id)
         detail = f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
         return JSONResponse({"detail": detail}, 502)
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
@@ -173,7 +173,7 @@ async def _upstream_to_client(
 @router.websocket(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
     manager = _manager(websocket.app)
-    resolved = manager.resolve(endpoint_id)
+    resolved = manager.routes.resolve(endpoint_id)
     await websocket.accept()
     inside = inner_path(path)
     if inside is None:
@@ -187,7 +187,7 @@ async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> 
     target = "ws" + resolved.url.removeprefix("http") + f"/{path}"
     if websocket.url.query:
         target += f"?{websocket.url.query}"
-    traffic = manager.traffic(endpoint_id)
+    traffic = manager.traffic.of(endpoint_id)
     try:
         upstream = await websockets.connect(
             target,
@@ -200,7 +200,7 @@ async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> 
         )
     except (OSError, InvalidHandshake, TimeoutError) as exc:
         traffic.request(failed=True)
-        manager.check_soon(endpoint_id)
+        manager.keeper.check_soon(endpoint_id)
         status = f" (HTTP {exc.response.status_code})" if isinstance(exc, InvalidStatus) else ""
         await websocket.close(code=1011, reason=f"endpoint {endpoint_id} is not answering{status}")
         return
@@ -232,7 +232,7 @@ async def _close_like_upstream(
     if upstream.close_code is not None and upstream.close_code not in (1005, 1006):
         code, reason = upstream.close_code, upstream.close_reason or ""
     else:
-        manager.check_soon(endpoint_id)
+        manager.keeper.check_soon(endpoint_id)
         code, reason = 1011, f"endpoint {endpoint_id} closed the connection unexpectedly"
     with suppress(RuntimeError, WebSocketDisconnect):  # the client may already have gone
         await websocket.close(code=code, reason=reason)

@@ -22,13 +22,7 @@ from app.auth import routes as auth_routes
 from app.auth.routes import Provider
 from app.settings import Preload, Settings
 from app.ui import PlaySessions, UiContext, mount_ui
-from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.hub import Hub, HubClient
-from catalog.publish import Publisher
-from catalog.runtimes import Runtime
-from catalog.runtimes.containers import ContainerRuntime
-from catalog.runtimes.process import ProcessRuntime
-from catalog.runtimes.spaces import SpaceRuntime
 from catalog.store import count_listed
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.templates import index_templates
@@ -39,8 +33,15 @@ from core.errors import ConflictError, EnvhubError
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import Sealer
+from hosting.endpoints import EndpointManager
+from hosting.limits import EndpointLimits
 from hosting.models import Backend
 from hosting.monitor import HealthMonitor
+from hosting.publish import Publisher
+from hosting.runtimes import AnyRuntime
+from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.process import ProcessRuntime
+from hosting.runtimes.spaces import SpaceRuntime
 
 log = logging.getLogger("envhub")
 
@@ -62,7 +63,7 @@ SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 
 def runtimes_from_settings(
     settings: Settings, sealer: Sealer | None = None, replica: str = ""
-) -> dict[Backend, Runtime]:
+) -> dict[Backend, AnyRuntime]:
     """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles.
 
     replica names this envhub process among those sharing the database: its spare containers carry it.
@@ -95,7 +96,7 @@ def runtimes_from_settings(
 async def _watch_endpoints(endpoints: EndpointManager) -> None:
     while True:
         try:
-            await asyncio.to_thread(endpoints.watch)
+            await asyncio.to_thread(endpoints.keeper.watch)
         except Exception:  # a failed check must not end the watching
             log.exception("checking endpoints failed")
         await asyncio.sleep(_WATCH_INTERVAL_S)
@@ -164,7 +165,7 @@ def _describe_validation(exc: RequestValidationError) -> str:
 
 
 def create_app(
-    settings: Settings | None = None, *, hub: Hub | None = None, runtimes: dict[Backend, Runtime] | None = None
+    settings: Settings | None = None, *, hub: Hub | None = None, runtimes: dict[Backend, AnyRuntime] | None = None
 ) -> FastAPI:
     """The envhub app. Nothing connects until it starts serving."""
     settings = settings or Settings()
@@ -209,7 +210,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(prepare_catalog, settings, engine, leases)
         await asyncio.to_thread(leases.start)
-        await asyncio.to_thread(endpoints.reconcile)
+        await asyncio.to_thread(endpoints.keeper.reconcile)
         process = endpoints.runtimes.get(Backend.PROCESS)
         if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
             # In the background: the first launch then finds the zygote ready, or waits for it.
@@ -233,7 +234,7 @@ def create_app(
             await publisher.aclose()
             await monitor.aclose()
             await app.state.http.aclose()
-            await asyncio.to_thread(endpoints.shutdown)
+            await asyncio.to_thread(endpoints.keeper.shutdown)
             await asyncio.to_thread(leases.stop)
             engine.dispose()
 

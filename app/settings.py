@@ -13,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class Preload(StrEnum):
-    """When the process backend's zygote starts (catalog/runtimes/zygote.py)."""
+    """When the process backend's zygote starts (hosting/runtimes/zygote.py)."""
 
     START = "start"
     LAUNCH = "launch"

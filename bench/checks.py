@@ -26,12 +26,13 @@ from pathlib import Path
 from sqlmodel import Session
 
 from bench.report import load_average, machine_line, percentile, table, verdict
-from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.hub import HubClient
 from catalog.models import Environment, Source
 from conformance import check_url
 from core.db import create_db_engine, init_db
 from core.outbound import OutboundGuard
+from hosting.endpoints import EndpointManager
+from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
 
 CHECK_FLOOR_S = 3.0

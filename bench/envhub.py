@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from catalog.runtimes.process import free_port
+from hosting.runtimes.processes import free_port
 
 
 @contextmanager

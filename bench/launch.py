@@ -24,7 +24,7 @@ import httpx
 
 from app.settings import Preload, Settings
 from bench.report import load_average, machine_line, percentile, table, verdict
-from catalog.runtimes.containers import CATALOG_LABEL, SPARE_LABEL, SPARE_PREFIX, engine_client
+from hosting.runtimes.containers import CATALOG_LABEL, SPARE_LABEL, SPARE_PREFIX, engine_client
 from tests.conftest import wait_until
 from tests.environments import write_count_env
 from tests.serving import Envhub

@@ -25,6 +25,9 @@ class EndpointStatus(StrEnum):
     FAILED = "failed"
 
 
+ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)  # an endpoint that holds a server, or will
+
+
 class EndpointBase(SQLModel):
     id: str = Field(primary_key=True, description="short, URL-safe")
     environment: str = Field(index=True)

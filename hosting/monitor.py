@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from catalog.endpoints import EndpointManager
 from catalog.health import record, stage_health
 from catalog.hub import Hub, space_credentials
 from catalog.models import Environment, Health, HealthRecord, Source
@@ -28,6 +27,7 @@ from catalog.store import interface_columns, save_health
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, OutboundSession
+from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
 from protocol.health import HealthStatus, Probe, healthy, probe
 from protocol.interface import Interface
@@ -153,7 +153,7 @@ class HealthMonitor:
     # -- endpoints
 
     async def probe_endpoint(self, endpoint_id: str) -> Health | None:
-        upstream = await asyncio.to_thread(self.endpoints.resolve, endpoint_id)
+        upstream = await asyncio.to_thread(self.endpoints.routes.resolve, endpoint_id)
         if upstream is None:
             return None
         endpoint, environment = await asyncio.to_thread(self._endpoint_rows, endpoint_id)

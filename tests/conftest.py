@@ -16,9 +16,10 @@ from sqlalchemy import Engine
 from app.main import create_app
 from app.settings import Preload, Settings
 from catalog.models import EnvironmentDetail, Source
-from catalog.runtimes import LaunchSpec
-from catalog.runtimes.process import ProcessRuntime
 from core.db import create_db_engine, init_db
+from hosting.options import ProcessOptions
+from hosting.runtimes import LaunchSpec
+from hosting.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 from tests.postgres import postgres_schema as schema_of_its_own
@@ -179,6 +180,7 @@ def space_app(tmp_path: Path) -> Iterator[str]:
     folder = write_count_env(tmp_path / "space-app" / "count")
     runtime = ProcessRuntime(tmp_path / "space-runtime")
     environment = EnvironmentDetail(id="alice/count", source=Source.HUB, title="Count", path=str(folder))
-    launched = runtime.start(LaunchSpec("spaceapp", environment, tmp_path / "space-app.log"), lambda _: None)
+    spec = LaunchSpec("spaceapp", environment, tmp_path / "space-app.log", ProcessOptions())
+    launched = runtime.start(spec, lambda _: None)
     yield launched.url
     runtime.stop(launched.handle)

@@ -5,12 +5,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import httpx
 import pytest
 from docker.errors import DockerException
+from docker.models.containers import Container
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from catalog.runtimes.containers import CATALOG_LABEL, LABEL, SPARE_LABEL, SPARE_PREFIX, engine_client, space_image
+from hosting.runtimes.containers import CATALOG_LABEL, LABEL, SPARE_LABEL, SPARE_PREFIX, engine_client, space_image
 from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
@@ -66,6 +68,14 @@ def spares(client: docker.DockerClient, catalog: str) -> list[str]:
 
 
 @needs_docker
+def answers_health(container: Container) -> bool:
+    ports = container.ports.get("8000/tcp") or []
+    try:
+        return bool(ports) and httpx.get(f"http://127.0.0.1:{ports[0]['HostPort']}/health", timeout=1).is_success
+    except httpx.TransportError:
+        return False
+
+
 def test_template_builds_runs_and_plays_in_a_container(
     docker_envhub: Envhub, docker_engine: docker.DockerClient
 ) -> None:
@@ -102,6 +112,9 @@ def test_a_launch_claims_the_container_started_ahead_for_it(
         envhub.running("template:count", backend="docker")
         wait_until(lambda: len(spares(docker_engine, catalog)) == 1, timeout_s=60)
         [spare] = spares(docker_engine, catalog)
+        wait_until(
+            lambda: answers_health(docker_engine.containers.get(spare)), timeout_s=60
+        )  # as a launch seconds later
 
         second = envhub.running("template:count", backend="docker")
         container = docker_engine.containers.get(f"envhub-{second['id']}")

@@ -47,7 +47,9 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
     files = hub.files("alice/openenv-hub")
     assert sorted(files) == sorted([*app_files(REPO_ROOT), "README.md"])
     for path in files:
-        assert path.split("/")[0] in {"app", "catalog", "core", "migrations", "spaces_templates", "README.md"} | {
+        assert path.split("/")[0] in {"app", "catalog", "conformance", "core", "hosting", "migrations", "protocol"} | {
+            "spaces_templates",
+            "README.md",
             "requirements.txt",
             "Dockerfile",
             ".dockerignore",
@@ -161,8 +163,11 @@ def test_only_app_files_are_picked(tmp_path: Path) -> None:
         "app/__main__.py",
         "app/ui/page.py",
         "catalog/models.py",
+        "conformance/runner.py",
         "core/db.py",
+        "hosting/endpoints.py",
         "migrations/env.py",
+        "protocol/frames.py",
         "requirements.txt",
         "spaces_templates/envhub.README.md",
         "spaces_templates/maze/.dockerignore",

@@ -8,12 +8,13 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.health import record
 from catalog.hub import HubClient, SpaceRuntimeInfo, space_credentials
 from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard
+from hosting.endpoints import EndpointManager
+from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
 from protocol.health import HealthStatus, Probe
 from tests import checkservers

@@ -19,17 +19,19 @@ from openenv.core.generic_client import GenericEnvClient
 from sqlalchemy import Engine, text
 
 from app.settings import Settings
-from catalog.endpoints import LIMITS_LOCK, EndpointLimits, EndpointManager, LaunchRequest
 from catalog.hub import HubClient
-from catalog.runtimes.process import ProcessRuntime
 from catalog.templates import index_templates
 from core.callers import ANONYMOUS
 from core.db import exclusive
 from core.errors import TooManyRequestsError
 from core.leases import Leases
 from core.outbound import OutboundGuard
+from hosting.endpoints import EndpointManager
+from hosting.limits import LIMITS_LOCK, EndpointLimits
 from hosting.models import Backend, EndpointStatus
 from hosting.monitor import HEALTH_LEASE, HealthMonitor
+from hosting.options import LaunchRequest
+from hosting.runtimes.process import ProcessRuntime
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 from tests.test_cli import cli_env
@@ -65,7 +67,7 @@ def replicas(
         )
     yield managers
     for manager in managers:
-        manager.shutdown()
+        manager.keeper.shutdown()
         manager.leases.stop()
 
 
@@ -83,24 +85,24 @@ def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them
     endpoint_id = running(a, count_template)
     assert a.get(endpoint_id).replica == a.leases.replica
 
-    b.reconcile()
-    b.watch()
-    b.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
+    b.keeper.reconcile()
+    b.keeper.watch()
+    b.keeper.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
     assert a.get(endpoint_id).status == EndpointStatus.RUNNING
     assert server_pids(endpoint_id)
 
     # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
-    b.traffic(endpoint_id).session_opened()
+    b.traffic.of(endpoint_id).session_opened()
     for _ in range(12):
-        b.watch()
-        a.watch()
+        b.keeper.watch()
+        a.keeper.watch()
         assert a.get(endpoint_id).status == EndpointStatus.RUNNING
         time.sleep(0.5)
-    b.traffic(endpoint_id).session_closed()
-    b.watch()
+    b.traffic.of(endpoint_id).session_closed()
+    b.keeper.watch()
 
     def stopped_when_idle() -> bool:
-        a.watch()
+        a.keeper.watch()
         return a.get(endpoint_id).status == EndpointStatus.STOPPED
 
     wait_until(stopped_when_idle, timeout_s=15)
@@ -159,7 +161,7 @@ def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
     endpoint_id = running(a, count_template)
     a.leases.stop()  # a is gone as far as the database can tell; its server still runs
 
-    b.watch()
+    b.keeper.watch()
 
     row = b.get(endpoint_id)
     assert row.status == EndpointStatus.STOPPED

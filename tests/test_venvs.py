@@ -7,7 +7,7 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from catalog.runtimes.venvs import LAYER_FILE
+from hosting.runtimes.venvs import LAYER_FILE
 from tests.environments import write_count_env
 from tests.serving import Envhub
 

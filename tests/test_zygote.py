@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog.runtimes.zygote import ServerRequest, Zygote, forkable
+from hosting.runtimes.zygote import ServerRequest, Zygote, forkable
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
 from app.settings import Settings
-from catalog.endpoints import EndpointManager
 from catalog.sync import Syncer
 from conformance.checker import Checker
 from core.errors import ForbiddenError, UnauthorizedError
+from hosting.endpoints import EndpointManager
 from hosting.monitor import HealthMonitor
 
 

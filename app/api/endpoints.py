@@ -1,6 +1,5 @@
 """Hosted endpoints: launch an environment on a backend, follow it, stop it."""
 
-from datetime import UTC
 from pathlib import Path
 
 from fastapi import APIRouter, Request, status
@@ -8,9 +7,11 @@ from fastapi import APIRouter, Request, status
 from app.api.deps import EndpointsDep, SettingsDep
 from app.auth import CallerDep
 from app.settings import Settings
-from catalog.endpoints import GATEWAY_PREFIX, EndpointManager, LaunchRequest
-from catalog.runtimes import log_tail
+from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointPublic, EndpointsPublic
+from hosting.options import LaunchRequest
+from hosting.routing import GATEWAY_PREFIX
+from hosting.runtimes.logs import log_tail
 
 router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
 
@@ -22,10 +23,7 @@ def public_url(settings: Settings, request: Request, endpoint_id: str) -> str:
 
 def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
     # Counters are this replica's gateway's; the last activity is any replica's, as written to the row.
-    stats = manager.traffic(endpoint.id).snapshot()
-    if endpoint.last_active_at is not None:
-        row_active = endpoint.last_active_at.replace(tzinfo=endpoint.last_active_at.tzinfo or UTC)
-        stats.last_active_at = max(stats.last_active_at or row_active, row_active)
+    stats = manager.traffic.stats(endpoint)
     return EndpointPublic.model_validate(
         endpoint.model_dump()
         | {

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.auth import CallerDep
-from catalog.publish import Publisher
 from core.errors import UnauthorizedError
 from hosting.models import PublicationPublic
+from hosting.publish import Publisher
 
 router = APIRouter(tags=["publications"])
 

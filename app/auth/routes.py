@@ -22,7 +22,6 @@ from pydantic import BaseModel
 from app.auth.callers import CallerDep, Identities
 from app.auth.sessions import SESSION_COOKIE, User
 from app.settings import Settings
-from catalog.endpoints import EndpointManager
 from core.errors import (
     BadRequestError,
     ForbiddenError,
@@ -30,6 +29,7 @@ from core.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from hosting.endpoints import EndpointManager
 
 router = APIRouter(tags=["auth"])
 

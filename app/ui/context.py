@@ -15,13 +15,14 @@ from app.gateway import gateway_url
 from app.settings import Settings
 from app.ui.live import live_session
 from app.ui.sessions import PlaySessions
-from catalog.endpoints import GATEWAY_PREFIX, EndpointManager
 from catalog.models import EnvironmentDetail
-from catalog.publish import Publisher
 from core.errors import ForbiddenError
 from core.outbound import OutboundGuard, OutboundSession
+from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
 from hosting.monitor import HealthMonitor
+from hosting.publish import Publisher
+from hosting.routing import GATEWAY_PREFIX
 
 
 @dataclass(frozen=True)

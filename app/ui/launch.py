@@ -10,20 +10,24 @@ import gradio as gr
 from pydantic import ValidationError
 
 from app.ui.context import UiContext
-from catalog.endpoints import LaunchOptions, LaunchRequest
-from catalog.runtimes import log_tail
 from core.errors import EnvhubError
 from hosting.models import Backend, Endpoint, EndpointStatus
+from hosting.options import BACKEND_OPTIONS, BackendOptions, LaunchRequest
+from hosting.runtimes.logs import log_tail
 
-BACKEND_HELP = {
-    Backend.PROCESS: "Runs a built-in or local environment folder as a process on this server. No options.",
-    Backend.DOCKER: "Builds the folder's Dockerfile or runs a Space's image. "
-    'Options: `{"image": "...", "port": 8000}`.',
-    Backend.SPACE: "Creates a Space on the Hub: in your namespace with your token when you are signed in, "
-    "else with the server's. Options: "
-    '`{"namespace": "...", "name": "...", "private": false, "hardware": "cpu-basic", "sleep_time": 3600, '
-    '"delete_on_stop": false}`.',
-}
+
+def backend_help(backend: Backend) -> str:
+    """What a backend does and the options it takes, read from its options model (hosting.options)."""
+    model = BACKEND_OPTIONS[backend]
+    own = {name: f for name, f in model.model_fields.items() if name not in BackendOptions.model_fields}
+    if not own:
+        return f"{model.__doc__} No options."
+    example = {name: f.default for name, f in own.items()}
+    lines = [f"{model.__doc__} Options: `{json.dumps(example)}`"]
+    lines += [f"- `{name}`: {f.description}" for name, f in own.items() if f.description]
+    return "\n".join(lines)
+
+
 _BADGE = {
     EndpointStatus.STARTING: "busy",
     EndpointStatus.RUNNING: "ok",
@@ -64,7 +68,7 @@ def build(backends: list[Backend]) -> Launch:
                 [b.value for b in backends], value=backends[0].value if backends else None, label="Backend",
                 elem_id="launch-backend",
             )  # fmt: skip
-            backend_help = gr.Markdown(BACKEND_HELP.get(backends[0], "") if backends else "")
+            help_text = gr.Markdown(backend_help(backends[0]) if backends else "")
             variables = gr.Textbox(
                 label="Environment variables", placeholder="NAME=value, one per line", lines=2, elem_id="launch-env"
             )
@@ -90,7 +94,7 @@ def build(backends: list[Backend]) -> Launch:
         elem_id="launch-endpoints",
     )
     return Launch(
-        environment, backend, backend_help, variables, secrets, options, start, message, gr.State(""), status, url,
+        environment, backend, help_text, variables, secrets, options, start, message, gr.State(""), status, url,
         stop, log, endpoints, gr.Timer(1.0, active=False),
     )  # fmt: skip
 
@@ -161,14 +165,16 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
             extra = json.loads(options or "{}")
             if not isinstance(extra, dict):
                 raise ValueError("backend options must be a JSON object")
-            body = LaunchRequest(
-                environment=environment_id,
-                backend=Backend(backend),
-                options=LaunchOptions(
-                    env=parse_assignments(variables, "Environment variables"),
-                    secrets=parse_assignments(secrets, "Secrets"),
-                    **extra,
-                ),
+            body = LaunchRequest.model_validate(
+                {
+                    "environment": environment_id,
+                    "backend": backend,
+                    "options": extra
+                    | {
+                        "env": parse_assignments(variables, "Environment variables"),
+                        "secrets": parse_assignments(secrets, "Secrets"),
+                    },
+                }
             )
             endpoint = ctx.endpoints.launch(body, ctx.acting_caller(request))
         except (ValueError, ValidationError) as exc:
@@ -204,9 +210,7 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
         return {launch.endpoint: endpoint_id} | watch(ctx, launch, endpoint_id, request)
 
     outputs = [launch.message, launch.endpoint, launch.timer, *launch.watched]
-    launch.backend.change(
-        lambda b: BACKEND_HELP.get(Backend(b), "") if b else "", [launch.backend], [launch.backend_help]
-    )
+    launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])
     launch.start.click(start, [selected, launch.backend, launch.variables, launch.secrets, launch.options], outputs)
     launch.timer.tick(tick, [launch.endpoint], [launch.timer, *launch.watched], show_progress="hidden")
     launch.stop.click(stop, [launch.endpoint], [launch.message, *launch.watched])

@@ -24,10 +24,10 @@ from app.ui.forms import (
 from app.ui.live import outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.sessions import PlayError, PlaySession
-from catalog.endpoints import LaunchRequest
 from catalog.store import cached_interface, find_environment
 from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
+from hosting.options import LaunchRequest
 from protocol.interface import Interface, read_interface
 from protocol.tools import takes_tool_calls, tool_call
 

@@ -17,15 +17,16 @@ from app.settings import Settings
 from app.ui.context import UiContext
 from app.ui.live import live_session, outbound_refusal
 from app.ui.sessions import PlaySessions
-from catalog.endpoints import EndpointLimits, EndpointManager
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
-from catalog.publish import Publisher
-from catalog.runtimes.spaces import SpaceRuntime
 from catalog.sync import Syncer
 from conformance.checker import Checker
 from core.outbound import OutboundGuard, Resolver
+from hosting.endpoints import EndpointManager
+from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
+from hosting.publish import Publisher
+from hosting.runtimes.spaces import SpaceRuntime
 from protocol.interface import Interface, read_interface
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve

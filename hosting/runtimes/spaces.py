@@ -16,12 +16,12 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from catalog.models import EnvironmentDetail, Source
-from catalog.runtimes import Launched, LaunchSpec, Report, wait_healthy
 from core.errors import InvalidInputError, LaunchError
 from core.sealing import Sealer
 from hosting.models import Backend
+from hosting.options import SpaceOptions
+from hosting.runtimes import Launched, LaunchSpec, Report, SpaceHandle, wait_healthy
 
-_OPTIONS = {"namespace", "name", "private", "hardware", "sleep_time", "delete_on_stop"}
 _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}
 _FAILED = {"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE", "DELETING", "STOPPED", "PAUSED"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -36,6 +36,7 @@ def _hub_message(exc: HfHubHTTPError) -> str:
 
 class SpaceRuntime:
     name = Backend.SPACE
+    handle_type = SpaceHandle
 
     def __init__(
         self,
@@ -55,18 +56,13 @@ class SpaceRuntime:
     def _api(self, token: str | None = None) -> HfApi:
         return HfApi(endpoint=self.endpoint, token=token or self.token or False, library_name="envhub")
 
-    def _token_of(self, handle: dict[str, Any]) -> str | None:
-        sealed = handle.get("token")
-        if isinstance(sealed, str) and self.sealer is not None:
-            return self.sealer.open(sealed)
+    def _token_of(self, handle: SpaceHandle) -> str | None:
+        if handle.token is not None and self.sealer is not None:
+            return self.sealer.open(handle.token)
         return self.token
 
-    def check(
-        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
-    ) -> dict[str, Any]:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise InvalidInputError(f"the space backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")
+    def check(self, environment: EnvironmentDetail, options: SpaceOptions, token: str | None = None) -> SpaceOptions:
+        """The options with the Space's namespace and name filled in (the user's own namespace by default)."""
         token = token or self.token
         if not token:
             raise InvalidInputError(
@@ -74,53 +70,35 @@ class SpaceRuntime:
             )
         if not environment.path and environment.source != Source.HUB:
             raise InvalidInputError(f"{environment.id} has no folder to upload and is not a Hub Space")
-        name = options.get("name") or re.sub(r"[^A-Za-z0-9._-]", "-", environment.id.split("/")[-1].split(":")[-1])
-        if not isinstance(name, str) or not _NAME.match(name):
+        name = options.name or re.sub(r"[^A-Za-z0-9._-]", "-", environment.id.split("/")[-1].split(":")[-1])
+        if not _NAME.match(name):
             raise InvalidInputError(f"option name {name!r} is not a valid Space name")
-        namespace = options.get("namespace")
+        namespace = options.namespace
         if namespace is None:
             try:
-                namespace = self._api(token).whoami(cache=True)["name"]
+                namespace = str(self._api(token).whoami(cache=True)["name"])
             except HfHubHTTPError as exc:
                 raise InvalidInputError(f"the Hub refused the token ({_hub_message(exc)})") from exc
-        if not isinstance(namespace, str) or not _NAME.match(namespace):
+        if not _NAME.match(namespace):
             raise InvalidInputError(f"option namespace {namespace!r} is not a valid user or organisation name")
-        for flag in ("private", "delete_on_stop"):
-            if not isinstance(options.get(flag, False), bool):
-                raise InvalidInputError(f"option {flag} must be true or false")
-        sleep_time = options.get("sleep_time")
-        if sleep_time is not None and (not isinstance(sleep_time, int) or sleep_time < -1):
-            raise InvalidInputError("option sleep_time must be seconds (an integer), or -1 for never")
-        hardware = options.get("hardware")
-        if hardware is not None and not isinstance(hardware, str):
-            raise InvalidInputError("option hardware must be a Space hardware name such as cpu-basic or t4-small")
-        return {
-            "space": f"{namespace}/{name}",
-            "private": bool(options.get("private", False)),
-            "hardware": hardware,
-            "sleep_time": sleep_time,
-            "delete_on_stop": bool(options.get("delete_on_stop", False)),
-        }
+        return options.model_copy(update={"namespace": namespace, "name": name})
 
-    def start(self, spec: LaunchSpec, report: Report) -> Launched:
+    def start(self, spec: LaunchSpec[SpaceOptions], report: Report) -> Launched[SpaceHandle]:
         token = spec.token or self.token
-        space_id = str(spec.options["space"])
+        space_id = spec.options.space_id
         secrets = [{"key": k, "value": v} for k, v in spec.env.items()]
         settings: dict[str, Any] = {
-            "private": spec.options["private"],
-            "space_hardware": spec.options["hardware"],
-            "space_sleep_time": spec.options["sleep_time"],
+            "private": spec.options.private,
+            "space_hardware": spec.options.hardware,
+            "space_sleep_time": spec.options.sleep_time,
             "space_secrets": secrets or None,
         }
         self.create(spec.environment, space_id, token, report, **settings)
-        handle: dict[str, Any] = {
-            "space": space_id,
-            "endpoint": spec.endpoint_id,
-            "delete_on_stop": spec.options["delete_on_stop"],
-        }
-        if spec.token and self.sealer is not None:
-            # Pausing or deleting the Space later needs the owner's token: kept sealed, never in clear.
-            handle["token"] = self.sealer.seal(spec.token)
+        # Pausing or deleting the Space later needs the owner's token: kept sealed, never in clear.
+        sealed = self.sealer.seal(spec.token) if spec.token and self.sealer is not None else None
+        handle = SpaceHandle(
+            endpoint=spec.endpoint_id, space=space_id, delete_on_stop=spec.options.delete_on_stop, token=sealed
+        )
         url = self.follow(space_id, token, report)
         wait_healthy(
             url,
@@ -189,26 +167,27 @@ class SpaceRuntime:
             return str(info.host).rstrip("/")
         return f"https://{info.subdomain}.hf.space"
 
-    def stop(self, handle: dict[str, Any]) -> None:
-        space_id = handle.get("space")
-        if not space_id:
-            return  # Spaces live in the user's namespace: nothing to clean up by endpoint id alone
+    def stop(self, handle: SpaceHandle) -> None:
+        space_id = handle.space
         try:
             api = self._api(self._token_of(handle))
-            if handle.get("delete_on_stop"):
+            if handle.delete_on_stop:
                 api.delete_repo(space_id, repo_type="space", missing_ok=True)
             else:
                 api.pause_space(space_id)
         except HfHubHTTPError as exc:
             raise LaunchError(f"could not stop Space {space_id}: {_hub_message(exc)}") from exc
 
-    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+    def stop_leftover(self, endpoint_id: str) -> None:
+        pass  # Spaces live in their owners' namespaces: nothing is found by endpoint id alone
+
+    def auth_headers(self, handle: SpaceHandle) -> dict[str, str]:
         token = self._token_of(handle)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
-    def is_running(self, handle: dict[str, Any]) -> bool:
+    def is_running(self, handle: SpaceHandle) -> bool:
         try:
-            return str(self._api(self._token_of(handle)).get_space_runtime(str(handle.get("space"))).stage) in _RUNNING
+            return str(self._api(self._token_of(handle)).get_space_runtime(handle.space).stage) in _RUNNING
         except (HfHubHTTPError, OSError):
             return False
 

@@ -1,6 +1,7 @@
-"""Gateway paths: every endpoint is served at <envhub>/endpoints/<id>, and nothing it sends or is sent leaves that tree.
+"""Routing: every endpoint is served at <envhub>/endpoints/<id>, reaching its server wherever it runs.
 
-The gateway path is built and parsed here only. A path asked of an endpoint is
+The gateway path is built and parsed here only, and where the gateway reaches each
+endpoint (its upstream) is looked up here. A path asked of an endpoint is
 resolved (dot segments) before it is passed on, so `..` never climbs out of it; a
 redirect an environment's server answers is kept inside its gateway path, and refused
 when it points at another site.
@@ -8,9 +9,25 @@ when it points at another site.
 
 import posixpath
 import re
+import time
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-__all__ = ["GATEWAY_PREFIX", "endpoint_in_path", "gateway_location", "gateway_path", "inner_path"]
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from hosting.models import Backend, Endpoint, EndpointStatus
+from hosting.runtimes import AnyRuntime, Handle, handle_of
+
+__all__ = [
+    "GATEWAY_PREFIX",
+    "Routes",
+    "Upstream",
+    "endpoint_in_path",
+    "gateway_location",
+    "gateway_path",
+    "inner_path",
+]
 
 GATEWAY_PREFIX = "/endpoints"
 _GATEWAY_PATH = re.compile(r"^/endpoints/(?P<id>[A-Za-z0-9_-]{1,64})/?$")
@@ -75,3 +92,49 @@ def gateway_location(location: str, upstream: str, endpoint_id: str, path: str) 
     if parts.fragment:
         rebuilt += f"#{parts.fragment}"
     return rebuilt
+
+
+# How long the gateway trusts a looked-up internal URL: the watch interval, so that an
+# endpoint stopped through another replica is not reached at its old address for long.
+RESOLVE_TTL_S = 2.0
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where the gateway reaches an endpoint's server, and what it adds to reach it."""
+
+    url: str
+    headers: dict[str, str]
+    root_path: str = ""  # the server's ASGI root_path, when its backend set it: the gateway path
+
+
+class Routes:
+    """Where the gateway reaches each running endpoint: read from its row, and trusted for a moment."""
+
+    def __init__(self, engine: Engine, runtimes: dict[Backend, AnyRuntime]) -> None:
+        self.engine = engine
+        self.runtimes = runtimes
+        self._known: dict[str, tuple[Upstream, float]] = {}
+
+    def resolve(self, endpoint_id: str) -> Upstream | None:
+        """Where the gateway reaches a running endpoint; None when it is not running."""
+        known = self._known.get(endpoint_id)
+        if known is not None and time.monotonic() - known[1] < RESOLVE_TTL_S:
+            return known[0]
+        with Session(self.engine) as session:
+            endpoint = session.get(Endpoint, endpoint_id)
+        if endpoint is None or endpoint.status != EndpointStatus.RUNNING or not endpoint.internal_url:
+            return None
+        runtime = self.runtimes.get(endpoint.backend)
+        handle = handle_of(runtime, endpoint.handle) if runtime is not None else None
+        if runtime is None or handle is None:
+            return None
+        return self.remember(endpoint_id, runtime, endpoint.internal_url, handle)
+
+    def remember(self, endpoint_id: str, runtime: AnyRuntime, url: str, handle: Handle) -> Upstream:
+        upstream = Upstream(url, runtime.auth_headers(handle), handle.root_path)
+        self._known[endpoint_id] = (upstream, time.monotonic())
+        return upstream
+
+    def forget(self, endpoint_id: str) -> None:
+        self._known.pop(endpoint_id, None)

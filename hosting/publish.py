@@ -6,17 +6,19 @@ import logging
 import secrets
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.models import EnvironmentDetail, Source
-from catalog.runtimes import wait_healthy
-from catalog.runtimes.spaces import SpaceRuntime
 from catalog.store import find_environment
 from conformance.checker import Checker
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
 from hosting.models import Publication, PublicationStatus
+from hosting.options import SpaceOptions
+from hosting.runtimes import wait_healthy
+from hosting.runtimes.spaces import SpaceRuntime
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +55,12 @@ class Publisher:
             raise NotFoundError(f"no environment {environment_id!r} in the catalog")
         if environment.source != Source.TEMPLATE or not environment.path:
             raise InvalidInputError(f"{environment.id} is not a template; only templates can be deployed as a Space")
-        options: dict[str, Any] = {"name": name} if name else {}
+        try:
+            options = SpaceOptions(name=name)
+        except ValidationError as exc:
+            raise InvalidInputError(f"{name!r} is not a valid Space name") from exc
         checked = await asyncio.to_thread(self.spaces.check, environment, options, token)
-        space = str(checked["space"])
+        space = checked.space_id
         if space.split("/")[0] != owner:
             raise InvalidInputError(f"the Space would be {space}, outside your namespace {owner}")
         publication = Publication(

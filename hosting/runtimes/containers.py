@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import docker
 import requests
@@ -28,9 +27,11 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from docker.models.containers import Container
 
 from catalog.models import EnvironmentDetail, Source
-from catalog.runtimes import EXIT_NOTE, Launched, LaunchSpec, Report, note_exit, serve_when_healthy
 from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 from hosting.models import Backend
+from hosting.options import DockerOptions
+from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
+from hosting.runtimes.logs import EXIT_NOTE, note_exit
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
@@ -39,7 +40,6 @@ SPARE_PREFIX = "envhub-spare-"  # an unclaimed spare's name; a claimed one is na
 
 log = logging.getLogger(__name__)
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
-_OPTIONS = {"image", "port"}
 
 
 def space_image(space_id: str) -> str:
@@ -94,6 +94,7 @@ def _dockerfile(folder: Path) -> str | None:
 
 class ContainerRuntime:
     name = Backend.DOCKER
+    handle_type = ContainerHandle
 
     def __init__(
         self,
@@ -135,18 +136,11 @@ class ContainerRuntime:
                     ) from exc
             return self._client
 
-    def check(
-        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
-    ) -> dict[str, Any]:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise InvalidInputError(f"the docker backend takes {sorted(_OPTIONS)}, not {sorted(unknown)}")
-        image = options.get("image")
-        if image is not None and (not isinstance(image, str) or not image.strip()):
-            raise InvalidInputError("option image must be an image name such as registry.hf.space/owner-name:latest")
-        port = options.get("port", (environment.manifest or {}).get("port") or environment.app_port or 8000)
+    def check(self, environment: EnvironmentDetail, options: DockerOptions, token: str | None = None) -> DockerOptions:
+        image = options.image
+        port = options.port or (environment.manifest or {}).get("port") or environment.app_port or 8000
         if not isinstance(port, int) or not 0 < port < 65536:
-            raise InvalidInputError(f"option port must be the container's port number, got {port!r}")
+            raise InvalidInputError(f"the manifest's port must be the container's port number, got {port!r}")
         if image is None:
             if environment.path:
                 folder = Path(environment.path)
@@ -157,11 +151,11 @@ class ContainerRuntime:
             else:
                 raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
         self.client.ping()
-        return {"port": port} | ({"image": image} if image else {})
+        return options.model_copy(update={"image": image, "port": port})
 
-    def start(self, spec: LaunchSpec, report: Report) -> Launched:
-        image = spec.options.get("image") or self._build(Path(spec.environment.path or ""), spec.log_path, report)
-        port = int(spec.options["port"])
+    def start(self, spec: LaunchSpec[DockerOptions], report: Report) -> Launched[ContainerHandle]:
+        image = spec.options.image or self._build(Path(spec.environment.path or ""), spec.log_path, report)
+        port = spec.options.port or 8000
         key = self._spare_key(spec.environment.id, image, port) if self.spares and not spec.env else None
         spare = self._claim(key, spec.endpoint_id) if key else None
         if spare is not None:
@@ -177,7 +171,7 @@ class ContainerRuntime:
                 name=f"envhub-{spec.endpoint_id}",
                 labels={LABEL: spec.endpoint_id},
             )
-        handle = {"container": container.id, "endpoint": spec.endpoint_id, "image": image}
+        handle = ContainerHandle(endpoint=spec.endpoint_id, container=container.id, image=image)
         self._follow_logs(container, spec.log_path)
         launched = serve_when_healthy(
             self,
@@ -327,23 +321,22 @@ class ContainerRuntime:
 
         threading.Thread(target=copy, name=f"logs-{container.short_id}", daemon=True).start()
 
-    def _container(self, handle: dict[str, Any]) -> Container | None:
+    def _container(self, handle: ContainerHandle) -> Container | None:
         try:
-            container: Container = self.client.containers.get(str(handle.get("container") or ""))
+            container: Container = self.client.containers.get(handle.container)
         except NotFound:
             return None
         return container
 
-    def stop(self, handle: dict[str, Any]) -> None:
-        if not handle.get("container"):
-            endpoint = str(handle["endpoint"])
-            for container in self._ours():
-                if _endpoint_of(container) == endpoint:
-                    self._remove(container)
-            return
+    def stop(self, handle: ContainerHandle) -> None:
         container = self._container(handle)
         if container is not None:
             self._remove(container)
+
+    def stop_leftover(self, endpoint_id: str) -> None:
+        for container in self._ours():
+            if _endpoint_of(container) == endpoint_id:
+                self._remove(container)
 
     @staticmethod
     def _remove(container: Container) -> None:
@@ -361,10 +354,10 @@ class ContainerRuntime:
         containers: list[Container] = self.client.containers.list(all=True, filters=filters, ignore_removed=True)
         return containers
 
-    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+    def auth_headers(self, handle: ContainerHandle) -> dict[str, str]:
         return {}
 
-    def is_running(self, handle: dict[str, Any]) -> bool:
+    def is_running(self, handle: ContainerHandle) -> bool:
         try:
             container = self._container(handle)
         except (DockerException, requests.RequestException):

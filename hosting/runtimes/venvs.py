@@ -23,8 +23,9 @@ from typing import BinaryIO
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from catalog.runtimes import Report, log_tail
 from core.errors import LaunchError
+from hosting.runtimes import Report
+from hosting.runtimes.logs import log_tail
 
 __all__ = ["LAYER_FILE", "Virtualenvs", "requirements_of", "unmet"]
 

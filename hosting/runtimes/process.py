@@ -7,37 +7,25 @@ A folder that runs on envhub's own interpreter can instead be forked from a zygo
 has imported uvicorn and openenv already (zygote.py), which saves seconds per launch.
 """
 
-import logging
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from catalog.models import EnvironmentDetail
-from catalog.runtimes import Launched, LaunchSpec, Report, serve_when_healthy
-from catalog.runtimes.venvs import Virtualenvs
-from catalog.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable, note_exit
 from core.errors import InvalidInputError
 from hosting.models import Backend
+from hosting.options import ProcessOptions
+from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
+from hosting.runtimes.logs import note_exit
+from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
+from hosting.runtimes.venvs import Virtualenvs
+from hosting.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
-log = logging.getLogger(__name__)
-
-STOP_GRACE_S = 5  # how long a server has to exit after SIGTERM, before SIGKILL
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _package_name(folder: Path, manifest: dict[str, Any] | None) -> str | None:
@@ -52,6 +40,7 @@ def _package_name(folder: Path, manifest: dict[str, Any] | None) -> str | None:
 
 class ProcessRuntime:
     name = Backend.PROCESS
+    handle_type = ProcessHandle
 
     def __init__(
         self, work_dir: Path, *, ready_timeout_s: float = 60, install_timeout_s: float = 900, preload: bool = False
@@ -72,18 +61,16 @@ class ProcessRuntime:
             self._zygote.warm()
 
     def check(
-        self, environment: EnvironmentDetail, options: dict[str, Any], token: str | None = None
-    ) -> dict[str, Any]:
+        self, environment: EnvironmentDetail, options: ProcessOptions, token: str | None = None
+    ) -> ProcessOptions:
         if not environment.path or not Path(environment.path).is_dir():
             raise InvalidInputError(
                 f"the process backend runs local environment folders, and {environment.id} has none; "
                 "launch it with the docker or space backend"
             )
-        if options:
-            raise InvalidInputError(f"the process backend takes no options, got {sorted(options)}")
-        return {}
+        return options
 
-    def start(self, spec: LaunchSpec, report: Report) -> Launched:
+    def start(self, spec: LaunchSpec[ProcessOptions], report: Report) -> Launched[ProcessHandle]:
         folder = Path(spec.environment.path or "")
         python = self.virtualenvs.interpreter(folder, spec.log_path, report)
         app, pythonpath = self._layout(folder, spec)
@@ -94,7 +81,6 @@ class ProcessRuntime:
         env |= {ENDPOINT_VARIABLE: spec.endpoint_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        handle: dict[str, Any] = {"port": port, "endpoint": spec.endpoint_id, "root_path": spec.root_path}
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
             name = f"env-{spec.endpoint_id}"  # what ps shows for it
@@ -113,13 +99,15 @@ class ProcessRuntime:
         if pid is not None:
             # A forked server's /proc environ is the zygote's; its start time identifies it instead
             # ("gone" when it has exited already: the wait below then reports its log).
-            started = _started_at(pid) or "gone"
-            handle |= {"pid": pid, "started": started}
+            started = started_at(pid) or "gone"
+            handle = ProcessHandle(
+                endpoint=spec.endpoint_id, root_path=spec.root_path, port=port, pid=pid, started=started
+            )
             with self._lock:
                 self._forked[spec.endpoint_id] = (pid, started)
         else:
             child = self._popen(python, app, folder, env, port, spec.log_path, spec.root_path)
-            handle["pid"] = child.pid
+            handle = ProcessHandle(endpoint=spec.endpoint_id, root_path=spec.root_path, port=port, pid=child.pid)
             with self._lock:
                 self._children[spec.endpoint_id] = child
             threading.Thread(
@@ -134,7 +122,7 @@ class ProcessRuntime:
             log_path=spec.log_path,
         )
 
-    def _layout(self, folder: Path, spec: LaunchSpec) -> tuple[str, list[str]]:
+    def _layout(self, folder: Path, spec: LaunchSpec[ProcessOptions]) -> tuple[str, list[str]]:
         """The app to serve and the import path, for the three layouts seen in the wild."""
         manifest = spec.environment.manifest or {}
         app = str(manifest.get("app") or "server.app:app")
@@ -169,33 +157,36 @@ class ProcessRuntime:
                 start_new_session=True,  # its own process group, stopped as a whole
             )
 
-    def stop(self, handle: dict[str, Any]) -> None:
-        endpoint = str(handle.get("endpoint", ""))
+    def stop(self, handle: ProcessHandle) -> None:
         with self._lock:
-            child = self._children.pop(endpoint, None)
-            forked = self._forked.pop(endpoint, None)
-        # A handle of only {"endpoint": ...} (a leftover found by id) takes the pid this runtime knows.
-        pid = int(handle.get("pid", 0)) or (child.pid if child else forked[0] if forked else 0)
-        if pid <= 0:
-            return  # never killpg(0): that is envhub's own process group
-        if child is None and forked is None and not self._is_ours(pid, endpoint, handle.get("started")):
-            return
-        end_group(pid, reap=child.poll if child is not None else None)
+            child = self._children.pop(handle.endpoint, None)
+            forked = self._forked.pop(handle.endpoint, None)
+        if child is None and forked is None and not self._is_ours(handle):
+            return  # the pid is someone else's now: the server ended while no envhub watched it
+        end_group(handle.pid, reap=child.poll if child is not None else None)
+
+    def stop_leftover(self, endpoint_id: str) -> None:
+        with self._lock:
+            child = self._children.pop(endpoint_id, None)
+            forked = self._forked.pop(endpoint_id, None)
+        if child is not None:
+            end_group(child.pid, reap=child.poll)
+        elif forked is not None:
+            end_group(forked[0])
 
     def close(self) -> None:
         if self._zygote is not None:
             self._zygote.close()
 
-    def auth_headers(self, handle: dict[str, Any]) -> dict[str, str]:
+    def auth_headers(self, handle: ProcessHandle) -> dict[str, str]:
         return {}
 
-    def is_running(self, handle: dict[str, Any]) -> bool:
-        endpoint = str(handle.get("endpoint", ""))
+    def is_running(self, handle: ProcessHandle) -> bool:
         with self._lock:
-            child = self._children.get(endpoint)
-            forked = self._forked.get(endpoint)
+            child = self._children.get(handle.endpoint)
+            forked = self._forked.get(handle.endpoint)
         if forked is not None:
-            return _started_at(forked[0]) == forked[1]
+            return started_at(forked[0]) == forked[1]
         return child is not None and child.poll() is None
 
     def sweep(self, live_replicas: set[str]) -> None:
@@ -206,57 +197,16 @@ class ProcessRuntime:
             children = dict(self._children)
             forked = dict(self._forked)
         running = {endpoint for endpoint, child in children.items() if child.poll() is None}
-        return running | {endpoint for endpoint, (pid, started) in forked.items() if _started_at(pid) == started}
+        return running | {endpoint for endpoint, (pid, started) in forked.items() if started_at(pid) == started}
 
     @staticmethod
-    def _is_ours(pid: int, endpoint: str, started: object = None) -> bool:
-        """A server left by an earlier envhub: its environment names the endpoint, or its start time matches."""
-        if pid <= 0:
-            return False
-        if started is not None:
-            return _started_at(pid) == started
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            return False
-        return f"{ENDPOINT_VARIABLE}={endpoint}".encode() in environ.split(b"\0")
+    def _is_ours(handle: ProcessHandle) -> bool:
+        """A server left by an earlier envhub: its start time matches, or (started from scratch) its environment
+        names the endpoint."""
+        if handle.started is not None:
+            return started_at(handle.pid) == handle.started
+        return environ_names(handle.pid, f"{ENDPOINT_VARIABLE}={handle.endpoint}")
 
 
 def _note_when_it_ends(child: subprocess.Popen[bytes], log_path: Path) -> None:
     note_exit(str(log_path), child.wait())
-
-
-def end_group(pgid: int, *, grace_s: float = STOP_GRACE_S, reap: Callable[[], object] | None = None) -> None:
-    """Stop a server and everything in its process group: SIGTERM, then SIGKILL for what is left after the grace.
-
-    A server that exits at once may leave a helper behind that ignores SIGTERM; it is killed too.
-    reap collects the server's exit when envhub is its parent (else the zygote or init does).
-    """
-    for sent, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
-        try:
-            os.killpg(pgid, sent)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if reap is not None:
-                reap()
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.02)
-    log.warning("process group %d is still there after SIGKILL", pgid)
-
-
-def _started_at(pid: int) -> str | None:
-    """When a live process started: the boot and the clock tick since it; with the pid it names one process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
-    if fields[0] in ("Z", "X"):
-        return None  # exited, waiting to be reaped
-    return f"{boot}/{fields[19]}"

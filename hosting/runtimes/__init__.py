@@ -1,0 +1,180 @@
+"""Launch backends: each starts an environment somewhere and hands back the URL it answers on.
+
+A runtime takes the options of its backend (hosting.options), checked against the
+environment, and returns a handle of its own type: what it needs to find, watch and stop
+the server later, kept on the endpoint's row as JSON.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from catalog.models import EnvironmentDetail
+from core.errors import LaunchError
+from hosting.models import Backend
+from hosting.options import BackendOptions
+from hosting.runtimes.logs import tail_note
+
+__all__ = [
+    "AnyRuntime",
+    "ContainerHandle",
+    "Handle",
+    "LaunchSpec",
+    "Launched",
+    "ProcessHandle",
+    "Report",
+    "Runtime",
+    "SpaceHandle",
+    "handle_of",
+    "serve_when_healthy",
+    "wait_healthy",
+]
+
+Report = Callable[[str], None]
+
+
+class Handle(BaseModel):
+    """What a runtime needs to find, watch and stop an endpoint's server, as the row keeps it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str
+    # The path the gateway serves the server under (/endpoints/<id>) when the backend set it as the server's
+    # ASGI root_path: the gateway then passes the client's host and scheme on, for pages that build URLs.
+    root_path: str = ""
+
+
+class ProcessHandle(Handle):
+    port: int
+    pid: int
+    started: str | None = None  # a forked server's start time ("boot/ticks"): with the pid it names one process
+
+
+class ContainerHandle(Handle):
+    container: str
+    image: str
+
+
+class SpaceHandle(Handle):
+    space: str
+    delete_on_stop: bool = False
+    token: str | None = Field(default=None, repr=False)  # the owner's Hub token, sealed: to pause or delete it
+
+
+Options = TypeVar("Options", bound=BackendOptions)
+H = TypeVar("H", bound=Handle)
+
+
+@dataclass(frozen=True)
+class LaunchSpec(Generic[Options]):
+    endpoint_id: str
+    environment: EnvironmentDetail
+    log_path: Path
+    options: Options  # the backend's own, checked against the environment (check() filled in what it defaults)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # variables and secrets for the server
+    token: str | None = field(default=None, repr=False)  # the launching user's Hub token; never in a handle in clear
+    # The path the gateway serves the server under (/endpoints/<id>): its ASGI root_path, where the backend can
+    # set it, so that pages building absolute URLs (openenv's gradio UI at /web) point back through the gateway.
+    root_path: str = ""
+
+
+@dataclass(frozen=True)
+class Launched(Generic[H]):
+    url: str  # where envhub reaches the server; the gateway proxies to it
+    handle: H
+
+
+class Runtime(Protocol[Options, H]):
+    name: Backend
+    handle_type: type[H]
+
+    def check(self, environment: EnvironmentDetail, options: Options, token: str | None = None) -> Options:
+        """The options completed for this environment; InvalidInputError with the reason when it cannot run here.
+
+        token is the launching user's Hub token, for a backend that acts on the Hub as them.
+        """
+        ...
+
+    def start(self, spec: LaunchSpec[Options], report: Report) -> Launched[H]:
+        """Start and wait until /health answers; raises LaunchError (with the log tail) otherwise."""
+        ...
+
+    def stop(self, handle: H) -> None: ...
+
+    def is_running(self, handle: H) -> bool: ...
+
+    def auth_headers(self, handle: H) -> dict[str, str]:
+        """Headers the gateway adds to reach the server (a private Space needs a token)."""
+        ...
+
+    def managed_endpoints(self) -> set[str]:
+        """Ids of the endpoints this backend holds a server for now, whatever the database says."""
+        ...
+
+    def stop_leftover(self, endpoint_id: str) -> None:
+        """Stop the server this backend holds for an endpoint no row claims (found by managed_endpoints)."""
+        ...
+
+    def sweep(self, live_replicas: set[str]) -> None:
+        """Remove what replicas no longer alive started ahead of launches (servers no endpoint holds)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds in envhub's process; servers are left as they are."""
+        ...
+
+
+AnyRuntime = Runtime[Any, Any]
+
+
+def handle_of(runtime: AnyRuntime, stored: dict[str, Any]) -> Handle | None:
+    """The runtime's handle from a row's JSON; None for a row that has none (it never started)."""
+    return runtime.handle_type.model_validate(stored) if stored else None
+
+
+def wait_healthy(
+    url: str,
+    *,
+    timeout_s: float,
+    alive: Callable[[], bool],
+    what: str,
+    log_path: Path | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Poll GET {url}/health until it answers 200, the server dies, or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2, headers=headers) as client:
+        while True:
+            if not alive():
+                raise LaunchError(f"{what} exited before it answered /health" + tail_note(log_path))
+            try:
+                if client.get(f"{url}/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise LaunchError(f"{what} did not answer GET /health within {timeout_s:g} s" + tail_note(log_path))
+            time.sleep(0.1)
+
+
+def serve_when_healthy(
+    runtime: Runtime[Options, H], launched: Launched[H], *, timeout_s: float, what: str, log_path: Path
+) -> Launched[H]:
+    """The launched server once it answers /health; stopped (and the LaunchError raised) when it never does."""
+    try:
+        wait_healthy(
+            launched.url,
+            timeout_s=timeout_s,
+            alive=lambda: runtime.is_running(launched.handle),
+            what=what,
+            log_path=log_path,
+        )
+    except LaunchError:
+        runtime.stop(launched.handle)
+        raise
+    return launched

@@ -1,0 +1,69 @@
+"""Servers as operating-system processes: which one a pid is, and stopping a whole process group."""
+
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["STOP_GRACE_S", "end_group", "environ_names", "free_port", "started_at"]
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 5  # how long a server has to exit after SIGTERM, before SIGKILL
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def started_at(pid: int) -> str | None:
+    """When a live process started: the boot and the clock tick since it; with the pid it names one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    if fields[0] in ("Z", "X"):
+        return None  # exited, waiting to be reaped
+    return f"{boot}/{fields[19]}"
+
+
+def environ_names(pid: int, assignment: str) -> bool:
+    """Whether a process's environment holds NAME=value exactly."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return assignment.encode() in environ.split(b"\0")
+
+
+def end_group(pgid: int, *, grace_s: float = STOP_GRACE_S, reap: Callable[[], object] | None = None) -> None:
+    """Stop a server and everything in its process group: SIGTERM, then SIGKILL for what is left after the grace.
+
+    A server that exits at once may leave a helper behind that ignores SIGTERM; it is killed too.
+    reap collects the server's exit when envhub is its parent (else the zygote or init does).
+    """
+    if pgid <= 0:
+        return  # never killpg(0): that is envhub's own process group
+    for sent, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+        try:
+            os.killpg(pgid, sent)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if reap is not None:
+                reap()
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+    log.warning("process group %d is still there after SIGKILL", pgid)
