@@ -8,43 +8,38 @@ import os
 import sys
 from collections.abc import Sequence
 
-from sqlmodel import Session
 from tqdm import tqdm
 
 from app.settings import Settings
 from catalog.models import SyncStatus
 from catalog.search import EnvironmentQuery, Sort, search_environments
-from catalog.sync import Syncer
 from conformance import ConformanceReport, Outcome, check_url
-from core.db import create_db_engine
 from core.errors import ConflictError, RefusedURLError
-from core.leases import Leases
 from core.outbound import OutboundGuard
 
-# app.main is imported where it is used: it builds the whole app (the UI too), which `check` does not need.
+# app.main and app.services are imported where they are used: they build the whole app (the UI too), which `check`
+# does not need.
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.forwarded import ForwardedHostMiddleware
     from app.main import create_app
 
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url})", flush=True)
-    # Behind a proxy (a Space): the scheme from X-Forwarded-Proto (uvicorn), the host from X-Forwarded-Host (ours).
-    app = ForwardedHostMiddleware(create_app(settings))
+    # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host.
+    app = create_app(settings)
     uvicorn.run(app, host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*")
     return 0
 
 
 def sync(settings: Settings, args: argparse.Namespace) -> int:
-    from app.main import hub_from_settings, prepare_catalog
+    from app.services import Services
 
-    engine = create_db_engine(settings.database_url)
-    leases = Leases(engine, ttl_s=settings.lease_ttl_s)
-    prepare_catalog(settings, engine, leases)
-    syncer = Syncer(engine, hub_from_settings(settings), workers=settings.hub_workers, leases=leases)
+    services = Services.build(settings)
+    services.prepare_catalog()
     print(f"envhub: syncing from {settings.hf_endpoint}", file=sys.stderr)
+    leases = services.leases
     leases.start()  # a running server's replicas see this sync and wait for it
     try:
         with tqdm(total=0, unit="space", desc="downloading cards", disable=args.quiet, file=sys.stderr) as bar:
@@ -53,7 +48,7 @@ def sync(settings: Settings, args: argparse.Namespace) -> int:
                 bar.total = total
                 bar.update(done - bar.n)
 
-            run = syncer.run(full=args.full, progress=progress)
+            run = services.syncer.run(full=args.full, progress=progress)
     except ConflictError as exc:
         print(f"envhub: {exc.message}", file=sys.stderr)
         return 1
@@ -64,12 +59,12 @@ def sync(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def search(settings: Settings, args: argparse.Namespace) -> int:
-    from app.main import prepare_catalog
+    from app.services import Services
 
-    engine = create_db_engine(settings.database_url)
-    prepare_catalog(settings, engine, Leases(engine, ttl_s=settings.lease_ttl_s))
+    services = Services.build(settings)
+    services.prepare_catalog()
     query = EnvironmentQuery(q=" ".join(args.query), tags=args.tag, sort=args.sort, limit=args.limit)
-    with Session(engine) as session:
+    with services.db() as session:
         found, count = search_environments(session, query)
     if args.json:
         print(json.dumps({"data": [e.model_dump(mode="json") for e in found], "count": count}, indent=2))

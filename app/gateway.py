@@ -12,15 +12,16 @@ from contextlib import suppress
 import httpx
 import websockets
 from fastapi import APIRouter, Request, WebSocket
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
-from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from app.api.deps import ServicesDep
+from core.errors import BadRequestError, NotFoundError, UpstreamError
 from hosting.endpoints import EndpointManager
-from hosting.routing import GATEWAY_PREFIX, Upstream, gateway_location, inner_path
+from hosting.routing import Upstream, gateway_location, gateway_path, inner_path
 from hosting.traffic import Traffic
 from protocol.frames import is_error_text, is_step_text
 
@@ -41,33 +42,15 @@ _MAX_FRAME = 100 * 1024 * 1024
 _SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 
-def gateway_url(request: HTTPConnection, endpoint_id: str) -> str:
-    """The endpoint's gateway on the address this server listens on (loopback or its own host).
-
-    envhub reaches its own endpoints here, never at an address taken from a Host header.
-    """
-    host, port = request.scope.get("server") or ("127.0.0.1", 80)
-    if host in ("0.0.0.0", "::", ""):  # noqa: S104  (a listening address, not a bind)
-        host = "127.0.0.1"
-    if ":" in str(host):
-        host = f"[{host}]"
-    return f"http://{host}:{port}{GATEWAY_PREFIX}/{endpoint_id}"
-
-
-def _manager(scope_app: object) -> EndpointManager:
-    manager: EndpointManager = scope_app.state.endpoints  # type: ignore[attr-defined]
-    return manager
-
-
-def _not_found(endpoint_id: str) -> JSONResponse:
-    return JSONResponse({"detail": f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints"}, 404)
+def _not_found(endpoint_id: str) -> NotFoundError:
+    return NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
 
 def _down(manager: EndpointManager, endpoint_id: str) -> str | None:
     """Why an endpoint cannot be reached, or None when it is unknown."""
     try:
         endpoint = manager.get(endpoint_id)
-    except Exception:
+    except NotFoundError:
         return None
     return f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
 
@@ -86,24 +69,25 @@ def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict
     return kept | upstream.headers | forwarded
 
 
-@router.api_route(GATEWAY_PREFIX + "/{endpoint_id}", methods=_METHODS, include_in_schema=False)
-@router.api_route(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}", methods=_METHODS, include_in_schema=False)
-async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Response:
-    manager = _manager(request.app)
+@router.api_route(gateway_path("{endpoint_id}"), methods=_METHODS, include_in_schema=False)
+@router.api_route(gateway_path("{endpoint_id}") + "/{path:path}", methods=_METHODS, include_in_schema=False)
+async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, path: str = "") -> Response:
+    manager = services.endpoints
     inside = inner_path(path)
     if inside is None:
-        return JSONResponse({"detail": f"{path!r} leaves endpoint {endpoint_id}; ask for a path inside it"}, 400)
+        raise BadRequestError(f"{path!r} leaves endpoint {endpoint_id}; ask for a path inside it")
     path = inside
     upstream = manager.routes.resolve(endpoint_id)
     if upstream is None:
         reason = _down(manager, endpoint_id)
-        return _not_found(endpoint_id) if reason is None else JSONResponse({"detail": reason}, 502)
+        raise _not_found(endpoint_id) if reason is None else UpstreamError(reason)
     traffic = manager.traffic.of(endpoint_id)
-    client: httpx.AsyncClient = request.app.state.http
+    client = services.http
+    assert client is not None, "envhub's HTTP client is made when it starts serving"
     url = f"{upstream.url}/{path}"
     if request.url.query:
         url += f"?{request.url.query}"
-    prefix = f"{GATEWAY_PREFIX}/{endpoint_id}"
+    prefix = gateway_path(endpoint_id)
     outbound = client.build_request(
         request.method,
         url,
@@ -115,8 +99,9 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
     except httpx.HTTPError as exc:
         traffic.request(failed=True)
         manager.keeper.check_soon(endpoint_id)
-        detail = f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
-        return JSONResponse({"detail": detail}, 502)
+        raise UpstreamError(
+            f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
+        ) from exc
     headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
     location = headers.get("location")
     if location is not None:
@@ -125,11 +110,12 @@ async def proxy_http(request: Request, endpoint_id: str, path: str = "") -> Resp
         if kept is None:
             await response.aclose()
             traffic.request(failed=True)
-            detail = f"endpoint {endpoint_id} redirected outside itself (to {location[:200]!r}); envhub does not follow"
-            return JSONResponse({"detail": detail}, 502)
+            raise UpstreamError(
+                f"endpoint {endpoint_id} redirected outside itself (to {location[:200]!r}); envhub does not follow"
+            )
         headers["location"] = kept
     traffic.request(failed=response.status_code >= 500)
-    if request.app.state.settings.auth_mode != "off":
+    if services.settings.auth_mode != "off":
         headers["content-security-policy"] = _SANDBOX
         # The sandboxed page's own requests now come from an opaque origin; nothing of envhub's rides on them.
         headers.setdefault("access-control-allow-origin", "*")
@@ -170,9 +156,9 @@ async def _upstream_to_client(
             await websocket.send_bytes(frame)
 
 
-@router.websocket(GATEWAY_PREFIX + "/{endpoint_id}/{path:path}")
-async def proxy_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
-    manager = _manager(websocket.app)
+@router.websocket(gateway_path("{endpoint_id}") + "/{path:path}")
+async def proxy_websocket(websocket: WebSocket, services: ServicesDep, endpoint_id: str, path: str) -> None:
+    manager = services.endpoints
     resolved = manager.routes.resolve(endpoint_id)
     await websocket.accept()
     inside = inner_path(path)

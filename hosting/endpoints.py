@@ -91,6 +91,13 @@ class EndpointManager:
             None,
         )
 
+    def active_by_environment(self) -> dict[str, str]:
+        """environment id -> status of its newest active endpoint."""
+        found: dict[str, str] = {}
+        for endpoint in self.list(active_only=True):
+            found.setdefault(endpoint.environment, endpoint.status.value)
+        return found
+
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
 

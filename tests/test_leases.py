@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from app.main import hub_from_settings
+from app.services import hub_from_settings
 from app.settings import Settings
 from catalog.models import SyncRun, SyncStatus
 from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_run, last_sync_started

@@ -1,17 +1,14 @@
 """POST /api/checks: check a URL, an endpoint or an environment against the OpenEnv protocol; GET: the reports."""
 
 import asyncio
-import re
 from typing import Annotated, Self
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from sqlmodel import Session
 
-from app.api.deps import CheckerDep, EndpointsDep, SessionDep, SettingsDep
-from app.gateway import gateway_url
-from app.settings import Settings
+from app.api.deps import ServicesDep, SessionDep
+from app.services import Services
+from app.urls import own_endpoint, own_gateway
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import get_environment
 from conformance.checker import get_report, list_reports
@@ -20,8 +17,6 @@ from core.errors import ConflictError, InvalidInputError
 from hosting.models import EndpointStatus
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
-
-_GATEWAY_PATH = re.compile(r"^/endpoints/(?P<id>[A-Za-z0-9_-]{1,64})/?$")
 
 
 class CheckRequest(BaseModel):
@@ -40,39 +35,21 @@ class CheckRequest(BaseModel):
         return self
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
-
-
-def own_endpoint(url: str, request: Request, settings: Settings) -> str | None:
-    """The endpoint id when url is one of this server's gateway URLs."""
-    parts = urlsplit(url.strip())
-    match = _GATEWAY_PATH.match(parts.path)
-    if match is None or parts.query:
-        return None
-    origins = {_origin(str(request.base_url)), _origin(gateway_url(request, "x"))}
-    if settings.public_url:
-        origins.add(_origin(settings.public_url))
-    return match["id"] if _origin(url.strip()) in origins else None
-
-
 @router.post("", status_code=status.HTTP_201_CREATED)
-async def create_check(
-    body: CheckRequest, request: Request, settings: SettingsDep, checker: CheckerDep, manager: EndpointsDep
-) -> CheckReportPublic:
+async def create_check(body: CheckRequest, request: Request, services: ServicesDep) -> CheckReportPublic:
     """Run the conformance checklist now (up to 30 s) and file the report."""
-    endpoint_id = body.endpoint or (own_endpoint(body.url, request, settings) if body.url else None)
+    checker, manager = services.checker, services.endpoints
+    endpoint_id = body.endpoint or (own_endpoint(body.url, services.settings, request) if body.url else None)
     if endpoint_id is not None:
         endpoint = await asyncio.to_thread(manager.get, endpoint_id)
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
-        url = gateway_url(request, endpoint.id)
+        url = own_gateway(request, endpoint.id)
         filed = await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed
     if body.environment is not None:
-        environment = await asyncio.to_thread(_environment, request, body.environment)
+        environment = await asyncio.to_thread(_environment, services, body.environment)
         if environment.source == Source.TEMPLATE or not environment.host:
             raise InvalidInputError(
                 f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint"
@@ -82,8 +59,8 @@ async def create_check(
     return await checker.check(body.url)
 
 
-def _environment(request: Request, environment_id: str) -> EnvironmentDetail:
-    with Session(request.app.state.engine) as session:
+def _environment(services: Services, environment_id: str) -> EnvironmentDetail:
+    with services.db() as session:
         return get_environment(session, environment_id)
 
 

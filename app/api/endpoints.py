@@ -4,21 +4,15 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, status
 
-from app.api.deps import EndpointsDep, SettingsDep
-from app.auth import CallerDep
+from app.api.deps import CallerDep, EndpointsDep, SettingsDep
 from app.settings import Settings
+from app.urls import connection_base, endpoint_url
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointPublic, EndpointsPublic
 from hosting.options import LaunchRequest
-from hosting.routing import GATEWAY_PREFIX
 from hosting.runtimes.logs import log_tail
 
 router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
-
-
-def public_url(settings: Settings, request: Request, endpoint_id: str) -> str:
-    base = settings.public_url or str(request.base_url)
-    return f"{base.rstrip('/')}{GATEWAY_PREFIX}/{endpoint_id}"
 
 
 def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
@@ -27,7 +21,7 @@ def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, re
     return EndpointPublic.model_validate(
         endpoint.model_dump()
         | {
-            "url": public_url(settings, request, endpoint.id),
+            "url": endpoint_url(connection_base(settings, request), endpoint.id),
             "stats": stats,
             "log_tail": log_tail(Path(endpoint.log_path) if endpoint.log_path else manager.log_path(endpoint.id)),
         }

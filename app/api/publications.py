@@ -2,23 +2,14 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, status
+from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.auth import CallerDep
+from app.api.deps import CallerDep, PublisherDep
 from core.errors import UnauthorizedError
 from hosting.models import PublicationPublic
-from hosting.publish import Publisher
 
 router = APIRouter(tags=["publications"])
-
-
-def get_publisher(request: Request) -> Publisher:
-    publisher: Publisher = request.app.state.publisher
-    return publisher
-
-
-PublisherDep = Annotated[Publisher, Depends(get_publisher)]
 
 
 class PublishRequest(BaseModel):

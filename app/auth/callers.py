@@ -5,17 +5,14 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from typing import Annotated
 
-from fastapi import Depends, Request
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from app.auth.sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User
 from app.settings import Settings
-from core.errors import ForbiddenError, HubUnavailableError, UnauthorizedError
+from core.errors import HubUnavailableError, UnauthorizedError
 
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WHOAMI_TTL_S = 60
 
 
@@ -68,36 +65,3 @@ class Identities:
         if cookie:
             return self.store.find(cookie) or ANONYMOUS
         return ANONYMOUS
-
-
-def _bearer(request: Request) -> str | None:
-    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
-    return (token.strip() or None) if scheme.lower() == "bearer" else None
-
-
-def require_csrf(request: Request) -> None:
-    """Router-wide: a state-changing request that rides on a session cookie must also send its CSRF token.
-
-    A bearer token is not sent by browsers on their own, so it needs none; neither does a cookie-less call.
-    """
-    if request.method in SAFE_METHODS or _bearer(request) is not None:
-        return
-    cookie = request.cookies.get(SESSION_COOKIE)
-    identities: Identities = request.app.state.identities
-    if not cookie or identities.store.csrf_ok(cookie, request.headers.get("x-csrf-token")):
-        return
-    if identities.store.find(cookie) is not None:  # a stale cookie carries no authority: nothing to protect
-        raise ForbiddenError(
-            "a signed-in request that changes something needs the X-CSRF-Token header "
-            "(its value is csrf_token in GET /api/me), or send 'Authorization: Bearer <token>' instead"
-        )
-
-
-def get_caller(request: Request) -> Caller:
-    """Who is calling; checked against the CSRF token first when it changes something."""
-    require_csrf(request)
-    identities: Identities = request.app.state.identities
-    return identities.resolve(request.headers, request.cookies)
-
-
-CallerDep = Annotated[Caller, Depends(get_caller)]

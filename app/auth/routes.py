@@ -19,9 +19,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import BaseModel
 
-from app.auth.callers import CallerDep, Identities
+from app.api.deps import CallerDep, ServicesDep
+from app.auth.callers import Identities
 from app.auth.sessions import SESSION_COOKIE, User
+from app.services import Services
 from app.settings import Settings
+from app.urls import connection_base
 from core.errors import (
     BadRequestError,
     ForbiddenError,
@@ -29,7 +32,6 @@ from core.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from hosting.endpoints import EndpointManager
 
 router = APIRouter(tags=["auth"])
 
@@ -68,55 +70,21 @@ def cookie_policy(settings: Settings) -> dict[str, Any]:
 
 
 def redirect_uri(settings: Settings, request: Request) -> str:
-    if settings.public_url:
-        base = settings.public_url
-    elif settings.space_host:
-        base = "https://" + settings.space_host.split(",")[0].strip()
-    else:
-        base = str(request.base_url)
-    return base.rstrip("/") + "/auth/callback"
+    return connection_base(settings, request) + "/auth/callback"
 
 
-class Provider:
-    """The OpenID provider's endpoints, discovered once."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.base = (settings.openid_provider_url or settings.hf_endpoint).rstrip("/")
-        self._config: dict[str, Any] | None = None
-
-    async def config(self, http: httpx.AsyncClient) -> dict[str, Any]:
-        if self._config is None:
-            url = f"{self.base}/.well-known/openid-configuration"
-            try:
-                response = await http.get(url, timeout=10)
-                response.raise_for_status()
-                found = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                raise HubUnavailableError(f"could not read the sign-in provider's configuration at {url}") from exc
-            if not all(isinstance(found.get(k), str) for k in ("authorization_endpoint", "token_endpoint")):
-                raise HubUnavailableError(f"the sign-in provider's configuration at {url} has no OAuth endpoints")
-            self._config = found
-        return self._config
+def _signer(services: Services) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(services.session_secret, salt="envhub-login")
 
 
-def _signer(request: Request) -> URLSafeTimedSerializer:
-    secret: bytes = request.app.state.session_secret
-    return URLSafeTimedSerializer(secret, salt="envhub-login")
+def _http(services: Services) -> httpx.AsyncClient:
+    assert services.http is not None, "envhub's HTTP client is made when it starts serving"
+    return services.http
 
 
-def _endpoints(request: Request) -> EndpointManager:
-    endpoints: EndpointManager = request.app.state.endpoints
-    return endpoints
-
-
-def _identities(request: Request) -> Identities:
-    identities: Identities = request.app.state.identities
-    return identities
-
-
-def _signed_in(request: Request, user: User, token: str, scopes: str, target: str) -> Response:
-    settings: Settings = request.app.state.settings
-    store = _identities(request).store
+def _signed_in(request: Request, services: Services, user: User, token: str, scopes: str, target: str) -> Response:
+    settings = services.settings
+    store = services.identities.store
     previous = request.cookies.get(SESSION_COOKIE)
     if previous:
         store.end(previous)  # a new sign-in replaces the old session rather than leaving it alive
@@ -128,8 +96,8 @@ def _signed_in(request: Request, user: User, token: str, scopes: str, target: st
 
 
 @router.get("/auth/login", include_in_schema=False)
-async def login(request: Request, next: str = "/") -> Response:
-    settings: Settings = request.app.state.settings
+async def login(request: Request, services: ServicesDep, next: str = "/") -> Response:
+    settings = services.settings
     target = safe_next(next)
     if settings.auth_mode == "off":
         raise NotFoundError("sign-in is off on this server: it needs OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET")
@@ -137,10 +105,9 @@ async def login(request: Request, next: str = "/") -> Response:
         if settings.hf_token is None or not settings.hf_token.get_secret_value():
             raise InvalidInputError("ENVHUB_DEV_LOGIN signs in as the owner of HF_TOKEN: set HF_TOKEN")
         token = settings.hf_token.get_secret_value()
-        user = await asyncio.to_thread(_identities(request).hub_user, token)
-        return _signed_in(request, user, token, "dev", target)
-    provider: Provider = request.app.state.oauth_provider
-    config = await provider.config(request.app.state.http)
+        user = await asyncio.to_thread(services.identities.hub_user, token)
+        return _signed_in(request, services, user, token, "dev", target)
+    config = await services.oauth.config(_http(services))
     state = secrets.token_urlsafe(24)
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -154,7 +121,7 @@ async def login(request: Request, next: str = "/") -> Response:
         "code_challenge_method": "S256",
     }
     response = RedirectResponse(f"{config['authorization_endpoint']}?{urlencode(query)}", status_code=302)
-    pending = _signer(request).dumps({"state": state, "verifier": verifier, "next": target})
+    pending = _signer(services).dumps({"state": state, "verifier": verifier, "next": target})
     response.set_cookie(LOGIN_COOKIE, pending, max_age=_LOGIN_MAX_AGE_S, path="/auth", **cookie_policy(settings))
     return response
 
@@ -162,16 +129,17 @@ async def login(request: Request, next: str = "/") -> Response:
 @router.get("/auth/callback", include_in_schema=False)
 async def callback(
     request: Request,
+    services: ServicesDep,
     code: str | None = None,
     state: str | None = None,
     error: str | None = None,
     error_description: str | None = None,
 ) -> Response:
-    settings: Settings = request.app.state.settings
+    settings = services.settings
     if settings.auth_mode != "oauth":
         raise NotFoundError("OAuth sign-in is off on this server")
     try:
-        pending = _signer(request).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
+        pending = _signer(services).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
     except BadSignature:
         raise BadRequestError("this sign-in expired or was started in another browser; sign in again") from None
     if error:
@@ -180,9 +148,8 @@ async def callback(
         raise BadRequestError("the sign-in state does not match this browser's; sign in again")
     if not code:
         raise BadRequestError("the Hub sent no authorization code; sign in again")
-    provider: Provider = request.app.state.oauth_provider
-    http: httpx.AsyncClient = request.app.state.http
-    config = await provider.config(http)
+    http = _http(services)
+    config = await services.oauth.config(http)
     assert settings.oauth_client_id and settings.oauth_client_secret
     form = {
         "grant_type": "authorization_code",
@@ -200,8 +167,10 @@ async def callback(
     token = grant.get("access_token") if isinstance(grant, dict) else None
     if not isinstance(token, str) or not token:
         raise BadRequestError(f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again")
-    user = await _userinfo(http, config, token, _identities(request))
-    return _signed_in(request, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"]))
+    user = await _userinfo(http, config, token, services.identities)
+    return _signed_in(
+        request, services, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"])
+    )
 
 
 async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str, identities: Identities) -> User:
@@ -222,12 +191,15 @@ async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str,
 
 @router.post("/auth/logout", include_in_schema=False)
 def logout(
-    request: Request, csrf_token: Annotated[str | None, Form()] = None, next: Annotated[str, Form()] = "/"
+    request: Request,
+    services: ServicesDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    next: Annotated[str, Form()] = "/",
 ) -> Response:
     """End the session; the form (or X-CSRF-Token header) carries its CSRF token, so no other site signs you out."""
-    settings: Settings = request.app.state.settings
+    settings = services.settings
     cookie = request.cookies.get(SESSION_COOKIE)
-    store = _identities(request).store
+    store = services.identities.store
     if cookie and store.find(cookie) is not None:
         if not store.csrf_ok(cookie, csrf_token or request.headers.get("x-csrf-token")):
             raise ForbiddenError("signing out needs the session's CSRF token: use the Sign out button")
@@ -248,21 +220,21 @@ def logout_form(csrf_token: str, next: str = "/") -> str:
 
 
 @router.get("/auth/logout", include_in_schema=False)
-def logout_page(request: Request) -> Response:
+def logout_page(request: Request, services: ServicesDep) -> Response:
     """A link to /auth/logout shows the Sign out button rather than signing out on a GET."""
     cookie = request.cookies.get(SESSION_COOKIE)
-    store = _identities(request).store
+    store = services.identities.store
     if not cookie or store.find(cookie) is None:
         return RedirectResponse("/", status_code=303)
     return HTMLResponse(f"<!doctype html><title>Sign out of envhub</title>{logout_form(store.csrf_token(cookie))}")
 
 
 @router.get("/api/me", tags=["auth"])
-def read_me(request: Request, caller: CallerDep) -> MePublic:
+def read_me(services: ServicesDep, caller: CallerDep) -> MePublic:
     """Who you are here; `csrf_token` goes in the X-CSRF-Token header of state-changing calls made with the cookie."""
-    settings: Settings = request.app.state.settings
+    settings = services.settings
     mode = settings.auth_mode
-    csrf = _identities(request).store.csrf_token(caller.session) if caller.session else None
+    csrf = services.identities.store.csrf_token(caller.session) if caller.session else None
     return MePublic(
         signed_in=caller.user is not None,
         name=caller.name,
@@ -270,7 +242,7 @@ def read_me(request: Request, caller: CallerDep) -> MePublic:
         avatar_url=caller.user.avatar_url if caller.user else None,
         admin=caller.admin,
         sign_in=mode,
-        can_launch=_endpoints(request).access.may_launch(caller),
+        can_launch=services.endpoints.access.may_launch(caller),
         csrf_token=csrf,
         login_url="/auth/login" if mode != "off" and caller.user is None else None,
         logout_url="/auth/logout" if caller.session else None,

@@ -6,8 +6,8 @@ from typing import Any
 
 import gradio as gr
 
+from app.services import Services
 from app.ui.cards import pages, results_html, summary
-from app.ui.context import UiContext
 from catalog.models import Source
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.store import list_tags
@@ -88,7 +88,7 @@ def build() -> Browse:
     )  # fmt: skip
 
 
-def run_search(ctx: UiContext, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
+def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
     """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
     q, sort, tags, source, status, has_tools, has_tasks = filters
     query = EnvironmentQuery(
@@ -102,13 +102,13 @@ def run_search(ctx: UiContext, filters: Sequence[Any], page: int) -> tuple[Any, 
         limit=PAGE_SIZE,
         offset=max(0, page) * PAGE_SIZE,
     )
-    with ctx.db() as session:
+    with services.db() as session:
         found, count = search_environments(session, query)
     total_pages = pages(count, PAGE_SIZE)
     page = min(max(0, page), total_pages - 1)
     return (
         summary(count, query.offset, len(found)),
-        results_html(found, ctx.active_endpoint_ids() if found else {}, q or ""),
+        results_html(found, services.endpoints.active_by_environment() if found else {}, q or ""),
         page,
         f"Page {page + 1} of {total_pages}",
         gr.Button(interactive=page > 0),
@@ -116,19 +116,19 @@ def run_search(ctx: UiContext, filters: Sequence[Any], page: int) -> tuple[Any, 
     )
 
 
-def tag_choices(ctx: UiContext) -> Any:
-    with ctx.db() as session:
+def tag_choices(services: Services) -> Any:
+    with services.db() as session:
         return gr.Dropdown(choices=[(f"{tag} ({count})", tag) for tag, count in list_tags(session, limit=60)])
 
 
-def wire(ctx: UiContext, browse: Browse) -> None:
+def wire(services: Services, browse: Browse) -> None:
     def first_page(*values: Any) -> tuple[Any, ...]:
-        return run_search(ctx, values, 0)
+        return run_search(services, values, 0)
 
     def turn(by: int) -> Any:
         def go(*values: Any) -> tuple[Any, ...]:
             *filters, page = values
-            return run_search(ctx, filters, page + by)
+            return run_search(services, filters, page + by)
 
         return go
 

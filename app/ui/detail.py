@@ -6,10 +6,10 @@ from typing import Any
 
 import gradio as gr
 
+from app.services import Services
 from app.ui import connect, publish
-from app.ui.context import UiContext
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.live import outbound_refusal
+from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
 from app.ui.readme import render_markdown
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
@@ -65,9 +65,9 @@ def build() -> Detail:
     return Detail(header, readme, api, status, play, launch, wake, panel, deploy)
 
 
-def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """Everything the catalog knows, at once; the live part follows in refresh()."""
-    with ctx.db() as session:
+    with services.db() as session:
         environment = find_environment(session, environment_id) if environment_id else None
     if environment is None:
         missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
@@ -78,13 +78,13 @@ def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Reques
             detail.status: "",
             detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", Interface())
-    urls = ctx.live_urls(environment, request)
+    urls = live_urls(services, environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
-    launched = ctx.active_endpoint_ids().get(environment.id)
-    base = readme_base(ctx.settings.hf_endpoint, environment)
+    launched = services.endpoints.active_by_environment().get(environment.id)
+    base = readme_base(services.settings.hf_endpoint, environment)
     return {
-        detail.header: header_html(environment, ctx.settings.hf_endpoint, launched),
+        detail.header: header_html(environment, services.settings.hf_endpoint, launched),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
         detail.status: status_html(environment, url),
@@ -92,10 +92,10 @@ def show(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Reques
     } | connect.updates(detail.connect, url, environment.title, info)
 
 
-async def wake(ctx: UiContext, detail: Detail, environment_id: str) -> dict[Any, Any]:
+async def wake(services: Services, detail: Detail, environment_id: str) -> dict[Any, Any]:
     """Send a sleeping Space the request that wakes it; the health monitor follows it from there."""
     try:
-        health = await ctx.monitor.wake(environment_id)
+        health = await services.monitor.wake(environment_id)
     except EnvhubError as exc:
         return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
     note = html.escape(health.message or health.status.value)
@@ -106,21 +106,23 @@ async def wake(ctx: UiContext, detail: Detail, environment_id: str) -> dict[Any,
     }
 
 
-async def refresh(ctx: UiContext, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+async def refresh(
+    services: Services, detail: Detail, environment_id: str, request: gr.Request | None
+) -> dict[Any, Any]:
     """Read schemas, tools and tasks from the live URL when the catalog has not cached them."""
-    with ctx.db() as session:
+    with services.db() as session:
         environment = find_environment(session, environment_id) if environment_id else None
     if environment is None:
         return {output: gr.skip() for output in detail.live_outputs}
-    urls = ctx.live_urls(environment, request)
+    urls = live_urls(services, environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
     missing = info.schema is None or (not info.tools and not info.splits)
     # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
     if url and missing and not asleep(environment):
-        outbound = await ctx.outbound(environment, request)
+        outbound = await outbound_for(services, environment, request)
         try:
-            address = ctx.connection_url(url, request)
+            address = connection_url(services, url, request)
             if await outbound_refusal(outbound, address) is None:
                 info = info.or_else(await read_interface(address, outbound))
         finally:

@@ -9,7 +9,8 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from app.ui.context import UiContext
+from app.services import Services
+from app.ui.requests import acting_caller, page_endpoint_url
 from core.errors import EnvhubError
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import BACKEND_OPTIONS, BackendOptions, LaunchRequest
@@ -122,40 +123,40 @@ def status_html(endpoint: Endpoint) -> str:
     )
 
 
-def rows(ctx: UiContext, request: gr.Request) -> list[list[Any]]:
+def rows(services: Services, request: gr.Request) -> list[list[Any]]:
     return [
         [
             e.id,
             e.environment,
             e.backend.value,
             e.status.value,
-            ctx.endpoint_url(request, e.id),
+            page_endpoint_url(services, request, e.id),
             e.started_at.strftime("%H:%M:%S") if e.started_at else "",
         ]
-        for e in ctx.endpoints.list(active_only=True)
+        for e in services.endpoints.list(active_only=True)
     ]
 
 
-def watch(ctx: UiContext, launch: Launch, endpoint_id: str, request: gr.Request) -> dict[Any, Any]:
+def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Request) -> dict[Any, Any]:
     """The followed endpoint's status, URL and log tail, and the running endpoints."""
-    values: dict[Any, Any] = {launch.endpoints: rows(ctx, request)}
+    values: dict[Any, Any] = {launch.endpoints: rows(services, request)}
     if not endpoint_id:
         return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
-        endpoint = ctx.endpoints.get(endpoint_id)
+        endpoint = services.endpoints.get(endpoint_id)
     except EnvhubError as exc:
         return values | {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
     return values | {
         launch.status: status_html(endpoint),
-        launch.url: ctx.endpoint_url(request, endpoint.id) if running else "",
+        launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
-        launch.log: "\n".join(log_tail(ctx.endpoints.log_path(endpoint.id), 40)),
+        launch.log: "\n".join(log_tail(services.endpoints.log_path(endpoint.id), 40)),
     }
 
 
-def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
+def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
     def start(
         request: gr.Request, environment_id: str, backend: str, variables: str, secrets: str, options: str
     ) -> Any:
@@ -176,7 +177,7 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
                     },
                 }
             )
-            endpoint = ctx.endpoints.launch(body, ctx.acting_caller(request))
+            endpoint = services.endpoints.launch(body, acting_caller(services, request))
         except (ValueError, ValidationError) as exc:
             return {launch.message: f"**Not launched:** {_reason(exc)}"}
         except EnvhubError as exc:
@@ -185,29 +186,32 @@ def wire(ctx: UiContext, launch: Launch, selected: gr.Textbox) -> None:
             launch.message: f"Launching `{endpoint.id}`…",
             launch.endpoint: endpoint.id,
             launch.timer: gr.Timer(active=True),
-        } | watch(ctx, launch, endpoint.id, request)
+        } | watch(services, launch, endpoint.id, request)
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
-        values = watch(ctx, launch, endpoint_id, request)
+        values = watch(services, launch, endpoint_id, request)
         changing = False
         if endpoint_id:
             try:
-                changing = ctx.endpoints.get(endpoint_id).status in (EndpointStatus.STARTING, EndpointStatus.STOPPING)
+                changing = services.endpoints.get(endpoint_id).status in (
+                    EndpointStatus.STARTING,
+                    EndpointStatus.STOPPING,
+                )
             except EnvhubError:
                 changing = False
         return values | {launch.timer: gr.Timer(active=changing)}
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
-            ctx.endpoints.stop(endpoint_id, ctx.acting_caller(request))
+            services.endpoints.stop(endpoint_id, acting_caller(services, request))
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}
-        return {launch.message: f"Stopped `{endpoint_id}`."} | watch(ctx, launch, endpoint_id, request)
+        return {launch.message: f"Stopped `{endpoint_id}`."} | watch(services, launch, endpoint_id, request)
 
     def follow(request: gr.Request, event: gr.SelectData) -> Any:
         row = event.row_value if isinstance(event.row_value, list) else []
         endpoint_id = str(row[0]) if row else ""
-        return {launch.endpoint: endpoint_id} | watch(ctx, launch, endpoint_id, request)
+        return {launch.endpoint: endpoint_id} | watch(services, launch, endpoint_id, request)
 
     outputs = [launch.message, launch.endpoint, launch.timer, *launch.watched]
     launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])

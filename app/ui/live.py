@@ -4,8 +4,15 @@ What the environment says about itself is read through it (protocol.interface); 
 request and WebSocket of the session then goes to that address.
 """
 
+import gradio as gr
+
+from app.services import Services
+from app.ui.requests import connection_of, page_endpoint_url
+from app.urls import own_gateway
+from catalog.models import EnvironmentDetail
 from core.errors import RefusedURLError
 from core.outbound import OutboundGuard, OutboundSession
+from hosting.models import EndpointStatus
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -29,3 +36,38 @@ async def outbound_refusal(outbound: OutboundSession, url: str) -> str | None:
     except RefusedURLError as exc:
         return exc.message
     return None
+
+
+def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Request | None) -> list[str]:
+    """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
+    urls = [
+        page_endpoint_url(services, request, e.id)
+        for e in services.endpoints.list(active_only=True)
+        if e.environment == environment.id and e.status == EndpointStatus.RUNNING
+    ]
+    if environment.host:
+        urls.append(environment.host.rstrip("/"))
+    return urls
+
+
+def _own_gateway(request: gr.Request | None) -> str | None:
+    """envhub's gateway on the address this server listens on, where it reaches its own endpoints."""
+    connection = connection_of(request)
+    return own_gateway(connection, "") if connection is not None else None
+
+
+def connection_url(services: Services, url: str, request: gr.Request | None) -> str:
+    """Where envhub connects for a live URL: its own endpoints through its gateway on its own
+    address (the Host header a page came with names nothing envhub trusts), others as given."""
+    own, gateway = page_endpoint_url(services, request, ""), _own_gateway(request)
+    return gateway + url.removeprefix(own) if gateway is not None and url.startswith(own) else url
+
+
+async def outbound_for(
+    services: Services, environment: EnvironmentDetail, request: gr.Request | None
+) -> OutboundSession:
+    """The outbound session to reach this environment's live URLs with: envhub's own gateway
+    trusted, the rest through the guard, and the Hub token for a private Space's host."""
+    credentials = await services.monitor.space_credentials(environment.id)
+    gateway = _own_gateway(request)
+    return live_session(services.guard, *([gateway] if gateway else []), credentials=credentials)

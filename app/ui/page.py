@@ -9,10 +9,11 @@ import gradio as gr
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
+from app.services import Services
 from app.ui import browse, detail, launch, play, publish
-from app.ui.context import UiContext
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
+from app.ui.requests import caller_of
 from app.ui.style import CSS, THEME
 
 HEADER = (
@@ -28,7 +29,7 @@ SHOW_URL = """(id) => {
 }"""
 
 
-def build_blocks(ctx: UiContext) -> gr.Blocks:
+def build_blocks(services: Services) -> gr.Blocks:
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:
         selected = gr.Textbox(visible=False, elem_id="selected-env")
@@ -43,11 +44,11 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
             with gr.Tab("Play", id="play", elem_id="tab-play"):
                 p = play.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
-                lp = launch.build(list(ctx.endpoints.runtimes))
-        browse.wire(ctx, b)
-        play_events = play.wire(ctx, p, selected)
-        launch.wire(ctx, lp, selected)
-        publish.wire(ctx, d.publish, selected)
+                lp = launch.build(list(services.endpoints.runtimes))
+        browse.wire(services, b)
+        play_events = play.wire(services, p, selected)
+        launch.wire(services, lp, selected)
+        publish.wire(services, d.publish, selected)
 
         opened = [selected, tabs, lp.environment, *d.outputs, *d.publish.outputs, p.url, *p.setup]
 
@@ -58,9 +59,9 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
                     tabs: gr.Tabs(selected="detail"),
                     lp.environment: f"Launching **`{environment_id}`**" if environment_id else "",
                 }
-                | detail.show(ctx, d, environment_id, request)
-                | publish.show(ctx, d.publish, environment_id, request)
-                | play.prepare(ctx, p, environment_id, request)
+                | detail.show(services, d, environment_id, request)
+                | publish.show(services, d.publish, environment_id, request)
+                | play.prepare(services, p, environment_id, request)
             )
 
         def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
@@ -69,17 +70,17 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
         async def refresh(request: gr.Request, environment_id: str) -> dict[Any, Any]:
             if not environment_id:
                 return {output: gr.skip() for output in d.live_outputs}
-            return await detail.refresh(ctx, d, environment_id, request)
+            return await detail.refresh(services, d, environment_id, request)
 
         def start_page(request: gr.Request) -> dict[Any, Any]:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
             filters = [q, "relevance", [], "", "", False, False]
-            values = dict(zip(b.outputs, browse.run_search(ctx, filters, 0), strict=True))
+            values = dict(zip(b.outputs, browse.run_search(services, filters, 0), strict=True))
             values |= {
                 b.query: q,
-                b.tags: browse.tag_choices(ctx),
-                account: publish.account_html(ctx, ctx.caller(request)),
+                b.tags: browse.tag_choices(services),
+                account: publish.account_html(services, caller_of(services, request)),
             }
             environment_id = str(params.get("env", "")).strip()
             return values | (open_environment(environment_id, request) if environment_id else {})
@@ -96,28 +97,28 @@ def build_blocks(ctx: UiContext) -> gr.Blocks:
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
 
         async def wake(environment_id: str) -> dict[Any, Any]:
-            return await detail.wake(ctx, d, environment_id)
+            return await detail.wake(services, d, environment_id)
 
         d.wake.click(wake, [selected], [d.status, d.wake], show_progress="hidden")
 
         def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
-            return launch.watch(ctx, lp, endpoint_id, request)
+            return launch.watch(services, lp, endpoint_id, request)
 
         launch_tab.select(show_endpoints, [lp.endpoint], lp.watched, show_progress="hidden")
 
         async def tab_closed(request: gr.Request) -> None:
-            await ctx.sessions.close(request.session_hash)
+            await services.play.close(request.session_hash)
 
         blocks.unload(tab_closed)
     return blocks
 
 
-def mount_ui(app: FastAPI, ctx: UiContext) -> None:
+def mount_ui(app: FastAPI, services: Services) -> None:
     """Serve the UI at /; call it after every other route, since the mount catches all paths."""
 
     @app.get(EPISODE_ROUTE, include_in_schema=False)
     def download_episode(token: str) -> Response:
-        session = ctx.sessions.find_by_token(token)
+        session = services.play.find_by_token(token)
         if session is None:
             return PlainTextResponse("no such episode: it ended with its browser tab", status_code=404)
         return Response(
@@ -127,7 +128,7 @@ def mount_ui(app: FastAPI, ctx: UiContext) -> None:
         )
 
     def build() -> None:
-        blocks = build_blocks(ctx)
+        blocks = build_blocks(services)
         blocks.queue(default_concurrency_limit=None)
         # Gradio summarises its event log with pandas after every event, for a monitoring page
         # envhub does not serve; that costs milliseconds per click (and warns on pandas 3).

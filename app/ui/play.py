@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import gradio as gr
 
-from app.ui.context import UiContext
+from app.services import Services
 from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
     FieldKind,
@@ -21,8 +21,9 @@ from app.ui.forms import (
     legal_action,
     visible,
 )
-from app.ui.live import outbound_refusal
+from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
+from app.ui.requests import acting_caller, page_endpoint_url
 from app.ui.sessions import PlayError, PlaySession
 from catalog.store import cached_interface, find_environment
 from core.errors import EnvhubError
@@ -216,11 +217,11 @@ def _control(field: FormField, key: str) -> Any:
     return gr.Textbox(value=value, **common)
 
 
-def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
+def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
     """Wire the panel's events; returns the connect and launch events, which others may follow."""
 
     def session_of(request: gr.Request) -> PlaySession | None:
-        return ctx.sessions.find(request.session_hash)
+        return services.play.find(request.session_hash)
 
     async def send(request: gr.Request, action: dict[str, Any]) -> dict[Any, Any]:
         session = session_of(request)
@@ -233,15 +234,15 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
         return results(play, session, outcome)
 
     async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
-        with ctx.db() as db:
+        with services.db() as db:
             environment = find_environment(db, environment_id) if environment_id else None
         if environment is None:
             return {play.status: "Open an environment first."}
-        if not url or url not in ctx.live_urls(environment, request):
+        if not url or url not in live_urls(services, environment, request):
             return {play.status: "Pick a live URL of this environment, or launch it."}
         # One outbound session for the probe and the play socket: both reach the address checked here.
-        outbound = await ctx.outbound(environment, request)
-        address = ctx.connection_url(url, request)
+        outbound = await outbound_for(services, environment, request)
+        address = connection_url(services, url, request)
         refused = await outbound_refusal(outbound, address)
         if refused is not None:
             await outbound.aclose()
@@ -252,7 +253,7 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
             await outbound.aclose()
             raise
         info = info.or_else(cached_interface(environment))
-        await ctx.sessions.open(request.session_hash or "", environment.id, url, info, outbound, address)
+        await services.play.open(request.session_hash or "", environment.id, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:
@@ -275,25 +276,25 @@ def wire(ctx: UiContext, play: Play, selected: gr.Textbox) -> list[Any]:
         if not environment_id:
             yield {play.status: "Open an environment first."}
             return
-        endpoint = ctx.running_endpoint(environment_id)
+        endpoint = services.endpoints.running_endpoint(environment_id)
         if endpoint is None:
             try:
-                caller = await asyncio.to_thread(ctx.acting_caller, request)
+                caller = await asyncio.to_thread(acting_caller, services, request)
                 body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                endpoint = await asyncio.to_thread(ctx.endpoints.launch, body, caller)
+                endpoint = await asyncio.to_thread(services.endpoints.launch, body, caller)
             except EnvhubError as exc:
                 yield {play.status: f"**Could not launch:** {exc.message}"}
                 return
-            deadline = asyncio.get_running_loop().time() + ctx.settings.launch_timeout_s + 30
+            deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
             while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
                 yield {play.status: f"Launching `{endpoint.id}` with the process backend: {endpoint.message}…"}
                 await asyncio.sleep(0.3)
-                endpoint = await asyncio.to_thread(ctx.endpoints.get, endpoint.id)
+                endpoint = await asyncio.to_thread(services.endpoints.get, endpoint.id)
             if endpoint.status != EndpointStatus.RUNNING:
                 yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
                 return
-        url = ctx.endpoint_url(request, endpoint.id)
-        yield {play.url: gr.Dropdown(choices=_urls(ctx, environment_id, request), value=url)} | await connect(
+        url = page_endpoint_url(services, request, endpoint.id)
+        yield {play.url: gr.Dropdown(choices=_urls(services, environment_id, request), value=url)} | await connect(
             request, environment_id, url
         )
 
@@ -407,16 +408,16 @@ def _index_hint(info: Interface, split: str | None) -> str:
     return f"0 to {found.count - 1} in {found.name}; empty for any task"
 
 
-def _urls(ctx: UiContext, environment_id: str, request: gr.Request) -> list[str]:
-    with ctx.db() as db:
+def _urls(services: Services, environment_id: str, request: gr.Request) -> list[str]:
+    with services.db() as db:
         environment = find_environment(db, environment_id)
-    return ctx.live_urls(environment, request) if environment else []
+    return live_urls(services, environment, request) if environment else []
 
 
-def prepare(ctx: UiContext, play: Play, environment_id: str, request: gr.Request) -> dict[Any, Any]:
+def prepare(services: Services, play: Play, environment_id: str, request: gr.Request) -> dict[Any, Any]:
     """Offer the environment's live URLs; keep this tab's session if it plays the same environment."""
-    urls = _urls(ctx, environment_id, request)
-    session = ctx.sessions.find(request.session_hash)
+    urls = _urls(services, environment_id, request)
+    session = services.play.find(request.session_hash)
     if session is not None and session.environment == environment_id:
         return {play.url: gr.Dropdown(choices=urls or [session.url], value=session.url)}
     note = (

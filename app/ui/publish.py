@@ -11,7 +11,8 @@ import gradio as gr
 
 from app.auth import Caller
 from app.auth.routes import logout_form
-from app.ui.context import UiContext
+from app.services import Services
+from app.ui.requests import acting_caller, caller_of
 from catalog.models import Source
 from catalog.store import find_environment
 from core.errors import EnvhubError
@@ -30,12 +31,12 @@ def login_link(target: str = "/", text: str = "Sign in with Hugging Face") -> st
     return f'<a href="/auth/login?next={quote(target, safe="")}" target="_top" id="sign-in">{html.escape(text)}</a>'
 
 
-def account_html(ctx: UiContext, caller: Caller) -> str:
+def account_html(services: Services, caller: Caller) -> str:
     if caller.user is not None:
         name = html.escape(caller.user.name)
-        out = logout_form(ctx.identities.store.csrf_token(caller.session)) if caller.session else ""
+        out = logout_form(services.identities.store.csrf_token(caller.session)) if caller.session else ""
         return f'<div class="account">Signed in as <b id="account-name">{name}</b> {out}</div>'
-    if ctx.settings.auth_mode == "off":
+    if services.settings.auth_mode == "off":
         return ""
     return f'<div class="account">{login_link()}</div>'
 
@@ -63,14 +64,14 @@ def build() -> Publish:
     return Publish(panel, name, start, status, gr.State(""), gr.Timer(2.0, active=False))
 
 
-def show(ctx: UiContext, publish: Publish, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def show(services: Services, publish: Publish, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """Only templates are deployed; the panel shows the newest deployment of this one by this user."""
-    with ctx.db() as session:
+    with services.db() as session:
         environment = find_environment(session, environment_id) if environment_id else None
     is_template = environment is not None and environment.source == Source.TEMPLATE
-    caller = ctx.caller(request)
+    caller = caller_of(services, request)
     latest = (
-        ctx.publisher.list(environment=environment_id, owner=caller.name, limit=1)
+        services.publisher.list(environment=environment_id, owner=caller.name, limit=1)
         if is_template and caller.name
         else []
     )
@@ -109,14 +110,14 @@ def status_html(publication: Publication) -> str:
     return '<div class="publication">' + "".join(parts) + "</div>"
 
 
-def wire(ctx: UiContext, publish: Publish, selected: gr.Textbox) -> None:
+def wire(services: Services, publish: Publish, selected: gr.Textbox) -> None:
     async def start(request: gr.Request, environment_id: str, name: str) -> dict[Any, Any]:
         try:
-            caller = await asyncio.to_thread(ctx.acting_caller, request)
+            caller = await asyncio.to_thread(acting_caller, services, request)
             if caller.user is None or caller.token is None:
                 link = login_link(f"/?env={environment_id}")
                 return {publish.status: f"<p>{link} first: the Space is made in your namespace.</p>"}
-            publication = await ctx.publisher.publish(
+            publication = await services.publisher.publish(
                 environment_id, caller.user.name, caller.token, name.strip() or None
             )
         except EnvhubError as exc:
@@ -131,7 +132,7 @@ def wire(ctx: UiContext, publish: Publish, selected: gr.Textbox) -> None:
         if not publication_id:
             return {publish.timer: gr.Timer(active=False)}
         try:
-            publication = ctx.publisher.get(publication_id)
+            publication = services.publisher.get(publication_id)
         except EnvhubError as exc:
             return {publish.status: html.escape(exc.message), publish.timer: gr.Timer(active=False)}
         following = publication.status in (PublicationStatus.BUILDING, PublicationStatus.CHECKING)

@@ -169,14 +169,6 @@ class PlaySessions:
             await self.close(key)
         return len(idle)
 
-    async def reap_forever(self, interval_s: float = 30) -> None:
-        while True:
-            await asyncio.sleep(min(interval_s, self.idle_timeout_s))
-            try:
-                await self.reap()
-            except Exception:  # one broken session must not stop the reaping
-                log.exception("closing idle play sessions failed")
-
     async def close_all(self) -> None:
         for key in list(self._sessions):
             await self.close(key)

@@ -12,21 +12,18 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.requests import Request
 
-from app.auth import Identities, SessionStore, session_secret
+from app.services import Services
 from app.settings import Settings
-from app.ui.context import UiContext
-from app.ui.live import live_session, outbound_refusal
+from app.ui.live import connection_url, live_session, outbound_for, outbound_refusal
+from app.ui.requests import page_endpoint_url
 from app.ui.sessions import PlaySessions
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.sync import Syncer
-from conformance.checker import Checker
 from core.outbound import OutboundGuard, Resolver
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
-from hosting.publish import Publisher
-from hosting.runtimes.spaces import SpaceRuntime
 from protocol.interface import Interface, read_interface
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
@@ -212,14 +209,7 @@ def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
 def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_header(
     settings: Settings, engine: Engine, hub: FakeHub, tmp_path: Path
 ) -> None:
-    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
-    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, OutboundGuard())
-    store = SessionStore(engine, session_secret(settings), settings.session_max_age_s)
-    spaces = SpaceRuntime(hub.url, None, sealer=store.sealer)
-    publisher = Publisher(engine, spaces, Checker(engine, OutboundGuard()), hub.url)
-    ctx = UiContext(
-        settings, engine, endpoints, PlaySessions(), OutboundGuard(), monitor, Identities(settings, store), publisher
-    )
+    services = Services.build(settings, runtimes={})
     scope = {
         "type": "http",
         "scheme": "http",
@@ -230,17 +220,17 @@ def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_h
         "headers": [(b"host", b"169.254.169.254")],  # forged
     }
     request = gr.Request(request=Request(scope))
-    shown = ctx.endpoint_url(request, "abc")
+    shown = page_endpoint_url(services, request, "abc")
     assert shown == "http://169.254.169.254/endpoints/abc"  # what the page shows, from the Host header
-    assert ctx.connection_url(shown, request) == "http://127.0.0.1:7860/endpoints/abc"
-    assert ctx.connection_url("https://alice-count.hf.space", request) == "https://alice-count.hf.space"
+    assert connection_url(services, shown, request) == "http://127.0.0.1:7860/endpoints/abc"
+    assert connection_url(services, "https://alice-count.hf.space", request) == "https://alice-count.hf.space"
 
     async def refusals() -> tuple[str | None, str | None]:
         environment = EnvironmentDetail(id="template:count", source=Source.TEMPLATE, title="Count")
-        outbound = await ctx.outbound(environment, request)
+        outbound = await outbound_for(services, environment, request)
         try:
             return await outbound_refusal(outbound, shown), await outbound_refusal(
-                outbound, ctx.connection_url(shown, request)
+                outbound, connection_url(services, shown, request)
             )
         finally:
             await outbound.aclose()

@@ -1,0 +1,82 @@
+"""The loops a serving envhub runs: the endpoint watch, the background sync, health rounds, idle play sessions.
+
+All of them run through one helper, `periodically`: a job, then a pause (jittered, so
+that replicas started together drift apart), again and again; a job that fails is
+logged and the loop goes on.
+"""
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from sqlmodel import Session
+
+from catalog.store import count_listed
+from catalog.sync import Syncer
+from core.errors import ConflictError
+from hosting.endpoints import EndpointManager
+from hosting.monitor import HealthMonitor
+
+__all__ = ["SYNC_LEASE", "WATCH_INTERVAL_S", "health_round", "periodically", "sync_if_due", "watch_endpoints"]
+
+log = logging.getLogger("envhub")
+
+WATCH_INTERVAL_S = 2
+SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
+
+
+async def periodically(
+    what: str, job: Callable[[], Awaitable[None]], interval_s: float, *, jitter: float = 0, first_after_s: float = 0
+) -> None:
+    """Run job every interval_s (times a random factor within ±jitter) until cancelled, the first time after
+    first_after_s."""
+    await asyncio.sleep(first_after_s)
+    while True:
+        try:
+            await job()
+        except Exception:  # one failed round must not end the loop
+            log.exception("%s failed", what)
+        await asyncio.sleep(interval_s * random.uniform(1 - jitter, 1 + jitter))
+
+
+def watch_endpoints(endpoints: EndpointManager) -> Callable[[], Awaitable[None]]:
+    async def watch() -> None:
+        await asyncio.to_thread(endpoints.keeper.watch)
+
+    return watch
+
+
+def sync_if_due(syncer: Syncer, interval_s: float) -> Callable[[], Awaitable[None]]:
+    """On the replica holding the sync lease: a sync whenever the catalog's last one is `interval_s` old."""
+
+    async def sync() -> None:
+        if not await asyncio.to_thread(syncer.leases.acquire, SYNC_LEASE):
+            return
+        if not await asyncio.to_thread(syncer.due, interval_s):
+            return
+        try:
+            run = await asyncio.to_thread(syncer.run)
+        except ConflictError:
+            return  # a sync asked for through the API is running; this round is covered
+        if run.error:
+            listed = await asyncio.to_thread(_count_listed, syncer)
+            plural = "" if listed == 1 else "s"
+            log.warning("Hub sync failed; serving the %d environment%s in the catalog. %s", listed, plural, run.error)
+        else:
+            log.info(run.summary())
+
+    return sync
+
+
+def health_round(monitor: HealthMonitor) -> Callable[[], Awaitable[None]]:
+    async def probe_all() -> None:
+        done = await monitor.run_round()
+        log.info("health: %d probed in %.1f s %s", done.probed, done.seconds, done.statuses)
+
+    return probe_all
+
+
+def _count_listed(syncer: Syncer) -> int:
+    with Session(syncer.engine) as session:
+        return count_listed(session)

@@ -1,0 +1,227 @@
+"""Everything a running envhub is made of, built once from its settings.
+
+The CLI, the API (through app.api.deps), the UI and the gateway all use this one object.
+Building it connects to nothing; `prepare_catalog` touches only the database and the
+template folders; `start` and `stop` run what serving needs (leases, reconcile, the loops).
+"""
+
+import asyncio
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+import httpx
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from app.auth.callers import Identities
+from app.auth.provider import Provider
+from app.auth.sessions import SessionStore, session_secret
+from app.background import WATCH_INTERVAL_S, health_round, periodically, sync_if_due, watch_endpoints
+from app.settings import Preload, Settings
+from app.ui.sessions import PlaySessions
+from catalog.hub import Hub, HubClient
+from catalog.sync import Syncer, close_interrupted_runs
+from catalog.templates import index_templates
+from conformance.checker import Checker
+from core.callers import Access
+from core.db import create_db_engine, init_db
+from core.leases import Leases
+from core.outbound import OutboundGuard
+from core.sealing import Sealer
+from hosting.endpoints import EndpointManager
+from hosting.limits import EndpointLimits
+from hosting.models import Backend
+from hosting.monitor import HealthMonitor
+from hosting.publish import Publisher
+from hosting.runtimes import AnyRuntime
+from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.process import ProcessRuntime
+from hosting.runtimes.spaces import SpaceRuntime
+
+__all__ = ["Services", "hub_from_settings", "runtimes_from_settings"]
+
+_HTTP_LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+
+
+def hub_from_settings(settings: Settings) -> HubClient:
+    return HubClient(
+        settings.hf_endpoint,
+        settings.hf_token.get_secret_value() if settings.hf_token else None,
+        timeout_s=settings.hub_timeout_s,
+        max_retries=settings.hub_max_retries,
+        backoff_s=settings.hub_backoff_s,
+    )
+
+
+def runtimes_from_settings(
+    settings: Settings, sealer: Sealer | None = None, replica: str = ""
+) -> dict[Backend, AnyRuntime]:
+    """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles.
+
+    replica names this envhub process among those sharing the database: its spare containers carry it.
+    """
+    return {
+        Backend.PROCESS: ProcessRuntime(
+            settings.data_dir / "runtime",
+            ready_timeout_s=settings.launch_timeout_s,
+            preload=settings.process_preload != Preload.OFF,
+        ),
+        Backend.DOCKER: ContainerRuntime(
+            base_image=settings.docker_base_image,
+            memory=settings.docker_memory,
+            cpus=settings.docker_cpus,
+            pids=settings.docker_pids,
+            ready_timeout_s=settings.launch_timeout_s,
+            catalog=settings.catalog_id(),
+            replica=replica,
+            spares=settings.docker_spares,
+        ),
+        Backend.SPACE: SpaceRuntime(
+            settings.hf_endpoint,
+            settings.hf_token.get_secret_value() if settings.hf_token else None,
+            sealer=sealer,
+            poll_s=settings.space_poll_s,
+        ),
+    }
+
+
+@dataclass
+class Services:
+    settings: Settings
+    engine: Engine
+    leases: Leases
+    hub: Hub
+    syncer: Syncer
+    guard: OutboundGuard  # every URL a user supplies is fetched through it
+    session_secret: bytes  # signs sign-in state, seals users' Hub tokens
+    sessions: SessionStore
+    identities: Identities
+    oauth: Provider
+    endpoints: EndpointManager
+    checker: Checker
+    publisher: Publisher
+    monitor: HealthMonitor
+    play: PlaySessions
+    http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls, settings: Settings, *, hub: Hub | None = None, runtimes: dict[Backend, AnyRuntime] | None = None
+    ) -> "Services":
+        engine = create_db_engine(settings.database_url)
+        leases = Leases(engine, ttl_s=settings.lease_ttl_s)
+        hub = hub or hub_from_settings(settings)
+        secret = session_secret(settings)
+        sessions = SessionStore(engine, secret, settings.session_max_age_s)
+        access = Access(sign_in=settings.auth_mode != "off", anonymous_launch=settings.anonymous_may_launch())
+        endpoints = EndpointManager(
+            engine,
+            runtimes_from_settings(settings, sessions.sealer, leases.replica) if runtimes is None else runtimes,
+            settings.data_dir / "endpoints",
+            EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
+            leases,
+            access,
+        )
+        guard = OutboundGuard(allow_private=settings.allow_private_urls)
+        checker = Checker(
+            engine,
+            guard,
+            timeout_s=settings.check_timeout_s,
+            deadline_s=settings.check_deadline_s,
+            max_running=settings.max_concurrent_checks,
+        )
+        # Publishing always acts with the user's token, never the server's HF_TOKEN.
+        spaces = SpaceRuntime(settings.hf_endpoint, None, sealer=sessions.sealer, poll_s=settings.space_poll_s)
+        monitor = HealthMonitor(
+            engine,
+            hub,
+            endpoints,
+            guard,
+            concurrency=settings.health_concurrency,
+            timeout_s=settings.health_timeout_s,
+            hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
+        )
+        return cls(
+            settings=settings,
+            engine=engine,
+            leases=leases,
+            hub=hub,
+            syncer=Syncer(engine, hub, workers=settings.hub_workers, leases=leases),
+            guard=guard,
+            session_secret=secret,
+            sessions=sessions,
+            identities=Identities(settings, sessions),
+            oauth=Provider(settings),
+            endpoints=endpoints,
+            checker=checker,
+            publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
+            monitor=monitor,
+            play=PlaySessions(),
+        )
+
+    @contextmanager
+    def db(self) -> Iterator[Session]:
+        with Session(self.engine) as session:
+            yield session
+
+    def prepare_catalog(self) -> None:
+        """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
+        init_db(self.engine)
+        close_interrupted_runs(self.engine, self.leases)
+        index_templates(self.engine, self.settings.template_roots())
+
+    # -- serving
+
+    async def start(self) -> None:
+        """Before the first request: the catalog, this replica's leases, the rows reconciled, the loops."""
+        settings = self.settings
+        await asyncio.to_thread(self.prepare_catalog)
+        await asyncio.to_thread(self.leases.start)
+        await asyncio.to_thread(self.endpoints.keeper.reconcile)
+        process = self.endpoints.runtimes.get(Backend.PROCESS)
+        if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
+            # In the background: the first launch then finds the zygote ready, or waits for it.
+            threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
+        loops = [
+            periodically("checking endpoints", watch_endpoints(self.endpoints), WATCH_INTERVAL_S),
+            periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
+        ]
+        if settings.sync_interval_s > 0:
+            poll_s = min(settings.lease_ttl_s / 3, settings.sync_interval_s)
+            loops.append(
+                periodically(
+                    "the background sync", sync_if_due(self.syncer, settings.sync_interval_s), poll_s, jitter=0.1
+                )
+            )
+        if settings.health_interval_s > 0:
+            interval = settings.health_interval_s
+            # The first round soon after start-up, so a fresh server shows status within a minute.
+            first = min(interval, 60) * random.uniform(0.1, 0.3)
+            loops.append(
+                periodically("a health round", health_round(self.monitor), interval, jitter=0.1, first_after_s=first)
+            )
+        self._tasks = [asyncio.create_task(loop) for loop in loops]
+
+    async def _reap_play(self) -> None:
+        await self.play.reap()
+
+    async def stop(self) -> None:
+        """After the last request: the loops, play sessions, follow-ups, local servers and leases, in that order."""
+        self.syncer.stop()
+        for task in self._tasks:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        await self.play.close_all()
+        await self.publisher.aclose()
+        await self.monitor.aclose()
+        if self.http is not None:
+            await self.http.aclose()
+        await asyncio.to_thread(self.endpoints.keeper.shutdown)
+        await asyncio.to_thread(self.leases.stop)
+        self.engine.dispose()

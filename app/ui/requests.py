@@ -1,0 +1,62 @@
+"""What a UI event's request says: who clicked, from which site's page, and where the page was reached."""
+
+from urllib.parse import urlsplit
+
+import gradio as gr
+from starlette.requests import HTTPConnection
+
+from app.services import Services
+from app.urls import connection_base, endpoint_url, public_base
+from core.callers import ANONYMOUS, Caller
+from core.errors import ForbiddenError
+
+__all__ = ["acting_caller", "caller_of", "connection_of", "page_base", "page_endpoint_url"]
+
+
+def _headers(request: gr.Request | None) -> dict[str, str]:
+    return {k.lower(): v for k, v in dict(getattr(request, "headers", {}) or {}).items()}
+
+
+def connection_of(request: gr.Request | None) -> HTTPConnection | None:
+    """The HTTP request or WebSocket to envhub underneath a Gradio event, when Gradio gives it."""
+    inner = getattr(request, "request", None) if request is not None else None
+    return inner if isinstance(inner, HTTPConnection) else None
+
+
+def caller_of(services: Services, request: gr.Request | None) -> Caller:
+    """Who clicked: the session cookie (or bearer token) the browser sent with the event."""
+    if request is None:
+        return ANONYMOUS
+    cookies = dict(getattr(request, "cookies", {}) or {})
+    return services.identities.resolve(_headers(request), cookies)
+
+
+def acting_caller(services: Services, request: gr.Request | None) -> Caller:
+    """The caller of a click that changes something: refused when another site's page sent it."""
+    headers = _headers(request)
+    origin = headers.get("origin")
+    if origin and urlsplit(origin).netloc not in _hosts(headers, services.settings.public_url):
+        raise ForbiddenError("this action came from another site's page; use envhub's own page")
+    return caller_of(services, request)
+
+
+def page_base(services: Services, request: gr.Request | None) -> str:
+    """Where users reach envhub, as the page's request says (the one rule of app.urls)."""
+    connection = connection_of(request)
+    if connection is not None:
+        return connection_base(services.settings, connection)
+    headers = _headers(request)
+    return public_base(
+        services.settings, headers.get("x-forwarded-proto", "http"), headers.get("host", "127.0.0.1:7860")
+    )
+
+
+def page_endpoint_url(services: Services, request: gr.Request | None, endpoint_id: str) -> str:
+    return endpoint_url(page_base(services, request), endpoint_id)
+
+
+def _hosts(headers: dict[str, str], public_url: str | None) -> set[str]:
+    hosts = {headers.get("host", ""), headers.get("x-forwarded-host", "")}
+    if public_url:
+        hosts.add(urlsplit(public_url).netloc)
+    return {h.split(",")[0].strip() for h in hosts if h}
