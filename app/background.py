@@ -15,8 +15,8 @@ from sqlmodel import Session
 from catalog.store import count_listed
 from catalog.sync import Syncer
 from core.errors import ConflictError
-from hosting.endpoints import EndpointManager
 from hosting.monitor import HealthMonitor
+from hosting.reconcile import Keeper
 
 __all__ = ["SYNC_LEASE", "WATCH_INTERVAL_S", "health_round", "periodically", "sync_if_due", "watch_endpoints"]
 
@@ -40,9 +40,9 @@ async def periodically(
         await asyncio.sleep(interval_s * random.uniform(1 - jitter, 1 + jitter))
 
 
-def watch_endpoints(endpoints: EndpointManager) -> Callable[[], Awaitable[None]]:
+def watch_endpoints(keeper: Keeper) -> Callable[[], Awaitable[None]]:
     async def watch() -> None:
-        await asyncio.to_thread(endpoints.keeper.watch)
+        await asyncio.to_thread(keeper.watch)
 
     return watch
 

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from app.api.deps import ServicesDep
 from core.errors import BadRequestError, NotFoundError, UpstreamError
 from hosting.endpoints import EndpointManager
+from hosting.reconcile import Keeper
 from hosting.routing import Upstream, gateway_location, gateway_path, inner_path
 from hosting.traffic import Traffic
 from protocol.frames import is_error_text, is_step_text
@@ -98,7 +99,7 @@ async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, 
         response = await client.send(outbound, stream=True)
     except httpx.HTTPError as exc:
         traffic.request(failed=True)
-        manager.keeper.check_soon(endpoint_id)
+        services.keeper.check_soon(endpoint_id)
         raise UpstreamError(
             f"endpoint {endpoint_id} is not answering ({type(exc).__name__}); it may have stopped"
         ) from exc
@@ -186,7 +187,7 @@ async def proxy_websocket(websocket: WebSocket, services: ServicesDep, endpoint_
         )
     except (OSError, InvalidHandshake, TimeoutError) as exc:
         traffic.request(failed=True)
-        manager.keeper.check_soon(endpoint_id)
+        services.keeper.check_soon(endpoint_id)
         status = f" (HTTP {exc.response.status_code})" if isinstance(exc, InvalidStatus) else ""
         await websocket.close(code=1011, reason=f"endpoint {endpoint_id} is not answering{status}")
         return
@@ -208,17 +209,17 @@ async def proxy_websocket(websocket: WebSocket, services: ServicesDep, endpoint_
     finally:
         traffic.session_closed()
         await upstream.close()
-    await _close_like_upstream(websocket, upstream, endpoint_id, manager)
+    await _close_like_upstream(websocket, upstream, endpoint_id, services.keeper)
 
 
 async def _close_like_upstream(
-    websocket: WebSocket, upstream: ClientConnection, endpoint_id: str, manager: EndpointManager
+    websocket: WebSocket, upstream: ClientConnection, endpoint_id: str, keeper: Keeper
 ) -> None:
     """Pass the upstream's close code and reason on; an abrupt end becomes 1011 with a reason."""
     if upstream.close_code is not None and upstream.close_code not in (1005, 1006):
         code, reason = upstream.close_code, upstream.close_reason or ""
     else:
-        manager.keeper.check_soon(endpoint_id)
+        keeper.check_soon(endpoint_id)
         code, reason = 1011, f"endpoint {endpoint_id} closed the connection unexpectedly"
     with suppress(RuntimeError, WebSocketDisconnect):  # the client may already have gone
         await websocket.close(code=code, reason=reason)

@@ -36,6 +36,7 @@ from hosting.limits import EndpointLimits
 from hosting.models import Backend
 from hosting.monitor import HealthMonitor
 from hosting.publish import Publisher
+from hosting.reconcile import Keeper
 from hosting.runtimes import AnyRuntime
 from hosting.runtimes.containers import ContainerRuntime
 from hosting.runtimes.process import ProcessRuntime
@@ -101,6 +102,7 @@ class Services:
     identities: Identities
     oauth: Provider
     endpoints: EndpointManager
+    keeper: Keeper  # keeps the endpoints' rows true against what runs
     checker: Checker
     publisher: Publisher
     monitor: HealthMonitor
@@ -157,6 +159,7 @@ class Services:
             identities=Identities(settings, sessions),
             oauth=Provider(settings),
             endpoints=endpoints,
+            keeper=Keeper(endpoints),
             checker=checker,
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
@@ -181,14 +184,14 @@ class Services:
         settings = self.settings
         await asyncio.to_thread(self.prepare_catalog)
         await asyncio.to_thread(self.leases.start)
-        await asyncio.to_thread(self.endpoints.keeper.reconcile)
+        await asyncio.to_thread(self.keeper.reconcile)
         process = self.endpoints.runtimes.get(Backend.PROCESS)
         if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
             # In the background: the first launch then finds the zygote ready, or waits for it.
             threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
         loops = [
-            periodically("checking endpoints", watch_endpoints(self.endpoints), WATCH_INTERVAL_S),
+            periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),
             periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
         ]
         if settings.sync_interval_s > 0:
@@ -222,6 +225,6 @@ class Services:
         await self.monitor.aclose()
         if self.http is not None:
             await self.http.aclose()
-        await asyncio.to_thread(self.endpoints.keeper.shutdown)
+        await asyncio.to_thread(self.keeper.shutdown)
         await asyncio.to_thread(self.leases.stop)
         self.engine.dispose()

@@ -5,8 +5,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.context import Context, Fail, NotRun, Skip, excerpt, is_int, is_number
 from conformance.report import NEWER
-from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int, is_number
+from conformance.runner import Registry
 
 checks = Registry()
 

@@ -4,8 +4,9 @@ import asyncio
 import uuid
 from typing import Any
 
+from conformance.context import Context, Fail, NotRun, Skip, excerpt, parse_frame
 from conformance.report import NEWER
-from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, parse_frame
+from conformance.runner import Registry
 from protocol.tools import cheapest_tool, parse_tools, tool_arguments
 
 checks = Registry()

@@ -13,8 +13,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from conformance.context import QUIET_S, Context, Fail, NotRun, Skip, Socket, excerpt, is_int, parse_frame
 from conformance.report import Severity
-from conformance.runner import QUIET_S, Context, Fail, NotRun, Registry, Skip, Socket, excerpt, is_int, parse_frame
+from conformance.runner import Registry
 from protocol import frames
 from protocol.frames import error_code
 from protocol.tools import example_action

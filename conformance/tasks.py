@@ -3,8 +3,9 @@
 from typing import Any
 from urllib.parse import quote
 
+from conformance.context import Context, Fail, NotRun, Skip, excerpt, is_int
 from conformance.report import NEWER
-from conformance.runner import Context, Fail, NotRun, Registry, Skip, excerpt, is_int
+from conformance.runner import Registry
 
 checks = Registry()
 

@@ -3,7 +3,7 @@
 An endpoint row is the truth users see. A launch checks who asks (core.callers.Access),
 the request and the limits, records the endpoint as its caller's, and starts its server in
 the background; the row says `starting`, then `running` or why it failed. Keeping the rows
-true against what actually runs is the keeper's (hosting.reconcile).
+true against what actually runs is the keeper's (hosting.reconcile), which works through this.
 """
 
 import logging
@@ -25,7 +25,6 @@ from core.leases import Leases
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
-from hosting.reconcile import Keeper
 from hosting.routing import Routes, gateway_path
 from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, handle_of
 from hosting.traffic import TrafficBook
@@ -43,7 +42,7 @@ class EndpointManager:
 
     Replicas sharing a database each manage the endpoints they launched (the row's
     `replica`): a process endpoint runs on that replica's machine. `routes` is where the
-    gateway reaches them, `traffic` what it counts, and `keeper` keeps the rows true.
+    gateway reaches them, and `traffic` what it counts.
     """
 
     def __init__(
@@ -63,7 +62,6 @@ class EndpointManager:
         self.access = access
         self.routes = Routes(engine, runtimes)
         self.traffic = TrafficBook(engine)
-        self.keeper = Keeper(self)
         self._lock = threading.Lock()
 
     # -- reading

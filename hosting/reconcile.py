@@ -11,18 +11,15 @@ import logging
 import threading
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy import ColumnElement, update
 from sqlmodel import Session, col
 
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
+from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.runtimes.logs import death_note
-
-if TYPE_CHECKING:
-    from hosting.endpoints import EndpointManager
 
 __all__ = ["Keeper"]
 
@@ -32,7 +29,7 @@ log = logging.getLogger(__name__)
 class Keeper:
     """Keeps one replica's endpoint rows true against what its backends run."""
 
-    def __init__(self, endpoints: "EndpointManager") -> None:
+    def __init__(self, endpoints: EndpointManager) -> None:
         self.endpoints = endpoints
         self._swept_for: set[str] = set()  # the live replicas when spares were last swept
 

@@ -256,20 +256,36 @@ def parent_of(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
-def test_restart_after_a_crash_reconciles_rows_with_what_runs(
-    settings: Settings, tmp_path: Path, count_template: str
-) -> None:
-    env = cli_env(tmp_path, settings.hf_endpoint) | {
+def serve_env(settings: Settings, tmp_path: Path) -> dict[str, str]:
+    """The variables for `python -m app serve` on the test's templates and a data folder of its own."""
+    return cli_env(tmp_path, settings.hf_endpoint) | {
         "ENVHUB_TEMPLATES_DIR": str(settings.templates_dir),
         "ENVHUB_DATA_DIR": str(tmp_path / "data"),
         "ENVHUB_SYNC_INTERVAL_S": "0",
     }
+
+
+def running_on(server: Server, environment: str) -> dict[str, Any]:
+    """An endpoint launched through a served envhub, once it runs."""
+    wait_until(server.healthy, timeout_s=30)
+    launched = httpx.post(f"{server.url}/api/endpoints", json={"environment": environment}).json()
+
+    def endpoint() -> dict[str, Any]:
+        found: dict[str, Any] = httpx.get(f"{server.url}/api/endpoints/{launched['id']}").json()
+        return found
+
+    wait_until(lambda: endpoint()["status"] == "running")
+    return endpoint()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
+def test_restart_after_a_crash_reconciles_rows_with_what_runs(
+    settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    env = serve_env(settings, tmp_path)
     crashed = Server(env)
     try:
-        wait_until(crashed.healthy, timeout_s=30)
-        launched = httpx.post(f"{crashed.url}/api/endpoints", json={"environment": count_template}).json()
-        wait_until(lambda: httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["status"] == "running")
+        launched = running_on(crashed, count_template)
         server = endpoint_pid(launched["id"])
         zygotes = zygote_pids(tmp_path / "data" / "runtime")
         assert zygotes == [parent_of(server)]  # the server was forked, not started from scratch
@@ -300,18 +316,12 @@ def test_an_orphan_that_ignores_sigterm_is_killed_after_the_grace(
         "helper = subprocess.Popen(['sh', '-c', \"trap '' TERM; while :; do sleep 0.1; done\"])\n"
         "print(f'helper process {helper.pid}', file=sys.stderr)\n"
     )
-    env = cli_env(tmp_path, settings.hf_endpoint) | {
-        "ENVHUB_TEMPLATES_DIR": str(settings.templates_dir),
-        "ENVHUB_DATA_DIR": str(tmp_path / "data"),
-        "ENVHUB_SYNC_INTERVAL_S": "0",
-    }
+    env = serve_env(settings, tmp_path)
     crashed = Server(env)
     try:
-        wait_until(crashed.healthy, timeout_s=30)
-        launched = httpx.post(f"{crashed.url}/api/endpoints", json={"environment": count_template}).json()
-        wait_until(lambda: httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["status"] == "running")
+        launched = running_on(crashed, count_template)
         server = endpoint_pid(launched["id"])
-        tail = httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["log_tail"]
+        tail = launched["log_tail"]
         [helper] = [int(line.split()[-1]) for line in tail if line.startswith("helper process ")]
     finally:
         crashed.process.kill()  # no shutdown: the server and its helper are left running

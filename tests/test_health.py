@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from catalog.health import record
-from catalog.hub import HubClient, SpaceRuntimeInfo, space_credentials
+from catalog.hub import HubClient
 from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard
@@ -186,17 +186,6 @@ def test_a_private_url_is_not_probed_in_the_hosted_configuration(engine: Engine,
 TOKEN = "hf_test_secret"
 
 
-def test_the_hub_token_is_scoped_to_a_private_spaces_own_host() -> None:
-    private = SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space", private=True)
-    assert space_credentials(private, TOKEN) == {"https://alice-count.hf.space": {"Authorization": f"Bearer {TOKEN}"}}
-    assert space_credentials(private, None) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space"), TOKEN) == {}  # public
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://count.example.org", private=True), TOKEN) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://hf.space.example.org", private=True), TOKEN) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", None, private=True), TOKEN) == {}
-    assert space_credentials(None, TOKEN) == {}
-
-
 async def loopback_dns(host: str, port: int) -> list[str]:
     """Every name resolves to the test's servers on loopback."""
     return ["127.0.0.1"]
@@ -240,7 +229,7 @@ def running(envhub: Envhub, count_template: str) -> dict[str, Any]:
 def test_launched_endpoints_are_probed_and_their_environment_cached(
     envhub: Envhub, running: dict[str, Any], count_template: str
 ) -> None:
-    app_monitor: HealthMonitor = envhub.server.config.app.state.monitor  # type: ignore[union-attr]
+    app_monitor: HealthMonitor = envhub.server.config.app.state.services.monitor  # type: ignore[union-attr]
     asyncio.run(app_monitor.run_round())
     endpoint = envhub.endpoint(running["id"])
     assert endpoint["health"]["status"] == "up"

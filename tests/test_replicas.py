@@ -31,6 +31,7 @@ from hosting.limits import LIMITS_LOCK, EndpointLimits
 from hosting.models import Backend, EndpointStatus
 from hosting.monitor import HEALTH_LEASE, HealthMonitor
 from hosting.options import LaunchRequest
+from hosting.reconcile import Keeper
 from hosting.runtimes.process import ProcessRuntime
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
@@ -48,8 +49,9 @@ STARTUP_S = 90  # importing the app takes a while on a loaded machine
 @pytest.fixture
 def replicas(
     engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str
-) -> Iterator[list[EndpointManager]]:
-    """Replicas a and b: the count template in the catalog, idle endpoints stopped after 4 s."""
+) -> Iterator[list[tuple[EndpointManager, Keeper]]]:
+    """Replicas a and b, each an endpoint manager and its keeper: the count template in the catalog, idle
+    endpoints stopped after 4 s."""
     index_templates(engine, [templates_dir])
     managers = []
     for name in ("a", "b"):
@@ -65,9 +67,10 @@ def replicas(
                 leases,
             )
         )
-    yield managers
-    for manager in managers:
-        manager.keeper.shutdown()
+    keepers = [Keeper(manager) for manager in managers]
+    yield list(zip(managers, keepers, strict=True))
+    for manager, keeper in zip(managers, keepers, strict=True):
+        keeper.shutdown()
         manager.leases.stop()
 
 
@@ -79,30 +82,30 @@ def running(manager: EndpointManager, environment: str) -> str:
 
 
 def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them_awake(
-    replicas: list[EndpointManager], count_template: str, engine: Engine, hub: FakeHub
+    replicas: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine, hub: FakeHub
 ) -> None:
-    a, b = replicas
+    (a, a_keeper), (b, b_keeper) = replicas
     endpoint_id = running(a, count_template)
     assert a.get(endpoint_id).replica == a.leases.replica
 
-    b.keeper.reconcile()
-    b.keeper.watch()
-    b.keeper.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
+    b_keeper.reconcile()
+    b_keeper.watch()
+    b_keeper.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
     assert a.get(endpoint_id).status == EndpointStatus.RUNNING
     assert server_pids(endpoint_id)
 
     # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
     b.traffic.of(endpoint_id).session_opened()
     for _ in range(12):
-        b.keeper.watch()
-        a.keeper.watch()
+        b_keeper.watch()
+        a_keeper.watch()
         assert a.get(endpoint_id).status == EndpointStatus.RUNNING
         time.sleep(0.5)
     b.traffic.of(endpoint_id).session_closed()
-    b.keeper.watch()
+    b_keeper.watch()
 
     def stopped_when_idle() -> bool:
-        a.keeper.watch()
+        a_keeper.watch()
         return a.get(endpoint_id).status == EndpointStatus.STOPPED
 
     wait_until(stopped_when_idle, timeout_s=15)
@@ -126,9 +129,10 @@ def waiting_for(engine: Engine, key: int) -> int:
 
 
 def test_launches_through_two_replicas_at_once_keep_the_limit(
-    replicas: list[EndpointManager], count_template: str, engine: Engine
+    replicas: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine
 ) -> None:
-    for manager in replicas:
+    managers = [manager for manager, _ in replicas]
+    for manager in managers:
         manager.limits = EndpointLimits(total=1, idle_timeout_s=60)
     outcomes: list[str] = []
 
@@ -138,7 +142,7 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
         except TooManyRequestsError as exc:
             outcomes.append(exc.message)
 
-    threads = [threading.Thread(target=launch, args=(manager,)) for manager in replicas]
+    threads = [threading.Thread(target=launch, args=(manager,)) for manager in managers]
     with exclusive(engine, LIMITS_LOCK):  # both replicas count the endpoints only once this ends
         for thread in threads:
             thread.start()
@@ -150,18 +154,18 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
     refused = [o for o in outcomes if "at most 1 endpoints" in o]
     assert len(outcomes) == 2 and len(refused) == 1, outcomes
     launched = next(o for o in outcomes if o not in refused)
-    assert [e.id for e in replicas[0].list(active_only=True)] == [launched]
-    wait_until(lambda: replicas[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
+    assert [e.id for e in managers[0].list(active_only=True)] == [launched]
+    wait_until(lambda: managers[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
 def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
-    replicas: list[EndpointManager], count_template: str
+    replicas: list[tuple[EndpointManager, Keeper]], count_template: str
 ) -> None:
-    a, b = replicas
+    (a, _), (b, b_keeper) = replicas
     endpoint_id = running(a, count_template)
     a.leases.stop()  # a is gone as far as the database can tell; its server still runs
 
-    b.keeper.watch()
+    b_keeper.watch()
 
     row = b.get(endpoint_id)
     assert row.status == EndpointStatus.STOPPED

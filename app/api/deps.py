@@ -5,14 +5,11 @@ import secrets
 from collections.abc import Iterator
 from typing import Annotated
 
-import httpx
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 from starlette.requests import HTTPConnection
 
-from app.auth.callers import Identities
-from app.auth.provider import Provider
 from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
@@ -62,19 +59,6 @@ def get_publisher(services: ServicesDep) -> Publisher:
     return services.publisher
 
 
-def get_identities(services: ServicesDep) -> Identities:
-    return services.identities
-
-
-def get_oauth(services: ServicesDep) -> Provider:
-    return services.oauth
-
-
-def get_http(services: ServicesDep) -> httpx.AsyncClient:
-    assert services.http is not None, "envhub's HTTP client is made when it starts serving"
-    return services.http
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SyncerDep = Annotated[Syncer, Depends(get_syncer)]
@@ -82,9 +66,6 @@ EndpointsDep = Annotated[EndpointManager, Depends(get_endpoints)]
 CheckerDep = Annotated[Checker, Depends(get_checker)]
 MonitorDep = Annotated[HealthMonitor, Depends(get_monitor)]
 PublisherDep = Annotated[Publisher, Depends(get_publisher)]
-IdentitiesDep = Annotated[Identities, Depends(get_identities)]
-OAuthDep = Annotated[Provider, Depends(get_oauth)]
-HttpDep = Annotated[httpx.AsyncClient, Depends(get_http)]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

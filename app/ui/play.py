@@ -6,18 +6,16 @@ import html
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import gradio as gr
 
 from app.services import Services
+from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
 from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
-    FieldKind,
-    FormField,
     action_from_form,
     describe_errors,
-    form_fields,
     legal_action,
     visible,
 )
@@ -30,7 +28,7 @@ from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import Interface, read_interface
-from protocol.tools import takes_tool_calls, tool_call
+from protocol.tools import tool_call
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
 HISTORY_ROWS = 25  # the newest on screen; the download holds them all
@@ -40,15 +38,6 @@ element.addEventListener('click', (event) => {
   if (button) trigger('click', {index: Number(button.dataset.index)});
 });
 """
-
-
-@dataclass(frozen=True)
-class FormState:
-    """The action form on screen: fields of the action schema, or of one MCP tool's arguments."""
-
-    mode: Literal["none", "action", "tool"] = "none"
-    fields: tuple[FormField, ...] = ()
-    tool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,21 +120,6 @@ def build() -> Play:
     )  # fmt: skip
 
 
-def initial_form(info: Interface) -> FormState:
-    schema = info.action_schema
-    if info.tools and (schema is None or takes_tool_calls(schema)):
-        first = info.tools[0]
-        return FormState("tool", tuple(form_fields(first.input_schema)), first.name)
-    if schema is not None:
-        return FormState("action", tuple(form_fields(schema)))
-    return FormState()
-
-
-def tool_form(info: Interface, name: str | None) -> FormState:
-    tool = next((t for t in info.tools or () if t.name == name), None)
-    return FormState("tool", tuple(form_fields(tool.input_schema)), tool.name) if tool else FormState()
-
-
 def download_html(session: PlaySession) -> str:
     count = len(session.episode.records)
     if not count:
@@ -188,33 +162,6 @@ def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any
 def refusal(play: Play, error: PlayError | str) -> dict[Any, Any]:
     message = error.message if isinstance(error, PlayError) else error
     return {play.errors: f"**Not sent:** {message}" if isinstance(error, str) else f"**Refused:** {message}"}
-
-
-def _control(field: FormField, key: str) -> Any:
-    common: dict[str, Any] = {
-        "label": field.label,
-        "info": field.description or field.type_label or None,
-        "key": f"{key}-{field.name}",
-        "elem_id": f"field-{field.name}",
-        "elem_classes": ["action-field"],
-    }
-    value = field.initial()
-    if field.kind == FieldKind.CHOICE:
-        return gr.Dropdown([(str(c), c) for c in field.choices], value=value, **common)
-    if field.kind == FieldKind.FLAG:
-        return gr.Checkbox(value=value, **common)
-    if field.kind in (FieldKind.INTEGER, FieldKind.NUMBER):
-        return gr.Number(
-            value=value,
-            precision=0 if field.kind == FieldKind.INTEGER else None,
-            minimum=field.minimum,
-            maximum=field.maximum,
-            **common,
-        )
-    if field.kind == FieldKind.JSON:
-        common.pop("info")
-        return gr.Code(value=value, language="json", lines=3, **common)
-    return gr.Textbox(value=value, **common)
 
 
 def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
@@ -267,9 +214,9 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             play.tool: gr.Dropdown(
                 choices=[t.name for t in info.tools or ()], value=form.tool, visible=form.mode == "tool"
             ),
-            play.tool_help: _tool_help(info, form.tool),
+            play.tool_help: tool_help(info, form.tool),
             play.split: gr.Dropdown(choices=split_names, value=None, visible=bool(split_names)),
-            play.task_index: gr.Textbox(value="", visible=bool(split_names), info=_index_hint(info, None)),
+            play.task_index: gr.Textbox(value="", visible=bool(split_names), info=index_hint(info, None)),
         } | cleared(play)  # fmt: skip
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
@@ -350,11 +297,11 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
     def pick_tool(request: gr.Request, name: str | None) -> dict[Any, Any]:
         session = session_of(request)
         info = session.info if session else Interface()
-        return {play.form: tool_form(info, name), play.tool_help: _tool_help(info, name)}
+        return {play.form: tool_form(info, name), play.tool_help: tool_help(info, name)}
 
     def pick_split(request: gr.Request, split: str | None) -> Any:
         session = session_of(request)
-        return gr.Textbox(info=_index_hint(session.info, split) if session else None)
+        return gr.Textbox(info=index_hint(session.info, split) if session else None)
 
     # Steps and resets skip Gradio's queue: one POST each instead of a join and an event stream,
     # which halves a step's round trip; a tab's session serialises them itself.
@@ -379,7 +326,7 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             return
         if not shown:
             gr.Markdown("This action takes no arguments.", elem_classes=["muted"])
-        controls = [_control(f, form.tool or "action") for f in shown]
+        controls = [field_control(f, form.tool or "action") for f in shown]
 
         async def step(request: gr.Request, *values: Any) -> dict[Any, Any]:
             arguments, errors = action_from_form(form.fields, values)
@@ -394,18 +341,6 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
                 control.submit(step, controls, play.results, **common)
 
     return [connected, launched]
-
-
-def _tool_help(info: Interface, name: str | None) -> str:
-    tool = next((t for t in info.tools or () if t.name == name), None)
-    return f"`{tool.name}`: {tool.description}" if tool and tool.description else ""
-
-
-def _index_hint(info: Interface, split: str | None) -> str:
-    found = next((s for s in info.splits if s.name == split), None) or (info.splits[0] if info.splits else None)
-    if found is None or not found.count:
-        return "empty for any task"
-    return f"0 to {found.count - 1} in {found.name}; empty for any task"
 
 
 def _urls(services: Services, environment_id: str, request: gr.Request) -> list[str]:

@@ -1,12 +1,8 @@
 """The docker backend: an environment as a container, built from its folder or a Hub Space's image.
 
-A server in a container spends seconds importing its app before it answers (openenv
-imports gradio for its web interface). So after a launch of an image, the backend starts
-one more container of it, a spare, that waits for the next launch of that image with the
-same port and no variables of its own: that launch claims the spare, already up, by
-renaming it `envhub-<endpoint id>`. Labels cannot change after a container is created,
-so a claimed spare is known by its name. Spares belong to the replica that started them
-and are removed when it stops, or by any replica once it is gone.
+Containers carry labels saying which catalog (several envhubs may share one engine) and
+which endpoint they serve; spare containers, started ahead of launches (spares.py), say
+which replica started them, and once claimed are known by their name.
 """
 
 import hashlib
@@ -16,9 +12,7 @@ import re
 import secrets
 import socket
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -32,11 +26,10 @@ from hosting.models import Backend
 from hosting.options import DockerOptions
 from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
 from hosting.runtimes.logs import EXIT_NOTE, note_exit
+from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX, Spares
 
 LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
-SPARE_LABEL = "envhub.spare"  # a container started ahead of a launch: the replica that started it
-SPARE_PREFIX = "envhub-spare-"  # an unclaimed spare's name; a claimed one is named envhub-<endpoint id>
 
 log = logging.getLogger(__name__)
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
@@ -68,12 +61,6 @@ def engine_client() -> docker.DockerClient:
             except OSError as exc:
                 raise DockerException(f"no Docker engine answers at {path} ({exc.strerror or exc})") from None
     return docker.from_env()
-
-
-@dataclass(frozen=True)
-class _Spare:
-    container: Container
-    url: str
 
 
 def _endpoint_of(container: Container) -> str | None:
@@ -112,9 +99,7 @@ class ContainerRuntime:
         self._client_factory = client_factory
         self.catalog = catalog
         self.replica = replica
-        self.spares = spares  # how many images (the last launched) keep a spare container
-        self._spares: OrderedDict[str, _Spare] = OrderedDict()  # spare key -> its container, oldest first
-        self._closed = False
+        self.spares = Spares(spares, self._run_spare, self._remove)
         self._client: docker.DockerClient | None = None
         self.base_image = base_image
         self.memory = memory
@@ -156,11 +141,11 @@ class ContainerRuntime:
     def start(self, spec: LaunchSpec[DockerOptions], report: Report) -> Launched[ContainerHandle]:
         image = spec.options.image or self._build(Path(spec.environment.path or ""), spec.log_path, report)
         port = spec.options.port or 8000
-        key = self._spare_key(spec.environment.id, image, port) if self.spares and not spec.env else None
-        spare = self._claim(key, spec.endpoint_id) if key else None
+        key = self._spare_key(spec.environment.id, image, port) if self.spares.keep and not spec.env else None
+        spare = self.spares.claim(key, f"envhub-{spec.endpoint_id}") if key else None
         if spare is not None:
             report(f"claimed a container of {image} started ahead")
-            container, url = spare.container, spare.url
+            container, url = spare
         else:
             report(f"starting a container of {image}")
             container, url = self._run(
@@ -181,9 +166,7 @@ class ContainerRuntime:
             log_path=spec.log_path,
         )
         if key:  # the next launch of this image finds a spare
-            threading.Thread(
-                target=self._start_spare, args=(key, image, port, spec.environment.id), name="spare", daemon=True
-            ).start()
+            self.spares.start_ahead(key, image, port, spec.environment.id)
         return launched
 
     def _run(
@@ -211,8 +194,6 @@ class ContainerRuntime:
             raise LaunchError(f"docker could not start {image}: {exc}") from exc
         return container, f"http://127.0.0.1:{host_port}"
 
-    # -- spares
-
     def _spare_key(self, environment: str, image: str, port: int) -> str | None:
         """What a spare must match: the environment, its image as it is now (a newer pull under the same tag is
         another image) and the port."""
@@ -221,49 +202,9 @@ class ContainerRuntime:
         except DockerException:
             return None  # not in the engine yet: the run pulls it or says why it cannot
 
-    def _claim(self, key: str, endpoint_id: str) -> _Spare | None:
-        with self._lock:
-            spare = self._spares.pop(key, None)
-        if spare is None:
-            return None
-        try:
-            spare.container.rename(f"envhub-{endpoint_id}")
-            spare.container.reload()
-        except DockerException as exc:
-            log.warning("spare container %s could not be claimed (%s); starting a new one", spare.container.name, exc)
-            self._remove(spare.container)
-            return None
-        if spare.container.status != "running":
-            self._remove(spare.container)
-            return None
-        return spare
-
-    def _start_spare(self, key: str, image: str, port: int, environment: str) -> None:
-        with self._lock:
-            if self._closed or key in self._spares:
-                return
-        try:
-            container, url = self._run(
-                image,
-                port,
-                {},
-                environment,
-                name=SPARE_PREFIX + secrets.token_hex(5),
-                labels={SPARE_LABEL: self.replica},
-            )
-        except LaunchError as exc:
-            log.warning("no spare container for %s: %s", image, exc.message)
-            return
-        with self._lock:
-            if self._closed or key in self._spares:
-                dropped = [container]
-            else:
-                self._spares[key] = _Spare(container, url)
-                dropped = [
-                    self._spares.popitem(last=False)[1].container for _ in range(len(self._spares) - self.spares)
-                ]
-        for unwanted in dropped:
-            self._remove(unwanted)
+    def _run_spare(self, image: str, port: int, environment: str) -> tuple[Container, str]:
+        name = SPARE_PREFIX + secrets.token_hex(5)
+        return self._run(image, port, {}, environment, name=name, labels={SPARE_LABEL: self.replica})
 
     def sweep(self, live_replicas: set[str]) -> None:
         """Remove the unclaimed spares of replicas that are gone (this catalog's only)."""
@@ -366,15 +307,7 @@ class ContainerRuntime:
 
     def close(self) -> None:
         """Remove this replica's spares, then let go of the engine."""
-        with self._lock:
-            self._closed = True
-            spares = list(self._spares.values())
-            self._spares.clear()
-        for spare in spares:
-            try:
-                self._remove(spare.container)
-            except DockerException as exc:
-                log.warning("spare container %s is left: %s", spare.container.name, exc)
+        self.spares.close()
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
