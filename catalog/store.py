@@ -31,6 +31,7 @@ from protocol.interface import Interface, Split
 from protocol.tools import parse_tools
 
 __all__ = [
+    "cache_interface",
     "cached_interface",
     "count_listed",
     "environment_at",
@@ -146,6 +147,16 @@ def note_conformance(session: Session, environment_id: str, summary: Conformance
     if row is not None:
         row.conformance = summary.model_dump(mode="json")
         session.add(row)
+
+
+def cache_interface(session: Session, environment_id: str, interface: Interface) -> bool:
+    """What an environment's server says about itself, cached on its row; False when there is no row."""
+    row = session.get(Environment, environment_id)
+    if row is None:
+        return False
+    row.sqlmodel_update(interface_columns(interface))
+    session.add(row)
+    return True
 
 
 def save_health(

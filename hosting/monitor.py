@@ -23,7 +23,7 @@ from sqlmodel import Session, col
 from catalog.health import record, stage_health
 from catalog.hub import Hub, space_credentials
 from catalog.models import Environment, Health, HealthRecord, Source
-from catalog.store import interface_columns, save_health
+from catalog.store import cache_interface, save_health
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, OutboundSession
@@ -182,12 +182,12 @@ class HealthMonitor:
                 return  # stopped while it was probed
             endpoint.health = health
             session.add(endpoint)
-            if environment is not None and interface is not None:
-                row = session.get(Environment, environment.id)
-                if row is not None:
-                    row.sqlmodel_update(interface_columns(interface))
-                    session.add(row)
-                    self._cached(environment.id)
+            if (
+                environment is not None
+                and interface is not None
+                and cache_interface(session, environment.id, interface)
+            ):
+                self._cached(environment.id)
             session.commit()
 
     # -- environments: Hub Spaces and URLs

@@ -7,9 +7,10 @@ import gradio as gr
 
 from app.ui.forms import form_fields
 from app.ui.snippets import Target, all_snippets
+from hosting.routing import gateway_path
 from protocol.interface import Interface
 
-PLACEHOLDER_URL = "http://127.0.0.1:7860/endpoints/ENDPOINT_ID"
+PLACEHOLDER_URL = "http://127.0.0.1:7860" + gateway_path("ENDPOINT_ID")
 LANGUAGES = {
     "Python": "python",
     "Python (async)": "python",
