@@ -7,6 +7,8 @@ from typing import Any
 from conformance.context import Context, Fail, NotRun, Skip, excerpt, parse_frame
 from conformance.report import NEWER
 from conformance.runner import Registry
+from protocol import frames
+from protocol.frames import ErrorCode
 from protocol.tools import cheapest_tool, parse_tools, tool_arguments
 
 checks = Registry()
@@ -130,15 +132,15 @@ async def mcp_sessions(ctx: Context) -> str:
 
     ctx.cleanups.append(close_session)
     attached = await ctx.websocket(f"/ws?session_id={session_id}", "S")
-    state = await attached.exchange({"type": "state"}, "a state frame")
+    state = await attached.exchange(frames.STATE, "a state frame")
     if state.get("type") != "state":
         raise Fail(f"state on the attached session got {excerpt(state, 160)}")
     second = await ctx.websocket(f"/ws?session_id={session_id}", "S2")
     # The server refuses the second attach at once, or at the first message: either is fine.
     early = await second.unsolicited()
-    refused = parse_frame(early) if early is not None else await second.exchange({"type": "state"}, "an error frame")
+    refused = parse_frame(early) if early is not None else await second.exchange(frames.STATE, "an error frame")
     data = refused.get("data")
-    if refused.get("type") != "error" or not isinstance(data, dict) or data.get("code") != "SESSION_ERROR":
+    if refused.get("type") != "error" or not isinstance(data, dict) or data.get("code") != ErrorCode.SESSION_ERROR:
         raise Fail(f"a second attach to the same session got {excerpt(refused, 160)}, not SESSION_ERROR")
     await second.close()
     params = {"session_id": session_id}

@@ -17,7 +17,7 @@ from conformance.context import QUIET_S, Context, Fail, NotRun, Skip, Socket, ex
 from conformance.report import Severity
 from conformance.runner import Registry
 from protocol import frames
-from protocol.frames import error_code
+from protocol.frames import ErrorCode, error_code
 from protocol.tools import example_action
 
 checks = Registry()
@@ -65,7 +65,7 @@ def _expect_state(frame: dict[str, Any], what: str = "state") -> dict[str, Any]:
 
 
 async def _state(socket: Socket, what: str = "state") -> dict[str, Any]:
-    return _expect_state(await socket.exchange({"type": "state"}, "a state frame"), what)
+    return _expect_state(await socket.exchange(frames.STATE, "a state frame"), what)
 
 
 def _expect_error(frame: dict[str, Any], code: str, what: str) -> dict[str, Any]:
@@ -96,7 +96,7 @@ async def open_ws(ctx: Context) -> str:
 
 @checks("14", 'WS {"type": "reset"} gets one observation frame')
 async def ws_reset(ctx: Context) -> str:
-    data = _expect_observation(await ctx.socket().exchange({"type": "reset", "data": {}}, "an observation"), "reset")
+    data = _expect_observation(await ctx.socket().exchange(frames.reset_frame(), "an observation"), "reset")
     return f"observation with done={data['done']}, reward={data['reward']}"
 
 
@@ -109,14 +109,16 @@ async def ws_state(ctx: Context) -> str:
 @checks("18", "WS text that is not JSON gets INVALID_JSON, and the socket stays usable")
 async def ws_invalid_json(ctx: Context) -> str:
     socket = ctx.socket()
-    data = _expect_error(await socket.exchange("not json", "an error frame"), "INVALID_JSON", "'not json'")
+    data = _expect_error(await socket.exchange("not json", "an error frame"), ErrorCode.INVALID_JSON, "'not json'")
     await _state(socket, "state after INVALID_JSON")
     return f"INVALID_JSON ({excerpt(data['message'], 60)}), then state answered"
 
 
 @checks("19", 'WS {"type": "bogus"} gets UNKNOWN_TYPE')
 async def ws_unknown_type(ctx: Context) -> str:
-    data = _expect_error(await ctx.socket().exchange({"type": "bogus"}, "an error frame"), "UNKNOWN_TYPE", "bogus")
+    data = _expect_error(
+        await ctx.socket().exchange({"type": "bogus"}, "an error frame"), ErrorCode.UNKNOWN_TYPE, "bogus"
+    )
     if "bogus" not in data["message"]:
         raise Fail(f"the message {excerpt(data['message'], 80)!r} does not name the type 'bogus'")
     return str(data["message"])
@@ -129,7 +131,7 @@ async def ws_validation(ctx: Context) -> str:
         ({"type": "step"}, "a step without data"),
         ({"type": "step", "data": {"__nope__": 1}}, "a step with an unknown action field"),
     ):
-        data = _expect_error(await socket.exchange(frame, "an error frame"), "VALIDATION_ERROR", what)
+        data = _expect_error(await socket.exchange(frame, "an error frame"), ErrorCode.VALIDATION_ERROR, what)
         if not isinstance(data.get("errors"), list):
             raise Fail(f"{what}: the VALIDATION_ERROR has no errors list")
     await _state(socket, "state after VALIDATION_ERROR")
@@ -158,14 +160,14 @@ async def ws_step(ctx: Context) -> str:
     episode = ctx.facts.episode
     episode["id"] = f"envhub-check-{uuid.uuid4().hex[:12]}"
     episode["reset"] = await socket.exchange(
-        {"type": "reset", "data": {"episode_id": episode["id"], "seed": 42}}, "an observation"
+        frames.reset_frame({"episode_id": episode["id"], "seed": 42}), "an observation"
     )
-    episode["before"] = await socket.exchange({"type": "state"}, "a state frame")
-    step = await socket.exchange({"type": "step", "data": action}, "an observation")
+    episode["before"] = await socket.exchange(frames.STATE, "a state frame")
+    step = await socket.exchange(frames.step_frame(action), "an observation")
     episode["step"] = step
-    if error_code(step) == "EXECUTION_ERROR":
+    if error_code(step) == ErrorCode.EXECUTION_ERROR:
         ctx.facts.execution_error = step["data"]
-    episode["after"] = await socket.exchange({"type": "state"}, "a state frame")
+    episode["after"] = await socket.exchange(frames.STATE, "a state frame")
     if error_code(step):
         raise Fail(f"the action {excerpt(action, 160)} got an error: {excerpt(step.get('data'), 200)}")
     data = _expect_observation(step, "step")
@@ -239,7 +241,7 @@ async def execution_error(ctx: Context) -> str:
 @checks("32", 'WS {"type": "mcp"} carries JSON-RPC: tools/list gets a response with the same id')
 async def ws_mcp(ctx: Context) -> str:
     request = {"jsonrpc": "2.0", "method": "tools/list", "id": 1}
-    frame = await ctx.socket().exchange({"type": "mcp", "data": request}, "an mcp frame")
+    frame = await ctx.socket().exchange(frames.mcp_frame(request), "an mcp frame")
     data = frame.get("data")
     if frame.get("type") != "mcp" or not isinstance(data, dict):
         raise Fail(f"got {excerpt(frame, 160)}, not an mcp frame")
@@ -269,7 +271,7 @@ async def isolation(ctx: Context) -> str:
     ctx.facts.sessions_open = 2
     before = await _state(a, "A's state")
     _expect_observation(
-        await b.exchange({"type": "reset", "data": {"episode_id": f"envhub-check-{uuid.uuid4().hex[:12]}"}}),
+        await b.exchange(frames.reset_frame({"episode_id": f"envhub-check-{uuid.uuid4().hex[:12]}"})),
         "reset on B",
     )
     after, other = await _state(a, "A's state after B's reset"), await _state(b, "B's state")
@@ -277,7 +279,7 @@ async def isolation(ctx: Context) -> str:
         raise Fail("resetting session B changed session A's state")
     if other.get("episode_id") == after.get("episode_id"):
         raise Fail(f"both sessions report the episode {excerpt(other.get('episode_id'), 60)}")
-    await b.send({"type": "close"})
+    await b.send(frames.CLOSE)
     await b.closed()
     ctx.facts.sessions_open = 1
     return "B's reset left A's episode and step_count alone"
@@ -286,13 +288,13 @@ async def isolation(ctx: Context) -> str:
 @checks("24", 'WS {"type": "close"} closes with code 1000 and no reply')
 async def ws_close(ctx: Context) -> str:
     socket = ctx.socket("A")
-    await socket.send({"type": "close"})
-    code, frames = await socket.closed()
+    await socket.send(frames.CLOSE)
+    code, replies = await socket.closed()
     socket.broken = "A was closed by check 24"
     ctx.facts.sessions_open = 0
-    ctx.note('WS A ← {"type": "close"}', f"closed with {code}" + (f" after {excerpt(frames, 120)}" if frames else ""))
-    if frames:
-        raise Fail(f"the server replied to close with {excerpt(frames[0], 160)}")
+    ctx.note('WS A ← {"type": "close"}', f"closed with {code}" + (f" after {excerpt(replies, 120)}" if replies else ""))
+    if replies:
+        raise Fail(f"the server replied to close with {excerpt(replies[0], 160)}")
     if code != 1000:
         raise Fail(f"the server closed with code {code}, not 1000")
     return "closed with 1000"
@@ -338,7 +340,7 @@ async def binary_frame(ctx: Context) -> str:
     await socket.send(b"\x00\x01binary")
     frame = parse_frame(await socket.receive("an error frame"))
     ctx.note("WS C ← (binary frame)", excerpt(frame))
-    _expect_error(frame, "SESSION_ERROR", "a binary frame")
+    _expect_error(frame, ErrorCode.SESSION_ERROR, "a binary frame")
     code, _ = await socket.closed()
     socket.broken = "C was closed by check 25"
     if code != 1000:

@@ -34,7 +34,6 @@ __all__ = ["OPEN", "EndpointManager"]
 log = logging.getLogger(__name__)
 
 OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launches, and stops what nobody owns
-RUNNING = EndpointStatus.RUNNING
 
 
 class EndpointManager:
@@ -84,10 +83,8 @@ class EndpointManager:
 
     def running_endpoint(self, environment_id: str) -> Endpoint | None:
         """The newest running endpoint of an environment."""
-        return next(
-            (e for e in self.list(active_only=True) if e.environment == environment_id and e.status == RUNNING),
-            None,
-        )
+        running = (e for e in self.list(active_only=True) if e.status == EndpointStatus.RUNNING)
+        return next((e for e in running if e.environment == environment_id), None)
 
     def active_by_environment(self) -> dict[str, str]:
         """environment id -> status of its newest active endpoint."""
