@@ -54,6 +54,20 @@ class Settings(BaseSettings):
         description="images (the last launched) that keep one container started ahead, which the next launch "
         "of the image without variables of its own claims up and running; 0 turns spares off",
     )
+    swarm_host: str | None = Field(
+        default=None, description="the swarm manager for the swarm backend (any DOCKER_HOST form); default: DOCKER_HOST"
+    )
+    pool_queue_s: float = Field(
+        default=60, ge=0, description="how long a new session waits for a free slot in a full pool before it is refused"
+    )
+    pool_idle_s: float = Field(
+        default=300, gt=0, description="a pool shrinks (down to its min) by replicas without sessions this long"
+    )
+    ws_ping_s: float = Field(
+        default=20,
+        gt=0,
+        description="the gateway pings clients' and servers' WebSockets this often; one that misses two is closed",
+    )
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
     process_preload: Preload = Field(

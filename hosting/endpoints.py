@@ -152,23 +152,23 @@ class EndpointManager:
 
     def _start(self, runtime: AnyRuntime, spec: LaunchSpec[Any]) -> None:
         try:
-            launched = runtime.start(spec, lambda message: self._note(spec.endpoint_id, message))
+            launched = runtime.start(spec, lambda message: self._note(spec.server_id, message))
         except LaunchError as exc:
-            self.update(spec.endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self.update(spec.server_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
             return
         except Exception as exc:
-            log.exception("launching %s failed", spec.endpoint_id)
+            log.exception("launching %s failed", spec.server_id)
             message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
-            self.update(spec.endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            self.update(spec.server_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
             return
-        current = self.update(spec.endpoint_id)
+        current = self.update(spec.server_id)
         if current is None or current.status != EndpointStatus.STARTING:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
-        self.traffic.of(spec.endpoint_id).touch()
-        self.routes.remember(spec.endpoint_id, runtime, launched.url, launched.handle)
+        self.traffic.of(spec.server_id).touch()
+        self.routes.remember(spec.server_id, runtime, launched.url, launched.handle)
         self.update(
-            spec.endpoint_id,
+            spec.server_id,
             status=EndpointStatus.RUNNING,
             message="running",
             internal_url=launched.url,

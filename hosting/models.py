@@ -14,6 +14,7 @@ from core.db import ModelJSON
 class Backend(StrEnum):
     PROCESS = "process"
     DOCKER = "docker"
+    SWARM = "swarm"
     SPACE = "space"
 
 

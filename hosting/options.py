@@ -16,11 +16,14 @@ from hosting.models import Backend
 __all__ = [
     "ALLOWED_PYTHON_VARIABLES",
     "BACKEND_OPTIONS",
+    "MAX_REPLICAS",
     "BackendOptions",
     "DockerOptions",
     "LaunchRequest",
     "ProcessOptions",
+    "ReplicaRange",
     "SpaceOptions",
+    "SwarmOptions",
     "starts_the_interpreter",
 ]
 
@@ -39,6 +42,36 @@ def starts_the_interpreter(name: str) -> bool:
     return upper == "PATH" or (upper.startswith(_LOADER_PREFIXES) and upper not in ALLOWED_PYTHON_VARIABLES)
 
 
+MAX_REPLICAS = 64  # of one endpoint's pool
+
+
+class ReplicaRange(BaseModel):
+    """How many servers an endpoint's pool keeps: at least min, grown up to max under load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = 1
+    max: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count(cls, data: Any) -> Any:
+        """A bare count N is a fixed pool of N."""
+        if isinstance(data, bool):
+            raise ValueError("option replicas must be a count or {'min': A, 'max': B}")
+        if isinstance(data, int):
+            return {"min": data, "max": data}
+        if isinstance(data, dict) and "min" in data and "max" not in data:
+            return {**data, "max": data["min"]}
+        return data
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.max < self.min:
+            raise ValueError(f"option replicas: max ({self.max}) is below min ({self.min})")
+        return self
+
+
 class BackendOptions(BaseModel):
     """What every backend takes; each backend's model adds its own."""
 
@@ -51,19 +84,21 @@ class BackendOptions(BaseModel):
     secrets: dict[str, str] = Field(
         default_factory=dict, repr=False, description="passed to the server, never stored or shown"
     )
+    replicas: ReplicaRange = Field(
+        default_factory=ReplicaRange,
+        description="servers behind the endpoint's one URL: a count N, or {'min': A, 'max': B} to scale with load",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _known(cls, data: Any) -> Any:
         """Unknown options are named with what the backend takes instead."""
         if isinstance(data, dict):
-            own = sorted(set(cls.model_fields) - set(BackendOptions.model_fields))
+            own = sorted(set(cls.model_fields) - set(BackendOptions.model_fields) | {"replicas"})
             unknown = sorted(set(data) - set(cls.model_fields))
             backend = data.get("backend", "")
-            if unknown and own:
-                raise ValueError(f"the {backend} backend takes {own}, not {unknown}")
             if unknown:
-                raise ValueError(f"the {backend} backend takes no options, got {unknown}")
+                raise ValueError(f"the {backend} backend takes {own}, not {unknown}")
         return data
 
     @field_validator("env", "secrets")
@@ -89,6 +124,11 @@ class BackendOptions(BaseModel):
         """The backend's own options, as the endpoint's row keeps them (no variables, no secrets)."""
         return self.model_dump(exclude={"backend", "env", "secrets"})
 
+    def capacity_hint(self) -> int | None:
+        """The sessions each server holds, when the launch sets it (MAX_CONCURRENT_ENVS, the templates' convention)."""
+        value = self.env.get("MAX_CONCURRENT_ENVS", "")
+        return int(value) if value.isdigit() and int(value) > 0 else None
+
 
 class ProcessOptions(BackendOptions):
     """A local environment folder run by uvicorn as a subprocess of envhub (forked from its zygote when it can)."""
@@ -96,10 +136,9 @@ class ProcessOptions(BackendOptions):
     backend: Literal[Backend.PROCESS] = Backend.PROCESS
 
 
-class DockerOptions(BackendOptions):
-    """A container: built from the folder's Dockerfile, or a Hub Space's image."""
+class ImageOptions(BackendOptions):
+    """What the container backends share: the image to run and the port it serves on."""
 
-    backend: Literal[Backend.DOCKER] = Backend.DOCKER
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = Field(
         default=None,
         description="an image to run, e.g. registry.hf.space/owner-name:latest; default: built, or the Space's",
@@ -120,6 +159,30 @@ class DockerOptions(BackendOptions):
     def _port(cls, value: Any) -> Any:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536):
             raise ValueError(f"option port must be the container's port number, got {value!r}")
+        return value
+
+
+class DockerOptions(ImageOptions):
+    """A container: built from the folder's Dockerfile, or a Hub Space's image."""
+
+    backend: Literal[Backend.DOCKER] = Backend.DOCKER
+
+
+class SwarmOptions(ImageOptions):
+    """A replicated Docker Swarm service: its tasks are the pool's replicas, placed on the swarm's nodes."""
+
+    backend: Literal[Backend.SWARM] = Backend.SWARM
+    constraints: list[Annotated[str, Field(min_length=3, max_length=256)]] = Field(
+        default_factory=list, max_length=16, description="placement constraints, e.g. node.labels.gpu==true"
+    )
+
+    @field_validator("constraints", mode="before")
+    @classmethod
+    def _constraints(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not all(
+            isinstance(c, str) and re.match(r"^[A-Za-z0-9_.-]+\s*(==|!=)\s*\S+$", c) for c in value
+        ):
+            raise ValueError("option constraints must be a list such as ['node.labels.gpu==true', 'node.role!=manager']")
         return value
 
 
@@ -168,15 +231,25 @@ class SpaceOptions(BackendOptions):
             raise ValueError("option hardware must be a Space hardware name such as cpu-basic or t4-small")
         return value
 
+    @field_validator("replicas", mode="after")
+    @classmethod
+    def _one_space(cls, value: ReplicaRange) -> ReplicaRange:
+        if value.max > 1:
+            raise ValueError("a Space is one server; run replicas with the process, docker or swarm backend")
+        return value
+
     @property
     def space_id(self) -> str:
         return f"{self.namespace}/{self.name}"
 
 
-LaunchOptions = Annotated[ProcessOptions | DockerOptions | SpaceOptions, Field(discriminator="backend")]
+LaunchOptions = Annotated[
+    ProcessOptions | DockerOptions | SwarmOptions | SpaceOptions, Field(discriminator="backend")
+]
 BACKEND_OPTIONS: dict[Backend, type[BackendOptions]] = {
     Backend.PROCESS: ProcessOptions,
     Backend.DOCKER: DockerOptions,
+    Backend.SWARM: SwarmOptions,
     Backend.SPACE: SpaceOptions,
 }
 

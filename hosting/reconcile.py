@@ -46,7 +46,7 @@ class Keeper:
         claimed = {e.id for e in self.endpoints.list(active_only=True)}
         for backend, runtime in self.endpoints.runtimes.items():
             try:
-                for orphan in runtime.managed_endpoints() - claimed:
+                for orphan in runtime.managed_servers() - claimed:
                     log.warning("removing orphaned %s endpoint %s", backend.value, orphan)
                     runtime.stop_leftover(orphan)
             except EnvhubError as exc:
@@ -144,7 +144,7 @@ class Keeper:
         if runtime is None:
             return
         mine = {e.id for e in self.endpoints.list(active_only=True) if e.replica == self.replica}
-        for orphan in runtime.managed_endpoints() - mine:
+        for orphan in runtime.managed_servers() - mine:
             runtime.stop_leftover(orphan)
 
     def _sweep(self, live: set[str]) -> None:

@@ -2,12 +2,15 @@
 
 A runtime takes the options of its backend (hosting.options), checked against the
 environment, and returns a handle of its own type: what it needs to find, watch and stop
-the server later, kept on the endpoint's row as JSON.
+the server later, kept as JSON on the row of the replica it serves. Most runtimes start
+one server per replica, and envhub keeps the pool; a service runtime (the swarm's) starts
+one service that holds every replica, and says which tasks it runs.
 """
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -27,10 +30,14 @@ __all__ = [
     "LaunchSpec",
     "Launched",
     "ProcessHandle",
+    "ServiceHandle",
     "Report",
     "Runtime",
+    "ServiceRuntime",
     "SpaceHandle",
+    "Task",
     "handle_of",
+    "is_service",
     "serve_when_healthy",
     "wait_healthy",
 ]
@@ -39,11 +46,11 @@ Report = Callable[[str], None]
 
 
 class Handle(BaseModel):
-    """What a runtime needs to find, watch and stop an endpoint's server, as the row keeps it."""
+    """What a runtime needs to find, watch and stop a server, as the replica's row keeps it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    endpoint: str
+    server: str  # the id the backend knows the server by: the replica's (a service's: its endpoint's)
     # The path the gateway serves the server under (/endpoints/<id>) when the backend set it as the server's
     # ASGI root_path: the gateway then passes the client's host and scheme on, for pages that build URLs.
     root_path: str = ""
@@ -60,6 +67,12 @@ class ContainerHandle(Handle):
     image: str
 
 
+class ServiceHandle(Handle):
+    service: str  # the Swarm service's id
+    image: str
+    port: int  # the port the image serves on, inside each task
+
+
 class SpaceHandle(Handle):
     space: str
     delete_on_stop: bool = False
@@ -72,7 +85,7 @@ H = TypeVar("H", bound=Handle)
 
 @dataclass(frozen=True)
 class LaunchSpec(Generic[Options]):
-    endpoint_id: str
+    server_id: str  # what the backend names and labels the server by: the replica's id (a service's: its endpoint's)
     environment: EnvironmentDetail
     log_path: Path
     options: Options  # the backend's own, checked against the environment (check() filled in what it defaults)
@@ -81,6 +94,7 @@ class LaunchSpec(Generic[Options]):
     # The path the gateway serves the server under (/endpoints/<id>): its ASGI root_path, where the backend can
     # set it, so that pages building absolute URLs (openenv's gradio UI at /web) point back through the gateway.
     root_path: str = ""
+    replicas: int = 1  # the tasks a service runtime starts; other runtimes start one server per spec
 
 
 @dataclass(frozen=True)
@@ -112,12 +126,12 @@ class Runtime(Protocol[Options, H]):
         """Headers the gateway adds to reach the server (a private Space needs a token)."""
         ...
 
-    def managed_endpoints(self) -> set[str]:
-        """Ids of the endpoints this backend holds a server for now, whatever the database says."""
+    def managed_servers(self) -> set[str]:
+        """Ids of the servers this backend holds now, whatever the database says."""
         ...
 
-    def stop_leftover(self, endpoint_id: str) -> None:
-        """Stop the server this backend holds for an endpoint no row claims (found by managed_endpoints)."""
+    def stop_leftover(self, server_id: str) -> None:
+        """Stop a server this backend holds that no row claims (found by managed_servers)."""
         ...
 
     def sweep(self, live_replicas: set[str]) -> None:
@@ -130,6 +144,39 @@ class Runtime(Protocol[Options, H]):
 
 
 AnyRuntime = Runtime[Any, Any]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One replica of a service, as its runtime sees it."""
+
+    id: str
+    state: str  # the orchestrator's word: new, pending, starting, running, failed, shutdown ...
+    url: str | None  # where envhub reaches it, once it publishes its port
+    host: str  # the node it runs on, with the node's labels
+    error: str = ""
+    started_at: datetime | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running" and self.url is not None
+
+
+class ServiceRuntime(Runtime[Options, H], Protocol):
+    """A runtime whose one service holds every replica of an endpoint; the orchestrator replaces dead ones."""
+
+    def tasks(self, handle: H) -> list[Task]:
+        """The service's current tasks (not those it has shut down)."""
+        ...
+
+    def scale(self, handle: H, replicas: int) -> None:
+        """Ask for this many tasks."""
+        ...
+
+
+def is_service(runtime: AnyRuntime) -> bool:
+    """Whether the runtime holds all of an endpoint's replicas in one service."""
+    return hasattr(runtime, "tasks") and hasattr(runtime, "scale")
 
 
 def handle_of(runtime: AnyRuntime, stored: dict[str, Any]) -> Handle | None:

@@ -63,8 +63,8 @@ def engine_client() -> docker.DockerClient:
     return docker.from_env()
 
 
-def _endpoint_of(container: Container) -> str | None:
-    """The endpoint a container of this catalog serves; None for a spare nobody has claimed."""
+def _server_of(container: Container) -> str | None:
+    """The server (replica) a container of this catalog runs; None for a spare nobody has claimed."""
     if LABEL in container.labels:
         return str(container.labels[LABEL])
     if SPARE_LABEL in container.labels and not container.name.startswith(SPARE_PREFIX):
@@ -142,7 +142,7 @@ class ContainerRuntime:
         image = spec.options.image or self._build(Path(spec.environment.path or ""), spec.log_path, report)
         port = spec.options.port or 8000
         key = self._spare_key(spec.environment.id, image, port) if self.spares.keep and not spec.env else None
-        spare = self.spares.claim(key, f"envhub-{spec.endpoint_id}") if key else None
+        spare = self.spares.claim(key, f"envhub-{spec.server_id}") if key else None
         if spare is not None:
             report(f"claimed a container of {image} started ahead")
             container, url = spare
@@ -153,10 +153,10 @@ class ContainerRuntime:
                 port,
                 spec.env,
                 spec.environment.id,
-                name=f"envhub-{spec.endpoint_id}",
-                labels={LABEL: spec.endpoint_id},
+                name=f"envhub-{spec.server_id}",
+                labels={LABEL: spec.server_id},
             )
-        handle = ContainerHandle(endpoint=spec.endpoint_id, container=container.id, image=image)
+        handle = ContainerHandle(server=spec.server_id, container=container.id, image=image)
         self._follow_logs(container, spec.log_path)
         launched = serve_when_healthy(
             self,
@@ -274,9 +274,9 @@ class ContainerRuntime:
         if container is not None:
             self._remove(container)
 
-    def stop_leftover(self, endpoint_id: str) -> None:
+    def stop_leftover(self, server_id: str) -> None:
         for container in self._ours():
-            if _endpoint_of(container) == endpoint_id:
+            if _server_of(container) == server_id:
                 self._remove(container)
 
     @staticmethod
@@ -313,5 +313,5 @@ class ContainerRuntime:
         if client is not None:
             client.close()
 
-    def managed_endpoints(self) -> set[str]:
-        return {endpoint for c in self._ours() if (endpoint := _endpoint_of(c)) is not None}
+    def managed_servers(self) -> set[str]:
+        return {endpoint for c in self._ours() if (endpoint := _server_of(c)) is not None}

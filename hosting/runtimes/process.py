@@ -78,12 +78,12 @@ class ProcessRuntime:
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
         env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
-        env |= {ENDPOINT_VARIABLE: spec.endpoint_id}
+        env |= {ENDPOINT_VARIABLE: spec.server_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
-            name = f"env-{spec.endpoint_id}"  # what ps shows for it
+            name = f"env-{spec.server_id}"  # what ps shows for it
             # Absolute paths: the zygote works in its own folder, not in envhub's.
             request = ServerRequest(
                 app,
@@ -101,17 +101,17 @@ class ProcessRuntime:
             # ("gone" when it has exited already: the wait below then reports its log).
             started = started_at(pid) or "gone"
             handle = ProcessHandle(
-                endpoint=spec.endpoint_id, root_path=spec.root_path, port=port, pid=pid, started=started
+                server=spec.server_id, root_path=spec.root_path, port=port, pid=pid, started=started
             )
             with self._lock:
-                self._forked[spec.endpoint_id] = (pid, started)
+                self._forked[spec.server_id] = (pid, started)
         else:
             child = self._popen(python, app, folder, env, port, spec.log_path, spec.root_path)
-            handle = ProcessHandle(endpoint=spec.endpoint_id, root_path=spec.root_path, port=port, pid=child.pid)
+            handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
             with self._lock:
-                self._children[spec.endpoint_id] = child
+                self._children[spec.server_id] = child
             threading.Thread(
-                target=_note_when_it_ends, args=(child, spec.log_path), name=f"wait-{spec.endpoint_id}", daemon=True
+                target=_note_when_it_ends, args=(child, spec.log_path), name=f"wait-{spec.server_id}", daemon=True
             ).start()
         url = f"http://127.0.0.1:{port}"
         return serve_when_healthy(
@@ -131,7 +131,7 @@ class ProcessRuntime:
         if package is not None:
             # The folder is importable under its package name, so both `from ..models import X`
             # (the app loaded as package.server.app) and `from package.models import X` work.
-            shim = self.work_dir / "packages" / spec.endpoint_id
+            shim = self.work_dir / "packages" / spec.server_id
             shim.mkdir(parents=True, exist_ok=True)
             link = shim / package
             if not link.exists():
@@ -159,16 +159,16 @@ class ProcessRuntime:
 
     def stop(self, handle: ProcessHandle) -> None:
         with self._lock:
-            child = self._children.pop(handle.endpoint, None)
-            forked = self._forked.pop(handle.endpoint, None)
+            child = self._children.pop(handle.server, None)
+            forked = self._forked.pop(handle.server, None)
         if child is None and forked is None and not self._is_ours(handle):
             return  # the pid is someone else's now: the server ended while no envhub watched it
         end_group(handle.pid, reap=child.poll if child is not None else None)
 
-    def stop_leftover(self, endpoint_id: str) -> None:
+    def stop_leftover(self, server_id: str) -> None:
         with self._lock:
-            child = self._children.pop(endpoint_id, None)
-            forked = self._forked.pop(endpoint_id, None)
+            child = self._children.pop(server_id, None)
+            forked = self._forked.pop(server_id, None)
         if child is not None:
             end_group(child.pid, reap=child.poll)
         elif forked is not None:
@@ -183,8 +183,8 @@ class ProcessRuntime:
 
     def is_running(self, handle: ProcessHandle) -> bool:
         with self._lock:
-            child = self._children.get(handle.endpoint)
-            forked = self._forked.get(handle.endpoint)
+            child = self._children.get(handle.server)
+            forked = self._forked.get(handle.server)
         if forked is not None:
             return started_at(forked[0]) == forked[1]
         return child is not None and child.poll() is None
@@ -192,7 +192,7 @@ class ProcessRuntime:
     def sweep(self, live_replicas: set[str]) -> None:
         pass  # the zygote, started ahead of launches, ends with its own envhub
 
-    def managed_endpoints(self) -> set[str]:
+    def managed_servers(self) -> set[str]:
         with self._lock:
             children = dict(self._children)
             forked = dict(self._forked)
@@ -205,7 +205,7 @@ class ProcessRuntime:
         names the endpoint."""
         if handle.started is not None:
             return started_at(handle.pid) == handle.started
-        return environ_names(handle.pid, f"{ENDPOINT_VARIABLE}={handle.endpoint}")
+        return environ_names(handle.pid, f"{ENDPOINT_VARIABLE}={handle.server}")
 
 
 def _note_when_it_ends(child: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -97,7 +97,7 @@ class SpaceRuntime:
         # Pausing or deleting the Space later needs the owner's token: kept sealed, never in clear.
         sealed = self.sealer.seal(spec.token) if spec.token and self.sealer is not None else None
         handle = SpaceHandle(
-            endpoint=spec.endpoint_id, space=space_id, delete_on_stop=spec.options.delete_on_stop, token=sealed
+            server=spec.server_id, space=space_id, delete_on_stop=spec.options.delete_on_stop, token=sealed
         )
         url = self.follow(space_id, token, report)
         wait_healthy(
@@ -178,7 +178,7 @@ class SpaceRuntime:
         except HfHubHTTPError as exc:
             raise LaunchError(f"could not stop Space {space_id}: {_hub_message(exc)}") from exc
 
-    def stop_leftover(self, endpoint_id: str) -> None:
+    def stop_leftover(self, server_id: str) -> None:
         pass  # Spaces live in their owners' namespaces: nothing is found by endpoint id alone
 
     def auth_headers(self, handle: SpaceHandle) -> dict[str, str]:
@@ -197,5 +197,5 @@ class SpaceRuntime:
     def sweep(self, live_replicas: set[str]) -> None:
         pass  # nothing is started ahead here
 
-    def managed_endpoints(self) -> set[str]:
+    def managed_servers(self) -> set[str]:
         return set()
