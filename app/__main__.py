@@ -27,9 +27,18 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from app.main import create_app
 
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url})", flush=True)
-    # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host.
+    # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. It pings
+    # WebSocket clients: one that misses a ping for a whole interval is closed, and the gateway frees its slot.
     app = create_app(settings)
-    uvicorn.run(app, host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*")
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        proxy_headers=True,
+        forwarded_allow_ips="*",
+        ws_ping_interval=settings.ws_ping_s,
+        ws_ping_timeout=settings.ws_ping_s,
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The loops a serving envhub runs: the endpoint watch, the background sync, health rounds, idle play sessions.
+"""The loops a serving envhub runs: the endpoint watch, the replicas' liveness, the background sync, health
+rounds, idle play sessions.
 
 All of them run through one helper, `periodically`: a job, then a pause (jittered, so
 that replicas started together drift apart), again and again; a job that fails is
@@ -18,7 +19,15 @@ from core.errors import ConflictError
 from hosting.monitor import HealthMonitor
 from hosting.reconcile import Keeper
 
-__all__ = ["SYNC_LEASE", "WATCH_INTERVAL_S", "health_round", "periodically", "sync_if_due", "watch_endpoints"]
+__all__ = [
+    "SYNC_LEASE",
+    "WATCH_INTERVAL_S",
+    "health_round",
+    "periodically",
+    "probe_replicas",
+    "sync_if_due",
+    "watch_endpoints",
+]
 
 log = logging.getLogger("envhub")
 
@@ -45,6 +54,13 @@ def watch_endpoints(keeper: Keeper) -> Callable[[], Awaitable[None]]:
         await asyncio.to_thread(keeper.watch)
 
     return watch
+
+
+def probe_replicas(keeper: Keeper) -> Callable[[], Awaitable[None]]:
+    async def probe() -> None:
+        await asyncio.to_thread(keeper.scaler.probe)
+
+    return probe
 
 
 def sync_if_due(syncer: Syncer, interval_s: float) -> Callable[[], Awaitable[None]]:

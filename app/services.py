@@ -19,7 +19,14 @@ from sqlmodel import Session
 from app.auth.callers import Identities
 from app.auth.provider import Provider
 from app.auth.sessions import SessionStore, session_secret
-from app.background import WATCH_INTERVAL_S, health_round, periodically, sync_if_due, watch_endpoints
+from app.background import (
+    WATCH_INTERVAL_S,
+    health_round,
+    periodically,
+    probe_replicas,
+    sync_if_due,
+    watch_endpoints,
+)
 from app.settings import Preload, Settings
 from app.ui.sessions import PlaySessions
 from catalog.hub import Hub, HubClient
@@ -41,6 +48,8 @@ from hosting.runtimes import AnyRuntime
 from hosting.runtimes.containers import ContainerRuntime
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime
+from hosting.runtimes.swarm import SwarmRuntime
+from hosting.scaling import LIVENESS_INTERVAL_S
 
 __all__ = ["Services", "hub_from_settings", "runtimes_from_settings"]
 
@@ -79,6 +88,15 @@ def runtimes_from_settings(
             catalog=settings.catalog_id(),
             replica=replica,
             spares=settings.docker_spares,
+        ),
+        Backend.SWARM: SwarmRuntime(
+            settings.swarm_host,
+            base_image=settings.docker_base_image,
+            memory=settings.docker_memory,
+            cpus=settings.docker_cpus,
+            pids=settings.docker_pids,
+            ready_timeout_s=settings.launch_timeout_s,
+            catalog=settings.catalog_id(),
         ),
         Backend.SPACE: SpaceRuntime(
             settings.hf_endpoint,
@@ -124,7 +142,14 @@ class Services:
             engine,
             runtimes_from_settings(settings, sessions.sealer, leases.replica) if runtimes is None else runtimes,
             settings.data_dir / "endpoints",
-            EndpointLimits(settings.max_endpoints, settings.max_endpoints_per_owner, settings.endpoint_idle_timeout_s),
+            EndpointLimits(
+                settings.max_endpoints,
+                settings.max_endpoints_per_owner,
+                settings.endpoint_idle_timeout_s,
+                servers=settings.max_servers,
+                servers_per_owner=settings.max_servers_per_owner,
+                pool_idle_s=settings.pool_idle_s,
+            ),
             leases,
             access,
         )
@@ -192,6 +217,7 @@ class Services:
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
         loops = [
             periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),
+            periodically("probing replicas", probe_replicas(self.keeper), LIVENESS_INTERVAL_S),
             periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
         ]
         if settings.sync_interval_s > 0:

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     max_endpoints: int = Field(default=20, ge=0)
     max_endpoints_per_owner: int = Field(default=5, ge=0)
     endpoint_idle_timeout_s: float = Field(default=1800, gt=0, description="stop endpoints without sessions this long")
+    max_servers: int = Field(default=64, ge=0, description="replicas of all endpoints together")
+    max_servers_per_owner: int = Field(default=32, ge=0, description="replicas of one owner's endpoints together")
     docker_base_image: str = Field(default="python:3.11-slim", description="BASE_IMAGE for template builds")
     docker_memory: str = "2g"
     docker_cpus: float = Field(default=1.0, gt=0)

@@ -9,6 +9,7 @@ true against what actually runs is the keeper's (hosting.reconcile), which works
 import logging
 import secrets
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,12 @@ from core.clock import utcnow
 from core.db import exclusive
 from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundError
 from core.leases import Leases
-from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room
-from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus
-from hosting.options import LaunchRequest
+from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
+from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
+from hosting.options import BACKEND_OPTIONS, LaunchRequest
+from hosting.replicas import Replicas, capacity_of
 from hosting.routing import Routes, gateway_path
-from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, handle_of
+from hosting.runtimes import AnyRuntime, LaunchSpec, handle_of, is_service
 from hosting.traffic import TrafficBook
 
 __all__ = ["OPEN", "EndpointManager"]
@@ -37,11 +39,12 @@ OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launch
 
 
 class EndpointManager:
-    """Endpoints of one replica: it launches and stops its own, and its gateway serves any.
+    """Endpoints of one envhub replica: it launches and stops its own, and its gateway serves any.
 
-    Replicas sharing a database each manage the endpoints they launched (the row's
-    `replica`): a process endpoint runs on that replica's machine. `routes` is where the
-    gateway reaches them, and `traffic` what it counts.
+    envhub replicas sharing a database each manage the endpoints they launched (the row's
+    `replica`): a process endpoint's servers run on that replica's machine. Each endpoint is
+    a pool of servers (`replicas`, hosting.replicas); `routes` is where the gateway reaches
+    them, and `traffic` what it counts.
     """
 
     def __init__(
@@ -60,8 +63,10 @@ class EndpointManager:
         self.leases = leases or Leases(engine)
         self.access = access
         self.routes = Routes(engine, runtimes)
+        self.replicas = Replicas(engine, runtimes, self.routes, logs_dir)
         self.traffic = TrafficBook(engine)
-        self._lock = threading.Lock()
+        self._specs: dict[str, LaunchSpec[Any]] = {}  # endpoint -> what its replicas are launched with (secrets too)
+        self._lock = threading.RLock()
 
     # -- reading
 
@@ -96,16 +101,11 @@ class EndpointManager:
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
 
-    def handle(self, endpoint: Endpoint) -> Handle | None:
-        """The endpoint's handle as its runtime reads it; None when it never started or its backend is not here."""
-        runtime = self.runtimes.get(endpoint.backend)
-        return handle_of(runtime, endpoint.handle) if runtime is not None else None
-
     # -- launching
 
     def launch(self, request: LaunchRequest, caller: Caller) -> Endpoint:
         """The one way to launch: check who asks and the request, record the endpoint as the caller's,
-        starting, and start it in the background.
+        starting, and start its first replicas in the background.
 
         A signed-in caller owns it, and the space backend creates the Space with their Hub token, in their namespace.
         """
@@ -134,12 +134,12 @@ class EndpointManager:
         endpoint.log_path = str(self.log_path(endpoint.id))
         # Counted and written under one lock with every replica, so that launches at once keep the limits.
         with self._lock, exclusive(self.engine, LIMITS_LOCK) as connection, Session(bind=connection) as session:
-            ensure_room(session, self.limits, caller.name)
+            ensure_room(session, self.limits, caller.name, options.replicas.min)
             session.add(endpoint)
             session.flush()
         endpoint = self.get(endpoint.id)
         spec = LaunchSpec(
-            endpoint_id=endpoint.id,
+            server_id=endpoint.id,
             environment=environment,
             log_path=self.log_path(endpoint.id),
             options=options,
@@ -147,34 +147,119 @@ class EndpointManager:
             token=caller.token,
             root_path=gateway_path(endpoint.id),
         )
-        threading.Thread(target=self._start, args=(runtime, spec), name=f"launch-{endpoint.id}", daemon=True).start()
+        self._specs[endpoint.id] = spec
+        if is_service(runtime):
+            spec = replace(spec, replicas=options.replicas.min)
+            threading.Thread(target=self._start_service, args=(runtime, spec), name=f"launch-{endpoint.id}").start()
+        else:
+            self.grow(endpoint, options.replicas.min, "launch", reserved=True)
         return endpoint
 
-    def _start(self, runtime: AnyRuntime, spec: LaunchSpec[Any]) -> None:
+    def spec(self, endpoint: Endpoint) -> LaunchSpec[Any] | None:
+        """What a new replica of the endpoint is launched with; None when that is not known here (it was
+        launched with secrets by another envhub, which does not hand them on)."""
+        known = self._specs.get(endpoint.id)
+        if known is not None:
+            return known
+        if endpoint.options.get("secrets"):
+            return None
+        runtime = self.runtimes.get(endpoint.backend)
+        with Session(self.engine) as session:
+            environment = find_environment(session, endpoint.environment)
+        if runtime is None or environment is None:
+            return None
+        own = {k: v for k, v in endpoint.options.items() if k not in ("env", "secrets")}
+        options = BACKEND_OPTIONS[endpoint.backend].model_validate(
+            {"backend": endpoint.backend, "env": endpoint.options.get("env") or {}, **own}
+        )
+        spec = LaunchSpec(
+            server_id=endpoint.id,
+            environment=environment,
+            log_path=self.log_path(endpoint.id),
+            options=options,
+            env=dict(options.env),
+            root_path=gateway_path(endpoint.id),
+        )
+        self._specs[endpoint.id] = spec
+        return spec
+
+    def grow(self, endpoint: Endpoint, count: int, kind: str, *, reserved: bool = False) -> int:
+        """Start `count` more replicas in the background, as far as the limits allow; how many are starting.
+
+        reserved: the launch has counted them against the limits already.
+        """
+        spec = self.spec(endpoint)
+        if spec is None:
+            self.replicas.event(endpoint.id, "hold", "cannot start replicas here: it was launched with secrets")
+            return 0
+        if not reserved:
+            try:
+                with self._lock, exclusive(self.engine, LIMITS_LOCK) as connection, Session(bind=connection) as session:
+                    ensure_servers(session, self.limits, endpoint.owner, count)
+            except EnvhubError as exc:
+                self.replicas.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
+                return 0
+        for _ in range(count):
+            row = self.replicas.add(endpoint, capacity_of(endpoint))
+            threading.Thread(
+                target=self._start_replica, args=(endpoint, row, spec, kind), name=f"replica-{row.id}", daemon=True
+            ).start()
+        return count
+
+    def _start_replica(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], kind: str) -> None:
+        first = kind == "launch" and row.id == endpoint.id  # its progress is the endpoint's
+        report = (lambda message: self._note(endpoint.id, message)) if first else (lambda message: None)
         try:
-            launched = runtime.start(spec, lambda message: self._note(spec.server_id, message))
+            replica = self.replicas.start(endpoint, row, spec, report)
         except LaunchError as exc:
-            self.update(spec.server_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self._replica_failed(endpoint.id, exc.message)
+            return
+        current = self.update(endpoint.id)
+        if current is None or current.status not in ACTIVE:
+            self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)  # the endpoint stopped meanwhile
+            return
+        if current.status == EndpointStatus.STARTING:
+            self.traffic.of(endpoint.id).touch()
+            self.update(endpoint.id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())
+            self.routes.refresh(endpoint.id)
+        if kind != "launch":
+            self.replicas.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
+
+    def _replica_failed(self, endpoint_id: str, message: str) -> None:
+        """A replica did not start: the endpoint fails when it has none left that run or start."""
+        with self._lock:
+            current = self.update(endpoint_id)
+            if current is None or current.status not in ACTIVE:
+                return
+            if any(r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY) for r in self.replicas.rows(endpoint_id)):
+                self.replicas.event(endpoint_id, "fail", f"a replica did not start: {message}")
+                return
+            if current.status == EndpointStatus.STARTING:
+                self.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            else:
+                self.replicas.event(endpoint_id, "fail", f"a replica did not start: {message}")
+
+    def _start_service(self, runtime: AnyRuntime, spec: LaunchSpec[Any]) -> None:
+        """A service runtime starts every replica as one service; its tasks become the replicas' rows."""
+        endpoint_id = spec.server_id
+        try:
+            launched = runtime.start(spec, lambda message: self._note(endpoint_id, message))
+        except LaunchError as exc:
+            self.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
             return
         except Exception as exc:
-            log.exception("launching %s failed", spec.server_id)
+            log.exception("launching %s failed", endpoint_id)
             message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
-            self.update(spec.server_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            self.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
             return
-        current = self.update(spec.server_id)
+        current = self.update(endpoint_id, handle=launched.handle.model_dump())
         if current is None or current.status != EndpointStatus.STARTING:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
-        self.traffic.of(spec.server_id).touch()
-        self.routes.remember(spec.server_id, runtime, launched.url, launched.handle)
-        self.update(
-            spec.server_id,
-            status=EndpointStatus.RUNNING,
-            message="running",
-            internal_url=launched.url,
-            handle=launched.handle.model_dump(),
-            started_at=utcnow(),
-        )
+        self.traffic.of(endpoint_id).touch()
+        running = self.update(endpoint_id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())
+        assert running is not None
+        self.replicas.sync_tasks(running, self.routes.known(endpoint_id))
 
     # -- stopping and recording
 
@@ -185,30 +270,39 @@ class EndpointManager:
         return self.end(endpoint_id, "stopped on request")
 
     def end(self, endpoint_id: str, reason: str) -> Endpoint:
-        """Stop an endpoint's server and record why (on request, idle, envhub stopping)."""
+        """Stop an endpoint's servers and record why (on request, idle, envhub stopping)."""
         endpoint = self.get(endpoint_id)
         if endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED):
             return endpoint
-        self.routes.forget(endpoint_id)
         self.update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
-        handle = self.handle(endpoint)
-        if handle is not None:
-            try:
-                self.runtimes[endpoint.backend].stop(handle)
-            except EnvhubError as exc:
-                self.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
-                raise
+        try:
+            self._stop_servers(endpoint, ReplicaStatus.STOPPED, reason)
+        except EnvhubError as exc:
+            self.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            raise
         stopped = self.update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
         assert stopped is not None
         return stopped
 
     def fail(self, endpoint: Endpoint, reason: str) -> None:
-        """An endpoint whose server died: whatever is left of it is stopped, and the row says why."""
-        self.routes.forget(endpoint.id)
-        handle = self.handle(endpoint)
-        if handle is not None:
-            self.runtimes[endpoint.backend].stop(handle)
+        """An endpoint that cannot go on: whatever is left of it is stopped, and the row says why."""
+        self._stop_servers(endpoint, ReplicaStatus.FAILED, reason)
         self.update(endpoint.id, status=EndpointStatus.FAILED, message=reason, stopped_at=utcnow())
+
+    def _stop_servers(self, endpoint: Endpoint, status: ReplicaStatus, reason: str) -> None:
+        pool = self.routes.known(endpoint.id)
+        self.routes.forget(endpoint.id)
+        self._specs.pop(endpoint.id, None)
+        runtime = self.runtimes.get(endpoint.backend)
+        service = handle_of(runtime, endpoint.handle) if runtime is not None else None
+        for replica in self.replicas.rows(endpoint.id):
+            if pool is not None:
+                pool.lose(replica.id, reason)
+            self.replicas.stop(
+                endpoint, replica, status=status, error="" if status == ReplicaStatus.STOPPED else reason
+            )
+        if runtime is not None and service is not None:
+            runtime.stop(service)
 
     def _note(self, endpoint_id: str, message: str) -> None:
         self.update(endpoint_id, message=message)
@@ -228,3 +322,9 @@ class EndpointManager:
     def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
         """The summary of the endpoint's last conformance check, on its row."""
         self.update(endpoint_id, conformance=summary.model_dump(mode="json"))
+
+
+def _why(kind: str) -> str:
+    return {"grow": "sessions were waiting or the pool was nearly full", "replace": "to keep the pool's min"}.get(
+        kind, kind
+    )

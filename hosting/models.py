@@ -1,4 +1,5 @@
-"""Hosting's tables (endpoints, publications) and the public shapes the API returns of them."""
+"""Hosting's tables (endpoints, their replicas and pool events, publications) and the public shapes the API
+returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +30,18 @@ class EndpointStatus(StrEnum):
 ACTIVE = (EndpointStatus.STARTING, EndpointStatus.RUNNING)  # an endpoint that holds a server, or will
 
 
+class ReplicaStatus(StrEnum):
+    STARTING = "starting"
+    READY = "ready"  # takes sessions
+    DRAINING = "draining"  # takes no new sessions; stopped when its last one ends
+    UNHEALTHY = "unhealthy"  # stopped answering; being replaced
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+LIVE = (ReplicaStatus.STARTING, ReplicaStatus.READY, ReplicaStatus.DRAINING, ReplicaStatus.UNHEALTHY)
+
+
 class EndpointBase(SQLModel):
     id: str = Field(primary_key=True, description="short, URL-safe")
     environment: str = Field(index=True)
@@ -49,11 +62,69 @@ class Endpoint(EndpointBase, table=True):
     last_active_at: datetime | None = Field(
         default=None, description="the last gateway traffic any replica saw, written every few seconds"
     )
-    internal_url: str | None = None
-    handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
+    handle: dict[str, Any] = Field(
+        default_factory=dict, sa_type=JSON, description="a service backend's service (its replicas are its tasks)"
+    )
     log_path: str | None = None
     health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
     conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+
+
+class Replica(SQLModel, table=True):
+    """One server of an endpoint's pool."""
+
+    id: str = Field(primary_key=True, description="<endpoint>-<n>, or a service's task id")
+    endpoint: str = Field(index=True)
+    status: ReplicaStatus = Field(default=ReplicaStatus.STARTING, index=True)
+    internal_url: str | None = None
+    host: str = Field(default="", description="the machine or swarm node it runs on")
+    handle: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="what the backend needs to stop it")
+    capacity: int | None = Field(default=None, description="the sessions it holds, once the server or launch said")
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+    last_error: str = ""
+
+
+class PoolEvent(SQLModel, table=True):
+    """A pool grew, shrank, or replaced a replica: the last few are shown with the endpoint."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    endpoint: str = Field(index=True)
+    at: datetime = Field(default_factory=utcnow)
+    kind: str = Field(description="grow, shrink, replace, lost")
+    message: str
+
+
+class ReplicaPublic(SQLModel):
+    id: str
+    status: ReplicaStatus
+    internal_url: str | None
+    host: str
+    sessions: int = Field(description="sessions through this envhub's gateway now")
+    capacity: int = Field(description="what the server said it holds; 1 until it says")
+    capacity_said: bool
+    started_at: datetime | None
+    last_error: str
+
+
+class PoolEventPublic(SQLModel):
+    at: datetime
+    kind: str
+    message: str
+
+
+class PoolPublic(SQLModel):
+    """An endpoint's replicas behind its one URL, and what they hold."""
+
+    min: int
+    max: int
+    sessions: int
+    capacity: int = Field(description="the sessions the ready replicas hold together")
+    capacity_at_max: int = Field(description="what the pool holds grown to max, at the replicas' capacity")
+    waiting: int = Field(description="new sessions waiting for a free slot")
+    replicas: list[ReplicaPublic]
+    events: list[PoolEventPublic]
 
 
 class EndpointStats(SQLModel):
@@ -71,7 +142,8 @@ class EndpointStats(SQLModel):
 
 class EndpointPublic(EndpointBase):
     url: str = Field(description="the gateway URL to give a trainer")
-    internal_url: str | None = Field(default=None, description="where envhub itself reaches the server")
+    internal_url: str | None = Field(default=None, description="where envhub itself reaches a ready replica")
+    pool: PoolPublic | None = None
     stats: EndpointStats = Field(default_factory=EndpointStats)
     log_tail: list[str] = Field(default_factory=list)
     health: Health | None = None

@@ -153,9 +153,11 @@ class HealthMonitor:
     # -- endpoints
 
     async def probe_endpoint(self, endpoint_id: str) -> Health | None:
-        upstream = await asyncio.to_thread(self.endpoints.routes.resolve, endpoint_id)
-        if upstream is None:
+        pool = await asyncio.to_thread(self.endpoints.routes.resolve, endpoint_id)
+        slot = pool.any_ready() if pool is not None else None
+        if slot is None:
             return None
+        upstream = slot.upstream
         endpoint, environment = await asyncio.to_thread(self._endpoint_rows, endpoint_id)
         if endpoint is None:
             return None

@@ -124,11 +124,6 @@ class BackendOptions(BaseModel):
         """The backend's own options, as the endpoint's row keeps them (no variables, no secrets)."""
         return self.model_dump(exclude={"backend", "env", "secrets"})
 
-    def capacity_hint(self) -> int | None:
-        """The sessions each server holds, when the launch sets it (MAX_CONCURRENT_ENVS, the templates' convention)."""
-        value = self.env.get("MAX_CONCURRENT_ENVS", "")
-        return int(value) if value.isdigit() and int(value) > 0 else None
-
 
 class ProcessOptions(BackendOptions):
     """A local environment folder run by uvicorn as a subprocess of envhub (forked from its zygote when it can)."""
@@ -182,7 +177,9 @@ class SwarmOptions(ImageOptions):
         if not isinstance(value, list) or not all(
             isinstance(c, str) and re.match(r"^[A-Za-z0-9_.-]+\s*(==|!=)\s*\S+$", c) for c in value
         ):
-            raise ValueError("option constraints must be a list such as ['node.labels.gpu==true', 'node.role!=manager']")
+            raise ValueError(
+                "option constraints must be a list such as ['node.labels.gpu==true', 'node.role!=manager']"
+            )
         return value
 
 
@@ -243,9 +240,7 @@ class SpaceOptions(BackendOptions):
         return f"{self.namespace}/{self.name}"
 
 
-LaunchOptions = Annotated[
-    ProcessOptions | DockerOptions | SwarmOptions | SpaceOptions, Field(discriminator="backend")
-]
+LaunchOptions = Annotated[ProcessOptions | DockerOptions | SwarmOptions | SpaceOptions, Field(discriminator="backend")]
 BACKEND_OPTIONS: dict[Backend, type[BackendOptions]] = {
     Backend.PROCESS: ProcessOptions,
     Backend.DOCKER: DockerOptions,

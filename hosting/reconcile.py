@@ -1,16 +1,16 @@
 """Keeping endpoint rows true: the backends are asked what actually runs, at start-up and every few seconds after.
 
 At start-up (reconcile) rows match what runs, and nothing runs that no row claims. Every
-watch after marks this replica's endpoints that died as failed (saying how), stops those
-idle too long, and takes over the endpoints of replicas that are gone: kept when they
-still run as seen from here (containers, Spaces), stopped otherwise. One replica never
-stops or fails another live replica's endpoints.
+watch after tends this envhub's pools (hosting.scaling: replicas that died are replaced,
+pools grow and shrink), stops endpoints idle too long, and takes over the endpoints of
+envhub replicas that are gone: kept when their servers still run as seen from here
+(containers, swarm services, Spaces), stopped otherwise. One envhub replica never stops
+or fails another live one's endpoints.
 """
 
 import logging
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 from sqlalchemy import ColumnElement, update
 from sqlmodel import Session, col
@@ -18,8 +18,9 @@ from sqlmodel import Session, col
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
 from hosting.endpoints import EndpointManager
-from hosting.models import Backend, Endpoint, EndpointStatus
-from hosting.runtimes.logs import death_note
+from hosting.models import Backend, Endpoint, EndpointStatus, ReplicaStatus
+from hosting.runtimes import handle_of
+from hosting.scaling import Scaler
 
 __all__ = ["Keeper"]
 
@@ -31,6 +32,7 @@ class Keeper:
 
     def __init__(self, endpoints: EndpointManager) -> None:
         self.endpoints = endpoints
+        self.scaler = Scaler(endpoints)
         self._swept_for: set[str] = set()  # the live replicas when spares were last swept
 
     @property
@@ -43,7 +45,7 @@ class Keeper:
         for endpoint in self.endpoints.list(active_only=True):
             if endpoint.replica not in live:
                 self._take_over(endpoint)
-        claimed = {e.id for e in self.endpoints.list(active_only=True)}
+        claimed = self._servers()
         for backend, runtime in self.endpoints.runtimes.items():
             try:
                 for orphan in runtime.managed_servers() - claimed:
@@ -66,13 +68,9 @@ class Keeper:
                 continue
             if endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
                 continue
-            runtime = self.endpoints.runtimes.get(endpoint.backend)
-            handle = self.endpoints.handle(endpoint)
-            if runtime is None or handle is None:
+            if endpoint.backend not in self.endpoints.runtimes:
                 continue
-            if not runtime.is_running(handle):
-                self.endpoints.fail(endpoint, _death_note(endpoint))
-                continue
+            self.scaler.tend(endpoint)
             stats = self.endpoints.traffic.stats(endpoint)
             last = as_utc(stats.last_active_at or endpoint.started_at or now)
             if stats.active_sessions == 0 and now - last > timedelta(seconds=limits.idle_timeout_s):
@@ -83,18 +81,15 @@ class Keeper:
         self._sweep(live)
 
     def check_soon(self, endpoint_id: str) -> None:
-        """The gateway saw an endpoint fail to answer: find out now whether it died."""
-        self.endpoints.routes.forget(endpoint_id)
+        """The gateway saw a replica fail to answer: find out now whether it died."""
         threading.Thread(target=self._check, args=(endpoint_id,), daemon=True).start()
 
     def _check(self, endpoint_id: str) -> None:
         endpoint = self.endpoints.get(endpoint_id)
         if endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
-            return  # its own replica watches it
-        runtime = self.endpoints.runtimes.get(endpoint.backend)
-        handle = self.endpoints.handle(endpoint)
-        if runtime is not None and handle is not None and not runtime.is_running(handle):
-            self.endpoints.fail(endpoint, _death_note(endpoint))
+            return  # its own envhub replica watches it
+        if endpoint.backend in self.endpoints.runtimes:
+            self.scaler.tend(endpoint)
 
     def shutdown(self) -> None:
         """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""
@@ -104,6 +99,7 @@ class Keeper:
                     self.endpoints.end(endpoint.id, "envhub stopped")
             self._stop_unclaimed()  # and those whose rows another replica stopped or took over
         finally:
+            self.scaler.close()
             for runtime in self.endpoints.runtimes.values():
                 runtime.close()
 
@@ -118,34 +114,51 @@ class Keeper:
             ).first()
         if claimed is None:
             return  # another replica took it first
-        runtime = self.endpoints.runtimes.get(endpoint.backend)
-        handle = self.endpoints.handle(endpoint)
+        gone = f" (its replica {endpoint.replica} is gone)" if endpoint.replica else ""
         try:
-            running = endpoint.status == EndpointStatus.RUNNING
-            if runtime is not None and handle is not None and running and runtime.is_running(handle):
+            if endpoint.status == EndpointStatus.RUNNING and self._still_runs(endpoint):
                 log.info("endpoint %s of replica %s is now managed here", endpoint.id, endpoint.replica)
                 return
-            if runtime is not None and handle is not None:
-                runtime.stop(handle)
         except EnvhubError as exc:
             log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
-        gone = f" (its replica {endpoint.replica} is gone)" if endpoint.replica else ""
-        self.endpoints.routes.forget(endpoint.id)
-        self.endpoints.update(
-            endpoint.id,
-            status=EndpointStatus.STOPPED,
-            message=f"envhub restarted while it ran{gone}; launch it again",
-            stopped_at=utcnow(),
-        )
+        try:
+            self.endpoints.end(endpoint.id, f"envhub restarted while it ran{gone}; launch it again")
+        except EnvhubError as exc:
+            log.warning("could not stop endpoint %s: %s", endpoint.id, exc.message)
+
+    def _still_runs(self, endpoint: Endpoint) -> bool:
+        """Whether some of a taken-over endpoint's servers run as seen from here; those that do not are stopped."""
+        replicas = self.endpoints.replicas
+        if endpoint.handle:  # a service
+            runtime = self.endpoints.runtimes.get(endpoint.backend)
+            service = handle_of(runtime, endpoint.handle) if runtime is not None else None
+            return runtime is not None and service is not None and runtime.is_running(service)
+        running = False
+        for replica in replicas.rows(endpoint.id):
+            if replica.status != ReplicaStatus.STARTING and replicas.is_running(endpoint, replica):
+                running = True
+            else:
+                replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED, error="its envhub replica is gone")
+        return running
 
     def _stop_unclaimed(self) -> None:
         """Local servers whose rows another replica stopped: it could not reach this machine's processes."""
         runtime = self.endpoints.runtimes.get(Backend.PROCESS)
         if runtime is None:
             return
-        mine = {e.id for e in self.endpoints.list(active_only=True) if e.replica == self.replica}
-        for orphan in runtime.managed_servers() - mine:
+        for orphan in runtime.managed_servers() - self._servers(mine_only=True):
             runtime.stop_leftover(orphan)
+
+    def _servers(self, *, mine_only: bool = False) -> set[str]:
+        """The servers active endpoints' rows claim: each live replica's, and each service's."""
+        servers: set[str] = set()
+        for endpoint in self.endpoints.list(active_only=True):
+            if mine_only and endpoint.replica != self.replica:
+                continue
+            if endpoint.handle:
+                servers.add(endpoint.id)
+            servers |= {r.id for r in self.endpoints.replicas.rows(endpoint.id)}
+        return servers
 
     def _sweep(self, live: set[str]) -> None:
         """Remove what replicas that are gone started ahead of launches, once per change of who is alive."""
@@ -157,10 +170,6 @@ class Keeper:
                 runtime.sweep(live)
             except EnvhubError as exc:
                 log.debug("%s backend not swept: %s", backend.value, exc.message)
-
-
-def _death_note(endpoint: Endpoint) -> str:
-    return death_note(Path(endpoint.log_path) if endpoint.log_path else None)
 
 
 def _same_replica(replica: str | None) -> ColumnElement[bool]:

@@ -1,7 +1,7 @@
-"""Routing: every endpoint is served at <envhub>/endpoints/<id>, reaching its server wherever it runs.
+"""Routing: every endpoint is served at <envhub>/endpoints/<id>, reaching its servers wherever they run.
 
 The gateway path is built and parsed here only, and where the gateway reaches each
-endpoint (its upstream) is looked up here. A path asked of an endpoint is
+endpoint (its pool of replicas, hosting.pools) is looked up here. A path asked of an endpoint is
 resolved (dot segments) before it is passed on, so `..` never climbs out of it; a
 redirect an environment's server answers is kept inside its gateway path, and refused
 when it points at another site.
@@ -9,20 +9,24 @@ when it points at another site.
 
 import posixpath
 import re
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
-from hosting.models import Backend, Endpoint, EndpointStatus
-from hosting.runtimes import AnyRuntime, Handle, handle_of
+from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
+from hosting.options import ReplicaRange
+from hosting.pools import Pool, Upstream
+from hosting.runtimes import AnyRuntime, handle_of
+
+ROUTED = (ReplicaStatus.READY, ReplicaStatus.DRAINING)  # replicas the gateway reaches: draining ones for their sessions
 
 __all__ = [
     "GATEWAY_PREFIX",
     "Routes",
-    "Upstream",
     "endpoint_in_path",
     "gateway_location",
     "gateway_path",
@@ -94,47 +98,67 @@ def gateway_location(location: str, upstream: str, endpoint_id: str, path: str) 
     return rebuilt
 
 
-# How long the gateway trusts a looked-up internal URL: the watch interval, so that an
-# endpoint stopped through another replica is not reached at its old address for long.
+# How long the gateway trusts what it read of a pool's replicas: the watch interval, so that a
+# replica stopped or added through another envhub is not missed for long.
 RESOLVE_TTL_S = 2.0
 
 
-@dataclass(frozen=True)
-class Upstream:
-    """Where the gateway reaches an endpoint's server, and what it adds to reach it."""
-
-    url: str
-    headers: dict[str, str]
-    root_path: str = ""  # the server's ASGI root_path, when its backend set it: the gateway path
-
-
 class Routes:
-    """Where the gateway reaches each running endpoint: read from its row, and trusted for a moment."""
+    """Where the gateway reaches each running endpoint: its pool, read from the replicas' rows, trusted for a moment.
+
+    The pools live as long as their endpoints run, so that what they count (sessions per
+    replica, what each server said it holds) carries over each read.
+    """
 
     def __init__(self, engine: Engine, runtimes: dict[Backend, AnyRuntime]) -> None:
         self.engine = engine
         self.runtimes = runtimes
-        self._known: dict[str, tuple[Upstream, float]] = {}
+        self.on_pressure: Callable[[str], None] = lambda endpoint_id: None  # set by whoever scales the pools
+        self._pools: dict[str, tuple[Pool, float]] = {}
+        self._lock = threading.Lock()
 
-    def resolve(self, endpoint_id: str) -> Upstream | None:
-        """Where the gateway reaches a running endpoint; None when it is not running."""
-        known = self._known.get(endpoint_id)
+    def resolve(self, endpoint_id: str) -> Pool | None:
+        """The pool of a running endpoint; None when it is not running."""
+        with self._lock:
+            known = self._pools.get(endpoint_id)
         if known is not None and time.monotonic() - known[1] < RESOLVE_TTL_S:
             return known[0]
+        return self.refresh(endpoint_id)
+
+    def refresh(self, endpoint_id: str) -> Pool | None:
+        """Read the endpoint's replicas now (after the pool changed here)."""
         with Session(self.engine) as session:
             endpoint = session.get(Endpoint, endpoint_id)
-        if endpoint is None or endpoint.status != EndpointStatus.RUNNING or not endpoint.internal_url:
+            rows = session.exec(
+                select(Replica).where(col(Replica.endpoint) == endpoint_id, col(Replica.status).in_(ROUTED))
+            ).all()
+        runtime = self.runtimes.get(endpoint.backend) if endpoint is not None else None
+        if endpoint is None or endpoint.status != EndpointStatus.RUNNING or runtime is None:
+            self.forget(endpoint_id)
             return None
-        runtime = self.runtimes.get(endpoint.backend)
-        handle = handle_of(runtime, endpoint.handle) if runtime is not None else None
-        if runtime is None or handle is None:
-            return None
-        return self.remember(endpoint_id, runtime, endpoint.internal_url, handle)
+        replicas = {}
+        for row in rows:
+            handle = handle_of(runtime, row.handle)
+            if handle is None or not row.internal_url:
+                continue
+            upstream = Upstream(row.internal_url, runtime.auth_headers(handle), handle.root_path)
+            replicas[row.id] = (upstream, row.capacity, row.status == ReplicaStatus.READY)
+        size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
+        with self._lock:
+            known = self._pools.get(endpoint_id)
+            pool = known[0] if known is not None else Pool(endpoint_id)
+            self._pools[endpoint_id] = (pool, time.monotonic())
+        pool.least, pool.most = size.min, size.max
+        pool.on_pressure = lambda: self.on_pressure(endpoint_id)
+        pool.set_replicas(replicas)
+        return pool
 
-    def remember(self, endpoint_id: str, runtime: AnyRuntime, url: str, handle: Handle) -> Upstream:
-        upstream = Upstream(url, runtime.auth_headers(handle), handle.root_path)
-        self._known[endpoint_id] = (upstream, time.monotonic())
-        return upstream
+    def known(self, endpoint_id: str) -> Pool | None:
+        """The pool as last read, without reading again."""
+        with self._lock:
+            known = self._pools.get(endpoint_id)
+        return known[0] if known is not None else None
 
     def forget(self, endpoint_id: str) -> None:
-        self._known.pop(endpoint_id, None)
+        with self._lock:
+            self._pools.pop(endpoint_id, None)

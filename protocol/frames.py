@@ -14,12 +14,15 @@ __all__ = [
     "STATE",
     "ErrorCode",
     "capacity",
+    "capacity_frame",
     "error_code",
     "is_error_text",
     "is_step_text",
     "mcp_frame",
     "reset_frame",
     "rpc",
+    "rpc_capacity",
+    "rpc_capacity_error",
     "step_frame",
 ]
 
@@ -75,6 +78,34 @@ def capacity(frame: Any) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = frame["data"]
     return data
+
+
+def capacity_frame(message: str, active_sessions: int, max_sessions: int) -> dict[str, Any]:
+    """A CAPACITY_REACHED error frame, as a server sends it before it closes."""
+    data = {"message": message, "code": ErrorCode.CAPACITY_REACHED.value}
+    return {"type": "error", "data": data | {"active_sessions": active_sessions, "max_sessions": max_sessions}}
+
+
+RPC_SERVER_ERROR = -32000  # JSON-RPC's server error: a capacity or factory error on /mcp
+
+
+def rpc_capacity(response: Any) -> dict[str, Any] | None:
+    """The data (active_sessions, max_sessions) of a JSON-RPC capacity error; None for any other message."""
+    if not isinstance(response, dict):
+        return None
+    error = response.get("error")
+    if not isinstance(error, dict) or error.get("code") != RPC_SERVER_ERROR:
+        return None
+    data = error.get("data")
+    if not isinstance(data, dict) or "max_sessions" not in data:
+        return None
+    return data
+
+
+def rpc_capacity_error(request_id: Any, message: str, active_sessions: int, max_sessions: int) -> dict[str, Any]:
+    """A JSON-RPC capacity error, as a server answers /mcp at capacity."""
+    data = {"active_sessions": active_sessions, "max_sessions": max_sessions}
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": RPC_SERVER_ERROR, "message": message, "data": data}}
 
 
 # Recognised in text without parsing the whole frame: clients and servers write "type" first.

@@ -110,7 +110,18 @@ def test_unknown_endpoint_is_a_404_json_and_a_ws_close(envhub: Envhub) -> None:
     assert closed.value.rcvd.code == 1008
 
 
-def test_killed_endpoint_fails_fast_for_clients_and_in_its_row(envhub: Envhub, count_template: str) -> None:
+def _replaced(envhub: Envhub, endpoint_id: str, lost: str) -> dict[str, Any]:
+    """The endpoint once a replica other than `lost` serves it."""
+
+    def serving() -> bool:
+        replicas = envhub.endpoint(endpoint_id)["pool"]["replicas"]
+        return any(r["id"] != lost and r["status"] == "ready" for r in replicas)
+
+    wait_until(serving, timeout_s=20)
+    return envhub.endpoint(endpoint_id)
+
+
+def test_a_killed_server_ends_its_sessions_fast_and_is_replaced(envhub: Envhub, count_template: str) -> None:
     endpoint = envhub.running(count_template)
     client = GenericEnvClient(base_url=endpoint["url"], message_timeout_s=10).sync()
     client.connect()
@@ -123,11 +134,14 @@ def test_killed_endpoint_fails_fast_for_clients_and_in_its_row(envhub: Envhub, c
 
     assert time.monotonic() - started < 5
     client.close()
-    failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=5)
-    assert "stopped unexpectedly" in failed["message"]
-    down = envhub.http.get(f"/endpoints/{endpoint['id']}/health")
-    assert down.status_code == 502
-    assert "is failed" in down.json()["detail"]
+    row = _replaced(envhub, endpoint["id"], lost=endpoint["id"])
+    assert row["status"] == "running"
+    lost = next(r for r in row["pool"]["replicas"] if r["id"] == endpoint["id"])
+    assert lost["status"] == "failed"
+    assert "the server stopped unexpectedly: it was killed by signal 9 (SIGKILL)" in lost["last_error"]
+    assert [e["kind"] for e in row["pool"]["events"]][:2] == ["replace", "lost"]  # newest first
+    with GenericEnvClient(base_url=endpoint["url"], message_timeout_s=10).sync() as again:
+        assert again.reset().observation["total"] == 0  # the same URL plays on the new replica
 
 
 @pytest.mark.parametrize("start", [{}, {"PYTHONHASHSEED": "0"}], ids=["forked from the zygote", "started from scratch"])
@@ -140,19 +154,31 @@ def test_a_server_that_dies_says_how_and_its_last_error(
         with pytest.raises((ConnectionError, RuntimeError, ConnectionClosed, OSError)):
             client.step({"add": 7})
 
-    failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=10)
+    row = _replaced(envhub, endpoint["id"], lost=endpoint["id"])
 
-    assert failed["message"] == (
-        "the server stopped unexpectedly: it exited with code 3; last error: RuntimeError: the counter overflowed"
-    )
-    assert "RuntimeError: the counter overflowed" in failed["log_tail"]  # the tail is kept beside it
+    said = f"replica {endpoint['id']}: the server stopped unexpectedly: it exited with code 3; "
+    said += "last error: RuntimeError: the counter overflowed"
+    assert row["pool"]["replicas"][0]["last_error"] == said
+    assert row["pool"]["events"][1] == {"at": row["pool"]["events"][1]["at"], "kind": "lost", "message": said}
+    assert said in row["message"]
+    assert "RuntimeError: the counter overflowed" in row["log_tail"]  # the tail is kept beside it
 
 
-def test_a_killed_server_says_which_signal(envhub: Envhub, count_template: str) -> None:
+def test_an_endpoint_whose_servers_keep_dying_fails(envhub: Envhub, count_template: str) -> None:
     endpoint = envhub.running(count_template)
-    os.killpg(endpoint_pid(endpoint["id"]), signal.SIGKILL)
+    lost = endpoint["id"]
+    for _ in range(2):
+        os.killpg(endpoint_pid(lost), signal.SIGKILL)
+        row = _replaced(envhub, endpoint["id"], lost=lost)
+        lost = next(r["id"] for r in row["pool"]["replicas"] if r["status"] == "ready")
+    os.killpg(endpoint_pid(lost), signal.SIGKILL)
+
     failed = envhub.wait_status(endpoint["id"], "failed", timeout_s=10)
-    assert failed["message"].startswith("the server stopped unexpectedly: it was killed by signal 9 (SIGKILL)")
+    assert failed["message"].startswith("its servers keep dying (3 lost in 10 minutes); the last: replica ")
+    assert "killed by signal 9 (SIGKILL)" in failed["message"]
+    down = envhub.http.get(f"/endpoints/{endpoint['id']}/health")
+    assert down.status_code == 502
+    assert "is failed" in down.json()["detail"]
 
 
 def endpoint_pid(endpoint_id: str) -> int:
@@ -180,7 +206,10 @@ def test_stop_and_the_log_tail(envhub: Envhub, count_template: str) -> None:
     [
         ({"environment": "nobody/nothing"}, "no environment 'nobody/nothing'"),
         ({"environment": "template:count", "backend": "moon"}, "backend: Input should be"),
-        ({"environment": "template:count", "options": {"gpus": 8}}, "takes no options, got ['gpus']"),
+        (
+            {"environment": "template:count", "options": {"gpus": 8}},
+            "the process backend takes ['replicas'], not ['gpus']",
+        ),
         ({"environment": "template:count", "options": {"env": {"BAD NAME": "x"}}}, "not a valid environment variable"),
         ({"environment": "template:count", "options": {"env": {"OPENENV_MODE": "x"}}}, "simulation or production"),
         (
@@ -274,7 +303,7 @@ def running_on(server: Server, environment: str) -> dict[str, Any]:
         found: dict[str, Any] = httpx.get(f"{server.url}/api/endpoints/{launched['id']}").json()
         return found
 
-    wait_until(lambda: endpoint()["status"] == "running")
+    wait_until(lambda: endpoint()["status"] == "running", timeout_s=30)
     return endpoint()
 
 

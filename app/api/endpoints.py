@@ -8,7 +8,7 @@ from app.api.deps import CallerDep, EndpointsDep, SettingsDep
 from app.settings import Settings
 from app.urls import connection_base, endpoint_url
 from hosting.endpoints import EndpointManager
-from hosting.models import Endpoint, EndpointPublic, EndpointsPublic
+from hosting.models import Endpoint, EndpointPublic, EndpointsPublic, ReplicaStatus
 from hosting.options import LaunchRequest
 from hosting.runtimes.logs import log_tail
 
@@ -18,10 +18,14 @@ router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
 def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
     # Counters are this replica's gateway's; the last activity is any replica's, as written to the row.
     stats = manager.traffic.stats(endpoint)
+    pool = manager.replicas.public(endpoint, manager.routes.known(endpoint.id))
+    ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]
     return EndpointPublic.model_validate(
         endpoint.model_dump()
         | {
             "url": endpoint_url(connection_base(settings, request), endpoint.id),
+            "internal_url": ready[0] if ready else None,
+            "pool": pool,
             "stats": stats,
             "log_tail": log_tail(Path(endpoint.log_path) if endpoint.log_path else manager.log_path(endpoint.id)),
         }

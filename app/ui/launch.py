@@ -21,10 +21,10 @@ def backend_help(backend: Backend) -> str:
     """What a backend does and the options it takes, read from its options model (hosting.options)."""
     model = BACKEND_OPTIONS[backend]
     own = {name: f for name, f in model.model_fields.items() if name not in BackendOptions.model_fields}
-    if not own:
-        return f"{model.__doc__} No options."
-    example = {name: f.default for name, f in own.items()}
-    lines = [f"{model.__doc__} Options: `{json.dumps(example)}`"]
+    if backend != Backend.SPACE:  # a Space is one server
+        own["replicas"] = BackendOptions.model_fields["replicas"]
+    example = {name: f.get_default(call_default_factory=True) for name, f in own.items()}
+    lines = [f"{model.__doc__} Options: `{json.dumps(example, default=lambda value: value.model_dump())}`"]
     lines += [f"- `{name}`: {f.description}" for name, f in own.items() if f.description]
     return "\n".join(lines)
 

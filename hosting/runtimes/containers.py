@@ -14,6 +14,7 @@ import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 import requests
@@ -23,7 +24,7 @@ from docker.models.containers import Container
 from catalog.models import EnvironmentDetail, Source
 from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 from hosting.models import Backend
-from hosting.options import DockerOptions
+from hosting.options import DockerOptions, ImageOptions
 from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
 from hosting.runtimes.logs import EXIT_NOTE, note_exit
 from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX, Spares
@@ -32,6 +33,7 @@ LABEL = "envhub.endpoint"
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
 
 log = logging.getLogger(__name__)
+ImageOptionsT = TypeVar("ImageOptionsT", bound=ImageOptions)
 _SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
 
 
@@ -49,18 +51,18 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def engine_client() -> docker.DockerClient:
-    """The Docker engine named by DOCKER_HOST (default: the local socket)."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://"):
+def engine_client(host: str | None = None) -> docker.DockerClient:
+    """The Docker engine at host (any DOCKER_HOST form), by default the one DOCKER_HOST names (or the local socket)."""
+    address = host or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if address.startswith("unix://"):
         # Asked first, because the SDK leaves its socket open when the engine refuses it.
-        path = host.removeprefix("unix://")
+        path = address.removeprefix("unix://")
         with socket.socket(socket.AF_UNIX) as probe:
             try:
                 probe.connect(path)
             except OSError as exc:
                 raise DockerException(f"no Docker engine answers at {path} ({exc.strerror or exc})") from None
-    return docker.from_env()
+    return docker.DockerClient(base_url=host) if host else docker.from_env()
 
 
 def _server_of(container: Container) -> str | None:
@@ -77,6 +79,56 @@ def _dockerfile(folder: Path) -> str | None:
         if (folder / candidate).is_file():
             return candidate
     return None
+
+
+def image_options(environment: EnvironmentDetail, options: ImageOptionsT) -> ImageOptionsT:
+    """The options with the image (None: built from the folder's Dockerfile) and port an environment runs with."""
+    image = options.image
+    port = options.port or (environment.manifest or {}).get("port") or environment.app_port or 8000
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidInputError(f"the manifest's port must be the container's port number, got {port!r}")
+    if image is None:
+        if environment.path:
+            folder = Path(environment.path)
+            if _dockerfile(folder) is None:
+                raise InvalidInputError(f"{environment.id} has no Dockerfile to build; use the process backend")
+        elif environment.source == Source.HUB:
+            image = space_image(environment.id)
+        else:
+            raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
+    return options.model_copy(update={"image": image, "port": port})
+
+
+def build_image(client: docker.DockerClient, folder: Path, base_image: str, log_path: Path, report: Report) -> str:
+    """The tag of the folder's image, built from its Dockerfile unless an unchanged folder built it before."""
+    tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"
+    try:
+        client.images.get(tag)
+        return tag
+    except ImageNotFound:
+        pass
+    report(f"building image {tag} from {folder.name}/{_dockerfile(folder)} (first launch only)")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _, output = client.images.build(
+            path=str(folder),
+            dockerfile=_dockerfile(folder),
+            tag=tag,
+            buildargs={"BASE_IMAGE": base_image},
+            rm=True,
+            labels={"envhub.template": folder.name},
+        )
+    except BuildError as exc:
+        lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
+        with log_path.open("a") as log:
+            log.write("".join(lines))
+        tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
+        raise LaunchError(f"building the image of {folder.name} failed: {exc.msg}; {tail}") from exc
+    except APIError as exc:
+        raise LaunchError(f"building the image of {folder.name} failed: {exc.explanation}") from exc
+    with log_path.open("a") as log:
+        log.write("".join(str(chunk.get("stream", "")) for chunk in output))
+    return tag
 
 
 class ContainerRuntime:
@@ -122,24 +174,13 @@ class ContainerRuntime:
             return self._client
 
     def check(self, environment: EnvironmentDetail, options: DockerOptions, token: str | None = None) -> DockerOptions:
-        image = options.image
-        port = options.port or (environment.manifest or {}).get("port") or environment.app_port or 8000
-        if not isinstance(port, int) or not 0 < port < 65536:
-            raise InvalidInputError(f"the manifest's port must be the container's port number, got {port!r}")
-        if image is None:
-            if environment.path:
-                folder = Path(environment.path)
-                if _dockerfile(folder) is None:
-                    raise InvalidInputError(f"{environment.id} has no Dockerfile to build; use the process backend")
-            elif environment.source == Source.HUB:
-                image = space_image(environment.id)
-            else:
-                raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
+        completed = image_options(environment, options)
         self.client.ping()
-        return options.model_copy(update={"image": image, "port": port})
+        return completed
 
     def start(self, spec: LaunchSpec[DockerOptions], report: Report) -> Launched[ContainerHandle]:
-        image = spec.options.image or self._build(Path(spec.environment.path or ""), spec.log_path, report)
+        folder = Path(spec.environment.path or "")
+        image = spec.options.image or build_image(self.client, folder, self.base_image, spec.log_path, report)
         port = spec.options.port or 8000
         key = self._spare_key(spec.environment.id, image, port) if self.spares.keep and not spec.env else None
         spare = self.spares.claim(key, f"envhub-{spec.server_id}") if key else None
@@ -211,36 +252,6 @@ class ContainerRuntime:
         for container in self._ours(SPARE_LABEL):
             if container.name.startswith(SPARE_PREFIX) and container.labels[SPARE_LABEL] not in live_replicas:
                 self._remove(container)
-
-    def _build(self, folder: Path, log_path: Path, report: Report) -> str:
-        tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"
-        try:
-            self.client.images.get(tag)
-            return tag
-        except ImageNotFound:
-            pass
-        report(f"building image {tag} from {folder.name}/{_dockerfile(folder)} (first launch only)")
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            _, output = self.client.images.build(
-                path=str(folder),
-                dockerfile=_dockerfile(folder),
-                tag=tag,
-                buildargs={"BASE_IMAGE": self.base_image},
-                rm=True,
-                labels={"envhub.template": folder.name},
-            )
-        except BuildError as exc:
-            lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
-            with log_path.open("a") as log:
-                log.write("".join(lines))
-            tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
-            raise LaunchError(f"building the image of {folder.name} failed: {exc.msg}; {tail}") from exc
-        except APIError as exc:
-            raise LaunchError(f"building the image of {folder.name} failed: {exc.explanation}") from exc
-        with log_path.open("a") as log:
-            log.write("".join(str(chunk.get("stream", "")) for chunk in output))
-        return tag
 
     def _follow_logs(self, container: Container, log_path: Path) -> None:
         def copy() -> None:

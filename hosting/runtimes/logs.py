@@ -6,7 +6,9 @@ from pathlib import Path
 
 from hosting.runtimes.zygote import EXIT_NOTE, note_exit
 
-__all__ = ["EXIT_NOTE", "death_note", "last_error_line", "log_tail", "note_exit", "tail_note"]
+__all__ = ["EXIT_NOTE", "LIVENESS_QUERY", "death_note", "last_error_line", "log_tail", "note_exit", "tail_note"]
+
+LIVENESS_QUERY = "probe=envhub-liveness"  # on envhub's /health probes of a replica: left out of the tail shown
 
 _ERROR_LINE = re.compile(r"(?i)(error|exception|traceback|fatal|critical|killed|panic|abort)")
 
@@ -20,7 +22,7 @@ def log_tail(path: Path | None, lines: int = 40) -> list[str]:
         size = handle.tell()
         handle.seek(max(0, size - 64 * 1024))
         text = handle.read().decode("utf-8", errors="replace")
-    return text.splitlines()[-lines:]
+    return [line for line in text.splitlines() if LIVENESS_QUERY not in line][-lines:]
 
 
 def tail_note(log_path: Path | None) -> str:

@@ -100,9 +100,7 @@ class ProcessRuntime:
             # A forked server's /proc environ is the zygote's; its start time identifies it instead
             # ("gone" when it has exited already: the wait below then reports its log).
             started = started_at(pid) or "gone"
-            handle = ProcessHandle(
-                server=spec.server_id, root_path=spec.root_path, port=port, pid=pid, started=started
-            )
+            handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=pid, started=started)
             with self._lock:
                 self._forked[spec.server_id] = (pid, started)
         else:

@@ -1,0 +1,300 @@
+"""Pools: an endpoint's replicas behind its one URL, and which replica each new session goes to.
+
+The gateway asks its endpoint's pool for a slot for every new WebSocket session (and
+every MCP session created over HTTP). The pool hands out the replica with the most free
+slots; a replica's capacity is what its server said (the `max_sessions` of a
+CAPACITY_REACHED, or the launch's MAX_CONCURRENT_ENVS) and 1 until it says, and a
+replica that has not said is tried before a session waits. When every slot is taken the
+session waits for one to free or for the pool to grow; the pool tells whoever scales it
+that sessions are waiting. The state is this envhub's: what its gateway routed.
+"""
+
+import asyncio
+import contextlib
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["Lost", "Pool", "PoolFull", "Slot", "Upstream"]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where the gateway reaches one replica's server, and what it adds to reach it."""
+
+    url: str
+    headers: dict[str, str]
+    root_path: str = ""  # the server's ASGI root_path, when its backend set it: the gateway path
+
+
+@dataclass(eq=False)
+class Slot:
+    """A replica as the gateway routes to it."""
+
+    id: str
+    upstream: Upstream
+    capacity: int = 1
+    said: bool = False  # whether the capacity is the server's (or the launch's) word, not the default
+    sessions: int = 0
+    accepting: bool = True  # ready; not draining or unhealthy
+    idle_since: float = field(default_factory=time.monotonic)  # monotonic time its sessions last went to 0
+    lost: str | None = None  # why its sessions were lost, once they were
+    _losses: list[Callable[[str], None]] = field(default_factory=list)
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.sessions
+
+
+class PoolFull(Exception):
+    """Every slot stayed taken while the session waited."""
+
+    def __init__(self, sessions: int, capacity: int, replicas: int, most: int, waited_s: float) -> None:
+        self.sessions, self.capacity, self.replicas, self.most, self.waited_s = (
+            sessions, capacity, replicas, most, waited_s
+        )  # fmt: skip
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        grow = (
+            f"it is at its most replicas ({self.most}); launch it with a larger replicas max"
+            if self.replicas >= self.most
+            else "it is still growing; try again shortly"
+        )
+        return (
+            f"the pool is full: {self.sessions}/{self.capacity} sessions on {self.replicas} replicas, "
+            f"and no slot freed in {self.waited_s:g} s; {grow}, or open fewer sessions at once"
+        )
+
+
+class Lost(Exception):
+    """The replica a session ran on died or hung."""
+
+
+class Pool:
+    """One endpoint's slots, its waiting sessions, and the MCP sessions pinned to replicas."""
+
+    def __init__(self, endpoint_id: str, *, least: int = 1, most: int = 1) -> None:
+        self.endpoint_id = endpoint_id
+        self.least, self.most = least, most
+        self.slots: dict[str, Slot] = {}
+        self.waiting = 0
+        self.pinned: dict[str, str] = {}  # MCP session id -> replica id
+        self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
+        self._lock = threading.Lock()
+        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._turn = itertools.count()
+
+    # -- what the replicas are (the manager's and the route table's side)
+
+    def set_replicas(self, replicas: dict[str, tuple[Upstream, int | None, bool]]) -> None:
+        """The replicas as their rows say: id -> (upstream, capacity said, accepting). Counts carry over."""
+        losses: list[Callable[[str], None]] = []
+        with self._lock:
+            for replica_id in set(self.slots) - set(replicas):
+                gone = self.slots.pop(replica_id)
+                losses += gone._losses
+                self.pinned = {sid: rid for sid, rid in self.pinned.items() if rid != replica_id}
+            for replica_id, (upstream, capacity, accepting) in replicas.items():
+                slot = self.slots.get(replica_id)
+                if slot is None:
+                    slot = self.slots[replica_id] = Slot(replica_id, upstream)
+                slot.upstream, slot.accepting = upstream, accepting and slot.lost is None
+                if capacity is not None and not slot.said:
+                    slot.capacity, slot.said = capacity, True
+        for tell in losses:
+            tell("its replica was stopped")
+        self._wake()
+
+    def lose(self, replica_id: str, reason: str) -> None:
+        """A replica died or hung: it takes no more sessions, and each of its sessions is told why."""
+        with self._lock:
+            slot = self.slots.get(replica_id)
+            if slot is None or slot.lost is not None:
+                return
+            slot.lost, slot.accepting = reason, False
+            losses, slot._losses = slot._losses, []
+            self.pinned = {sid: rid for sid, rid in self.pinned.items() if rid != replica_id}
+        for tell in losses:
+            tell(reason)
+
+    def drain(self, replica_id: str) -> bool:
+        """Take no new sessions on a replica; whether it has none left (and may be stopped now)."""
+        with self._lock:
+            slot = self.slots.get(replica_id)
+            if slot is None:
+                return True
+            slot.accepting = False
+            return slot.sessions == 0
+
+    # -- sessions (the gateway's side)
+
+    async def acquire(self, queue_s: float, avoid: frozenset[str] = frozenset()) -> Slot:
+        """A slot for a new session: the replica with the most free slots, waiting up to queue_s for one."""
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        waited = False
+        try:
+            while True:
+                event.clear()
+                slot = self._take(avoid)
+                if slot is not None:
+                    return slot
+                if not waited:
+                    waited = True
+                    with self._lock:
+                        self.waiting += 1
+                        self._wakers.append((loop, event))
+                self.on_pressure()
+                left = queue_s - (time.monotonic() - started)
+                if left <= 0:
+                    sessions, capacity, replicas = self.load()
+                    raise PoolFull(sessions, capacity, replicas, self.most, queue_s)
+                avoid = frozenset()  # something changed: a replica that refused may have room now
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), timeout=min(left, 1.0))
+        finally:
+            if waited:
+                with self._lock:
+                    self.waiting -= 1
+                    self._wakers.remove((loop, event))
+
+    def _take(self, avoid: frozenset[str]) -> Slot | None:
+        with self._lock:
+            open_ = [s for s in self.slots.values() if s.accepting and s.id not in avoid]
+            free = [s for s in open_ if s.free > 0]
+            if free:
+                # Most free slots first; among equals, take turns.
+                ordered = sorted(free, key=lambda s: s.id)
+                turn = next(self._turn) % len(ordered)
+                slot = max(ordered[turn:] + ordered[:turn], key=lambda s: s.free)
+            else:
+                # A replica that has not said what it holds may hold more: try it before waiting.
+                untold = [s for s in open_ if not s.said]
+                if not untold:
+                    return None
+                slot = min(untold, key=lambda s: s.sessions)
+            slot.sessions += 1
+            nearly_full = self._fullness() > 0.8
+        if nearly_full:
+            self.on_pressure()
+        return slot
+
+    def accepted(self, slot: Slot) -> None:
+        """The server took a session beyond what it was believed to hold: it holds at least that many."""
+        with self._lock:
+            if not slot.said and slot.sessions > slot.capacity:
+                slot.capacity = slot.sessions
+
+    def refused(self, slot: Slot, max_sessions: int | None) -> None:
+        """The server refused the session (CAPACITY_REACHED): now it has said what it holds."""
+        with self._lock:
+            slot.sessions -= 1
+            if max_sessions is not None and max_sessions > 0:
+                slot.capacity, slot.said = max_sessions, True
+        self._wake()
+
+    def release(self, slot: Slot) -> None:
+        with self._lock:
+            slot.sessions -= 1
+            if slot.sessions == 0:
+                slot.idle_since = time.monotonic()
+        self._wake()
+
+    def watch_loss(self, slot: Slot, tell: Callable[[str], None]) -> Callable[[], None]:
+        """Be told (from any thread) when the slot's replica is lost; the returned function stops that."""
+        with self._lock:
+            if slot.lost is None:
+                slot._losses.append(tell)
+                lost = None
+            else:
+                lost = slot.lost
+        if lost is not None:
+            tell(lost)
+
+        def forget() -> None:
+            with self._lock:
+                if tell in slot._losses:
+                    slot._losses.remove(tell)
+
+        return forget
+
+    # -- MCP sessions made over HTTP
+
+    def pin(self, session_id: str, slot: Slot) -> None:
+        with self._lock:
+            self.pinned[session_id] = slot.id
+
+    def pinned_slot(self, session_id: str) -> Slot | None:
+        with self._lock:
+            replica_id = self.pinned.get(session_id)
+            return self.slots.get(replica_id) if replica_id else None
+
+    def unpin(self, session_id: str) -> Slot | None:
+        """The session closed: its replica's slot is free again."""
+        with self._lock:
+            replica_id = self.pinned.pop(session_id, None)
+            slot = self.slots.get(replica_id) if replica_id else None
+        if slot is not None:
+            self.release(slot)
+        return slot
+
+    # -- stateless HTTP
+
+    def any_ready(self) -> Slot | None:
+        """A ready replica for a stateless request, in turn."""
+        with self._lock:
+            ready = sorted((s for s in self.slots.values() if s.accepting), key=lambda s: s.id)
+            return ready[next(self._turn) % len(ready)] if ready else None
+
+    # -- numbers
+
+    def load(self) -> tuple[int, int, int]:
+        """Sessions, capacity and replicas, over the replicas that take sessions."""
+        with self._lock:
+            open_ = [s for s in self.slots.values() if s.accepting]
+            return sum(s.sessions for s in open_), sum(s.capacity for s in open_), len(open_)
+
+    def _fullness(self) -> float:
+        open_ = [s for s in self.slots.values() if s.accepting]
+        capacity = sum(s.capacity for s in open_)
+        return sum(s.sessions for s in open_) / capacity if capacity else 1.0
+
+    def wanted(self) -> int:
+        """How many replicas the sessions now would fill: the waiting ones at what a replica is known to hold,
+        one more when the pool is over 80 % full."""
+        with self._lock:
+            open_ = [s for s in self.slots.values() if s.accepting]
+            per_replica = max((s.capacity for s in self.slots.values() if s.said), default=1)
+            busy = sum(s.sessions for s in open_) + self.waiting
+            wanted = math.ceil(busy / per_replica) if busy else 0
+            if open_ and self._fullness() > 0.8:
+                wanted = max(wanted, len(open_) + 1)
+            return wanted
+
+    def idle(self, longer_than_s: float) -> list[str]:
+        """Replicas without sessions (or pinned ones) for longer than that, longest idle first."""
+        now = time.monotonic()
+        with self._lock:
+            held = set(self.pinned.values())
+            idle = [
+                s for s in self.slots.values()
+                if s.accepting and s.sessions == 0 and s.id not in held and now - s.idle_since > longer_than_s
+            ]  # fmt: skip
+            return [s.id for s in sorted(idle, key=lambda s: s.idle_since)]
+
+    def sessions_of(self, replica_id: str) -> int:
+        with self._lock:
+            slot = self.slots.get(replica_id)
+            return slot.sessions if slot is not None else 0
+
+    def _wake(self) -> None:
+        with self._lock:
+            wakers = list(self._wakers)
+        for loop, event in wakers:
+            loop.call_soon_threadsafe(event.set)

@@ -1,0 +1,199 @@
+"""Keeping each pool the size its load needs, and its replicas alive.
+
+For every running endpoint this envhub manages, on each watch and at once when sessions
+wait: replicas that died, or that the swarm shut down, are lost (their sessions are told
+why) and replaced to keep the pool's min; the pool grows (up to max) while sessions wait
+or it is over 80 % full, and shrinks (down to min) by replicas that had no sessions for
+the pool's idle time. A replica being removed drains: it takes no new session and is
+stopped when its last one ends. Every second the liveness probe asks each ready replica
+for /health; one that misses it twice in a row has hung, and is lost and replaced too.
+"""
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from core.errors import EnvhubError
+from hosting.endpoints import EndpointManager
+from hosting.models import Endpoint, EndpointStatus, Replica, ReplicaStatus
+from hosting.options import ReplicaRange
+from hosting.pools import Pool
+from hosting.runtimes import handle_of, is_service
+from hosting.runtimes.logs import LIVENESS_QUERY
+
+__all__ = ["LIVENESS_INTERVAL_S", "Scaler"]
+
+log = logging.getLogger(__name__)
+
+LIVENESS_INTERVAL_S = 1.0
+LIVENESS_TIMEOUT_S = 2.0
+MISSES = 2  # /health deadlines missed in a row before a replica counts as hung
+# An endpoint that loses this many replicas this quickly, and has none ready, is failed rather than replaced again.
+CRASH_LOOP_LOSSES = 3
+CRASH_LOOP_S = 600
+
+
+class Scaler:
+    """Sizes and heals the pools of the endpoints one envhub manages."""
+
+    def __init__(self, endpoints: EndpointManager) -> None:
+        self.endpoints = endpoints
+        self.replicas = endpoints.replicas
+        endpoints.routes.on_pressure = self.scale_soon
+        self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._soon: set[str] = set()
+        self._misses: dict[str, int] = {}
+        self._asked: dict[str, int] = {}  # endpoint -> the tasks last asked of its service
+        self._probes = ThreadPoolExecutor(8, thread_name_prefix="liveness")
+        self._client = httpx.Client(timeout=LIVENESS_TIMEOUT_S)
+
+    def _mine(self, endpoint: Endpoint) -> bool:
+        return endpoint.replica == self.endpoints.leases.replica and endpoint.status == EndpointStatus.RUNNING
+
+    # -- each watch
+
+    def tend(self, endpoint: Endpoint) -> None:
+        """Find the replicas that died, then size the pool."""
+        with self._locks[endpoint.id]:
+            pool = self.endpoints.routes.resolve(endpoint.id)
+            if endpoint.handle:  # a service: the orchestrator says which tasks run
+                try:
+                    _, ended = self.replicas.sync_tasks(endpoint, pool)
+                except EnvhubError as exc:
+                    log.warning("could not read the tasks of %s: %s", endpoint.id, exc.message)
+                    return
+                for replica in ended:
+                    self._tell(endpoint, pool, replica, replica.last_error)
+            else:
+                for replica in self.replicas.rows(endpoint.id):
+                    if replica.status in (ReplicaStatus.READY, ReplicaStatus.DRAINING) and not (
+                        self.replicas.is_running(endpoint, replica)
+                    ):
+                        self.lose(endpoint, replica, f"replica {replica.id}: {self.replicas.death_note(replica)}")
+            self._size(endpoint, self.endpoints.routes.resolve(endpoint.id))
+
+    def scale_soon(self, endpoint_id: str) -> None:
+        """Sessions wait, or the pool is nearly full: size it now rather than at the next watch."""
+        if endpoint_id in self._soon:
+            return
+        self._soon.add(endpoint_id)
+
+        def size() -> None:
+            try:
+                endpoint = self.endpoints.get(endpoint_id)
+                if self._mine(endpoint):
+                    with self._locks[endpoint_id]:
+                        self._size(endpoint, self.endpoints.routes.known(endpoint_id))
+            except EnvhubError as exc:
+                log.debug("endpoint %s not sized: %s", endpoint_id, exc.message)
+            finally:
+                self._soon.discard(endpoint_id)
+
+        threading.Thread(target=size, name=f"scale-{endpoint_id}", daemon=True).start()
+
+    def _size(self, endpoint: Endpoint, pool: Pool | None) -> None:
+        if self.endpoints.get(endpoint.id).status != EndpointStatus.RUNNING:
+            return  # stopped or failed meanwhile
+        size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
+        rows = self.replicas.rows(endpoint.id)
+        serving = [r for r in rows if r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY)]
+        wanted = pool.wanted() if pool is not None else 0
+        target = min(size.max, max(size.min, wanted))
+        if len(serving) < target:
+            self._grow(endpoint, target, len(serving), "replace" if len(serving) < size.min else "grow")
+        elif len(serving) > target and pool is not None:
+            excess = len(serving) - target
+            ready = {r.id for r in serving if r.status == ReplicaStatus.READY}
+            for replica_id in [r for r in pool.idle(self.endpoints.limits.pool_idle_s) if r in ready][:excess]:
+                self.replicas.update(replica_id, status=ReplicaStatus.DRAINING)
+                pool.drain(replica_id)
+            rows = self.replicas.rows(endpoint.id)
+        for replica in rows:
+            if replica.status == ReplicaStatus.DRAINING and (pool is None or pool.drain(replica.id)):
+                self._shrink(endpoint, replica)
+
+    def _grow(self, endpoint: Endpoint, target: int, now: int, kind: str) -> None:
+        runtime = self.endpoints.runtimes[endpoint.backend]
+        if is_service(runtime):
+            service = handle_of(runtime, endpoint.handle)
+            if service is None or self._asked.get(endpoint.id, now) == target:
+                return  # asked already: the orchestrator is starting them
+            self._asked[endpoint.id] = target
+            runtime.scale(service, target)  # type: ignore[attr-defined]
+            why = "to keep the pool's min" if kind == "replace" else "sessions were waiting or the pool was nearly full"
+            self.replicas.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
+            return
+        self.endpoints.grow(endpoint, target - now, kind)
+
+    def _shrink(self, endpoint: Endpoint, replica: Replica) -> None:
+        """A drained replica without sessions: stopped (a service's: the swarm removes one of its tasks)."""
+        runtime = self.endpoints.runtimes[endpoint.backend]
+        service = handle_of(runtime, endpoint.handle) if is_service(runtime) else None
+        self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)
+        idle = self.endpoints.limits.pool_idle_s
+        if service is not None:
+            left = len([r for r in self.replicas.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
+            self._asked[endpoint.id] = left
+            runtime.scale(service, left)  # type: ignore[attr-defined]
+        self.replicas.event(endpoint.id, "shrink", f"replica {replica.id} stopped after {idle:g} s without sessions")
+
+    def lose(self, endpoint: Endpoint, replica: Replica, reason: str) -> None:
+        """A replica that died or hung: its sessions are told, it is stopped, and the pool replaces it."""
+        pool = self.endpoints.routes.known(endpoint.id)
+        self.replicas.update(replica.id, status=ReplicaStatus.UNHEALTHY, last_error=reason)
+        self._tell(endpoint, pool, replica, reason)
+        self.replicas.stop(endpoint, replica, status=ReplicaStatus.FAILED, error=reason)
+        self.replicas.event(endpoint.id, "lost", reason)
+        lost = self.replicas.losses(endpoint.id, CRASH_LOOP_S)
+        if lost >= CRASH_LOOP_LOSSES and not self.replicas.rows(endpoint.id, ready_only=True):
+            minutes = f"{CRASH_LOOP_S / 60:g} minutes"
+            self.endpoints.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
+        else:
+            self.endpoints.update(endpoint.id, message=f"running; replacing a lost replica ({reason})")
+
+    def _tell(self, endpoint: Endpoint, pool: Pool | None, replica: Replica, reason: str) -> None:
+        if pool is not None:
+            pool.lose(replica.id, f"endpoint {endpoint.id} lost this session: {reason}; start a new session")
+
+    # -- liveness
+
+    def probe(self) -> None:
+        """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running."""
+        mine = [e for e in self.endpoints.list(active_only=True) if self._mine(e)]
+        checks = [(e, r) for e in mine for r in self.replicas.rows(e.id) if r.status == ReplicaStatus.READY]
+        answers = list(self._probes.map(lambda pair: self._answers(*pair), checks))
+        for (endpoint, replica), answered in zip(checks, answers, strict=True):
+            if answered:
+                self._misses.pop(replica.id, None)
+                continue
+            self._misses[replica.id] = self._misses.get(replica.id, 0) + 1
+            if self._misses[replica.id] >= MISSES and self.replicas.is_running(endpoint, replica):
+                self._misses.pop(replica.id)
+                with self._locks[endpoint.id]:
+                    late = f"GET /health took over {LIVENESS_TIMEOUT_S:g} s {MISSES} times running"
+                    reason = f"replica {replica.id}: the server stopped answering ({late})"
+                    self.lose(endpoint, replica, reason)
+                    self._size(endpoint, self.endpoints.routes.known(endpoint.id))
+
+    def _answers(self, endpoint: Endpoint, replica: Replica) -> bool:
+        handle = self.replicas.handle(endpoint, replica)
+        if handle is None or not replica.internal_url:
+            return True
+        headers = self.endpoints.runtimes[endpoint.backend].auth_headers(handle)
+        started = time.monotonic()
+        try:
+            self._client.get(f"{replica.internal_url}/health?{LIVENESS_QUERY}", headers=headers)
+        except httpx.TimeoutException:
+            return False
+        except httpx.HTTPError:
+            # Refused or reset: it died, which the watch finds; an error status is an answer.
+            return time.monotonic() - started < LIVENESS_TIMEOUT_S
+        return True
+
+    def close(self) -> None:
+        self._probes.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
