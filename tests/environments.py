@@ -55,11 +55,15 @@ class CountEnvironment(Environment):
 """
 
 APP = """
+import os
+
 from openenv.core.env_server.http_server import create_app
 
 {import_both}
 {crash}
-app = create_app(CountEnvironment, CountAction, CountObservation, env_name="count", max_concurrent_envs=64)
+# COUNT_CAP caps sessions without telling envhub; MAX_CONCURRENT_ENVS is the convention envhub reads too.
+cap = int(os.environ.get("COUNT_CAP") or os.environ.get("MAX_CONCURRENT_ENVS") or 64)
+app = create_app(CountEnvironment, CountAction, CountObservation, env_name="count", max_concurrent_envs=cap)
 """
 
 LAYOUTS = {
@@ -131,6 +135,11 @@ def headers(request: Request):
 @app.get("/go")
 def go(to: str):
     return RedirectResponse(to, status_code=307)
+
+
+@app.api_route("/boom", methods=["GET", "POST"])
+def boom():
+    raise RuntimeError("a bug: uvicorn answers 500 and closes the connection")
 
 
 @app.get("/{path:path}")
