@@ -13,7 +13,7 @@ endpoint answers at once: 502 JSON over HTTP, close code 1011 with a reason over
 import asyncio
 import json
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -275,6 +275,7 @@ class _Relay:
     confirmed: bool = False  # the replica answered something other than a refusal
     refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when it refused
     pending: list[float] = field(default_factory=list)  # when each step in flight was sent
+    on_confirmed: Callable[[], None] = lambda: None
 
 
 def _refusal(frame: str | bytes) -> dict[str, Any] | None:
@@ -328,6 +329,7 @@ async def _upstream_to_client(
                 return
             relay.confirmed = True
             relay.held.clear()
+            relay.on_confirmed()
         if relay.pending:
             started = relay.pending.pop(0)
             failed = isinstance(frame, str) and is_error_text(frame)
@@ -355,6 +357,7 @@ async def _connect(services: Services, slot: Slot, path: str, query: str) -> Cli
         open_timeout=10,
         ping_interval=ping,  # a replica that stops answering pings has hung: its session ends
         ping_timeout=ping,
+        close_timeout=2,  # a replica that does not answer a close is let go of soon
         compression=None,
         proxy=None,
         additional_headers=slot.upstream.headers,
@@ -445,6 +448,7 @@ async def _relay_session(
 
     forget = pool.watch_loss(slot, tell)
     relay.refused = None
+    relay.on_confirmed = (lambda: pool.accepted(slot)) if holds else (lambda: None)
     traffic.session_opened()
     pumps = [
         asyncio.create_task(_client_to_upstream(upstream, relay)),
@@ -463,11 +467,8 @@ async def _relay_session(
                 pool.refused(slot, _int(relay.refused.get("max_sessions")))
                 await _note_capacity(services, slot)
             return "refused"
-        if holds and relay.confirmed:
-            pool.accepted(slot)
         if lost.done():
-            await upstream.close()
-            with suppress(RuntimeError, WebSocketDisconnect):
+            with suppress(RuntimeError, WebSocketDisconnect):  # first: a hung replica's close takes a while
                 await websocket.close(code=1011, reason=_reason(lost.result()))
             return "lost"
         for finished in done:

@@ -1,0 +1,368 @@
+"""Endpoint pools through the gateway: replicas behind one URL, against count servers capped low, as trainers
+load them."""
+
+import base64
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openenv import GenericEnvClient
+from sqlmodel import Session
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from app.settings import Settings
+from core.db import create_db_engine
+from hosting.models import Replica
+from tests.conftest import wait_until
+from tests.environments import write_echo_env
+from tests.serving import Envhub
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding servers by their marker needs /proc")
+
+
+@pytest.fixture
+def pools(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    """envhub with short pool timings: a session waits 3 s for a slot, idle replicas go after 1 s, pings every 0.5 s."""
+    server = Envhub(
+        settings.model_copy(
+            update={"data_dir": tmp_path / "data", "pool_queue_s": 3, "pool_idle_s": 1, "ws_ping_s": 0.5}
+        )
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def opened() -> Iterator[ExitStack]:
+    """Where a test opens WebSockets: each is closed at its end."""
+    with ExitStack() as stack:
+        yield stack
+
+
+def open_ws(stack: ExitStack, url: str) -> ClientConnection:
+    return stack.enter_context(connect(url, open_timeout=10))
+
+
+def ws_url(endpoint: dict[str, Any], query: str = "") -> str:
+    return endpoint["url"].replace("http", "ws", 1) + "/ws" + (f"?{query}" if query else "")
+
+
+def ask(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
+    ws.send(json.dumps(frame))
+    answer: dict[str, Any] = json.loads(ws.recv(timeout=20))
+    return answer
+
+
+def play(ws: ClientConnection, steps: int = 3) -> None:
+    """A reset and a few steps, each answered with an observation."""
+    assert ask(ws, {"type": "reset", "data": {}})["type"] == "observation"
+    for _ in range(steps):
+        assert ask(ws, {"type": "step", "data": {"add": 1}})["type"] == "observation"
+
+
+def replicas(envhub: Envhub, endpoint_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = envhub.endpoint(endpoint_id)["pool"]["replicas"]
+    return found
+
+
+def ready(envhub: Envhub, endpoint_id: str) -> list[dict[str, Any]]:
+    return [r for r in replicas(envhub, endpoint_id) if r["status"] == "ready"]
+
+
+def server_pid(settings: Settings, replica_id: str) -> int:
+    """The process serving a replica, as its row's handle says."""
+    engine = create_db_engine(settings.database_url)
+    try:
+        with Session(engine) as session:
+            replica = session.get(Replica, replica_id)
+    finally:
+        engine.dispose()
+    assert replica is not None, f"no replica {replica_id}"
+    return int(replica.handle["pid"])
+
+
+def test_a_pool_holds_more_sessions_than_one_server_and_a_refusal_is_retried_unseen(
+    pools: Envhub, opened: ExitStack
+) -> None:
+    # Three servers that hold 8 sessions each and never told envhub so: their refusals say it.
+    endpoint = pools.running("template:count", options={"replicas": 3, "env": {"COUNT_CAP": "8"}})
+    wait_until(lambda: len(ready(pools, endpoint["id"])) == 3, timeout_s=30)
+    first = ready(pools, endpoint["id"])[0]
+    # Another client fills the first server behind envhub's back, so the gateway still believes it free.
+    elsewhere = [open_ws(opened, first["internal_url"].replace("http", "ws", 1) + "/ws") for _ in range(8)]
+    for ws in elsewhere:
+        play(ws, 0)
+
+    sockets = [open_ws(opened, ws_url(endpoint)) for _ in range(16)]
+    with ThreadPoolExecutor(16) as run:
+        list(run.map(play, sockets))  # all 16 at once: none saw the first server's refusals
+
+    pool = pools.endpoint(endpoint["id"])["pool"]
+    by_id = {r["id"]: r for r in pool["replicas"]}
+    assert by_id[first["id"]]["sessions"] == 0
+    assert (by_id[first["id"]]["capacity"], by_id[first["id"]]["capacity_said"]) == (8, True)
+    assert sorted(r["sessions"] for r in pool["replicas"]) == [0, 8, 8]
+    assert {r["capacity"] for r in pool["replicas"]} == {8}  # learned: refused beyond 8, or took 8
+    assert (pool["sessions"], pool["capacity"], pool["capacity_at_max"]) == (16, 24, 24)
+    opened.close()
+    wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0)
+
+
+def test_generic_env_clients_through_one_url(pools: Envhub) -> None:
+    endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "4"}})
+    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    opened = threading.Barrier(8, timeout=30)
+
+    def episode(number: int) -> float:
+        with GenericEnvClient(base_url=endpoint["url"], message_timeout_s=20).sync() as client:
+            client.reset(episode_id=f"ep-{number}")
+            opened.wait()  # all eight hold a session at once
+            reward = 0.0
+            for _ in range(2):
+                result = client.step({"add": 5})
+                reward = result.reward or 0.0
+            assert client.state()["episode_id"] == f"ep-{number}"
+            return reward
+
+    with ThreadPoolExecutor(8) as run:
+        assert list(run.map(episode, range(8))) == [1.0] * 8
+
+
+def test_a_full_pool_queues_a_session_until_a_slot_frees_then_refuses_with_its_numbers(
+    pools: Envhub, opened: ExitStack
+) -> None:
+    endpoint = pools.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "2"}})
+    first, second = (open_ws(opened, ws_url(endpoint)) for _ in range(2))
+    play(first, 1)
+    play(second, 1)
+    waiting = open_ws(opened, ws_url(endpoint))
+    waiting.send(json.dumps({"type": "reset", "data": {}}))  # held by the gateway while the session waits
+    wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["waiting"] == 1)
+    first.close()
+    assert json.loads(waiting.recv(timeout=10))["type"] == "observation"  # the freed slot went to it
+
+    refused = open_ws(opened, ws_url(endpoint))
+    started = time.monotonic()
+    frame = json.loads(refused.recv(timeout=10))
+    assert time.monotonic() - started >= 2.5  # it waited (ENVHUB_POOL_QUEUE_S is 3 here) before the refusal
+    assert frame["type"] == "error"
+    assert frame["data"]["code"] == "CAPACITY_REACHED"
+    assert (frame["data"]["active_sessions"], frame["data"]["max_sessions"]) == (2, 2)
+    assert frame["data"]["message"].startswith("the pool is full: 2/2 sessions on 1 replicas")
+    assert "launch it with a larger replicas max" in frame["data"]["message"]
+    with pytest.raises(ConnectionClosed) as closed:
+        refused.recv(timeout=5)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+
+
+def test_a_pool_grows_while_sessions_wait_and_shrinks_when_idle(
+    settings: Settings, tmp_path: Path, count_template: str, opened: ExitStack
+) -> None:
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "pool_queue_s": 30, "pool_idle_s": 1}))
+    try:
+        endpoint = envhub.running(
+            "template:count", options={"replicas": {"min": 1, "max": 3}, "env": {"MAX_CONCURRENT_ENVS": "2"}}
+        )
+        sockets = [open_ws(opened, ws_url(endpoint)) for _ in range(6)]
+        with ThreadPoolExecutor(6) as run:
+            list(run.map(play, sockets))  # three servers' worth: the pool grew to hold them
+        pool = envhub.endpoint(endpoint["id"])["pool"]
+        assert [r["sessions"] for r in pool["replicas"] if r["status"] == "ready"] == [2, 2, 2]
+        assert "grow" in [e["kind"] for e in pool["events"]]
+        opened.close()
+        shrunk = lambda: [e["kind"] for e in envhub.endpoint(endpoint["id"])["pool"]["events"]].count("shrink") == 2  # noqa: E731
+        wait_until(shrunk, timeout_s=20)
+        pool = envhub.endpoint(endpoint["id"])["pool"]
+        assert sorted(r["status"] for r in pool["replicas"]) == ["ready", "stopped", "stopped"]
+        with connect(ws_url(endpoint)) as ws:
+            play(ws)  # the one left serves
+    finally:
+        envhub.stop()
+
+
+def rpc(envhub: Envhub, endpoint: dict[str, Any], method: str, params: dict[str, Any] | None = None) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    return envhub.http.post(f"{endpoint['url']}/mcp", json=body).json()
+
+
+def test_mcp_sessions_stay_on_the_replica_that_made_them(pools: Envhub, opened: ExitStack) -> None:
+    endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "3"}})
+    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    made = [rpc(pools, endpoint, "openenv/session/create")["result"]["session_id"] for _ in range(4)]
+    pool = pools.endpoint(endpoint["id"])["pool"]
+    assert sorted(r["sessions"] for r in pool["replicas"]) == [2, 2]  # spread, and each holds its slot
+    for session_id in made:
+        # Attached over WebSocket: only the replica that made it knows the id.
+        with connect(ws_url(endpoint, f"session_id={session_id}")) as ws:
+            play(ws, 1)
+    unknown = open_ws(opened, ws_url(endpoint, "session_id=nope"))
+    frame = json.loads(unknown.recv(timeout=10))
+    assert frame["data"]["code"] == "SESSION_ERROR"  # the server's own answer
+    assert "Unknown session_id" in frame["data"]["message"]
+    for session_id in made:
+        closed = rpc(pools, endpoint, "openenv/session/close", {"session_id": session_id})
+        assert closed["result"]["closed"] is True
+    assert pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0
+    unknown_call = rpc(pools, endpoint, "openenv/session/close", {"session_id": "nope"})
+    assert "Unknown session_id" in unknown_call["error"]["message"]
+
+
+def _sessions_on(stack: ExitStack, endpoint: dict[str, Any], count: int) -> list[ClientConnection]:
+    sockets = [open_ws(stack, ws_url(endpoint)) for _ in range(count)]
+    for ws in sockets:
+        play(ws, 1)
+    return sockets
+
+
+@pytest.mark.parametrize("how", ["killed", "hung"])
+def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_replaced(
+    pools: Envhub, settings: Settings, opened: ExitStack, how: str
+) -> None:
+    endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "2"}})
+    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    sockets = _sessions_on(opened, endpoint, 4)
+    victim = f"{endpoint['id']}-2"
+    pid = server_pid(settings, victim)
+    started = time.monotonic()
+    os.kill(pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+    try:
+        pool = pools.endpoint(endpoint["id"])["pool"]
+        on_victim = [r["sessions"] for r in pool["replicas"] if r["id"] == victim]
+        assert on_victim == [2]
+        survivors, lost = [], []
+        for ws in sockets:
+            try:
+                play(ws, 1)  # on the hung server, the step goes unanswered until the gateway ends the session
+                survivors.append(ws)
+            except ConnectionClosed:
+                lost.append(ws)
+        assert len(lost) == 2 and len(survivors) == 2
+        for ws in lost:
+            assert ws.close_code == 1011
+            assert f"endpoint {endpoint['id']} lost this session" in (ws.close_reason or "")
+        assert time.monotonic() - started < 10
+        replaced = lambda: {r["id"] for r in ready(pools, endpoint["id"])} == {endpoint["id"], f"{endpoint['id']}-3"}  # noqa: E731
+        wait_until(replaced, timeout_s=20)
+        row = pools.endpoint(endpoint["id"])
+        gone = next(r for r in row["pool"]["replicas"] if r["id"] == victim)
+        assert gone["status"] == "failed"
+        expected = "killed by signal 9" if how == "killed" else "stopped answering"
+        assert expected in gone["last_error"]
+        assert {"lost", "replace"} <= {e["kind"] for e in row["pool"]["events"]}
+        for ws in survivors:
+            play(ws, 1)  # the other replica's sessions went on
+        with connect(ws_url(endpoint)) as fresh:
+            play(fresh)
+    finally:
+        if how == "hung":
+            with_pid_gone(pid)
+
+
+def with_pid_gone(pid: int) -> None:
+    """A stopped server the pool left behind would never exit: it must have been killed."""
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()[-60:], 15)
+
+
+def _vanishing_client(url: str) -> socket.socket:
+    """A WebSocket client that opens a session, then never reads or answers again, and never closes."""
+    host, port = url.removeprefix("ws://").split("/", 1)[0].split(":")
+    path = "/" + url.removeprefix("ws://").split("/", 1)[1]
+    raw = socket.create_connection((host, int(port)))
+    key = base64.b64encode(os.urandom(16)).decode()
+    raw.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    assert b" 101 " in raw.recv(4096).split(b"\r\n", 1)[0]
+    payload = json.dumps({"type": "reset", "data": {}}).encode()
+    mask = os.urandom(4)
+    raw.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    return raw
+
+
+def test_clients_that_vanish_without_a_close_free_their_slots(pools: Envhub) -> None:
+    endpoint = pools.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "2"}})
+    vanished = [_vanishing_client(ws_url(endpoint)) for _ in range(2)]
+    try:
+        wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["sessions"] == 2)
+        started = time.monotonic()
+        # Pings every 0.5 s: both slots are free within two intervals of a missed ping, and a new session gets one.
+        wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=5)
+        assert time.monotonic() - started < 2.5
+        with connect(ws_url(endpoint)) as ws:
+            play(ws)
+    finally:
+        for raw in vanished:
+            raw.close()
+
+
+def test_a_quiet_session_stays_open_while_the_gateway_pings(pools: Envhub) -> None:
+    """A model generating for minutes: the session idles through many ping intervals, then steps."""
+    endpoint = pools.running("template:count")
+    with connect(ws_url(endpoint)) as ws:
+        play(ws, 1)
+        quiet = 40 * 0.5  # forty ping intervals
+        deadline = time.monotonic() + quiet
+        while time.monotonic() < deadline:
+            with pytest.raises(TimeoutError):
+                ws.recv(timeout=deadline - time.monotonic())  # nothing arrives, and nothing closes
+        play(ws, 1)
+
+
+def test_a_500_does_not_make_the_next_request_a_502(settings: Settings, tmp_path: Path, templates_dir: Path) -> None:
+    write_echo_env(templates_dir / "echo")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        endpoint = envhub.running("template:echo")
+        with httpx.Client(timeout=10) as client:
+            for _ in range(40):
+                assert client.post(f"{endpoint['url']}/boom", content=b"{}").status_code == 500
+                # The server closed the connection after its 500; the next request is served, never a 502.
+                assert client.get(f"{endpoint['url']}/after").json() == {"path": "after"}
+                assert client.get(f"{endpoint['url']}/boom").status_code == 500
+                assert client.get(f"{endpoint['url']}/again").json() == {"path": "again"}
+    finally:
+        envhub.stop()
+
+
+def test_replicas_count_against_the_server_limits(settings: Settings, tmp_path: Path, count_template: str) -> None:
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "max_servers": 3}))
+    try:
+        envhub.running("template:count", options={"replicas": 2})
+        refused = envhub.http.post("/api/endpoints", json={"environment": "template:count", "options": {"replicas": 2}})
+        assert refused.status_code == 429
+        assert "at most 3 servers (replicas of all endpoints) and 2 run" in refused.json()["detail"]
+        assert envhub.http.post("/api/endpoints", json={"environment": "template:count"}).status_code == 201
+    finally:
+        envhub.stop()
+
+
+@pytest.mark.parametrize(
+    ("replicas", "detail"),
+    [
+        ({"min": 3, "max": 2}, "max (2) is below min (3)"),
+        (0, "greater than or equal to 1"),
+        (True, "must be a count"),
+    ],
+)
+def test_bad_replicas_are_422(pools: Envhub, replicas: Any, detail: str) -> None:
+    response = pools.http.post(
+        "/api/endpoints", json={"environment": "template:count", "options": {"replicas": replicas}}
+    )
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+    space = pools.http.post(
+        "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": {"replicas": 2}}
+    )
+    assert "a Space is one server" in space.json()["detail"]
