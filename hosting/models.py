@@ -122,6 +122,9 @@ class PoolPublic(SQLModel):
     sessions: int
     capacity: int = Field(description="the sessions the ready replicas hold together")
     capacity_at_max: int = Field(description="what the pool holds grown to max, at the replicas' capacity")
+    generation_batch_size: int = Field(
+        description="the most sessions to open at once: TRL's generation_batch_size, or a trainer's parallel rollouts"
+    )
     waiting: int = Field(description="new sessions waiting for a free slot")
     replicas: list[ReplicaPublic]
     events: list[PoolEventPublic]

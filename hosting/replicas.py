@@ -247,6 +247,7 @@ class Replicas:
             sessions=sum(r.sessions for r in replicas),
             capacity=sum(r.capacity for r in taking),
             capacity_at_max=per_replica * size.max,
+            generation_batch_size=per_replica * size.max,
             waiting=pool.waiting if pool is not None else 0,
             replicas=replicas,
             events=[PoolEventPublic(at=e.at, kind=e.kind, message=e.message) for e in events],

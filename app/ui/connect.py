@@ -7,6 +7,7 @@ import gradio as gr
 
 from app.ui.forms import form_fields
 from app.ui.snippets import Target, all_snippets
+from hosting.models import PoolPublic, ReplicaStatus
 from hosting.routing import gateway_path
 from protocol.interface import Interface
 
@@ -54,8 +55,9 @@ def build() -> Connect:
     return Connect(note, url, snippets, mcp_tab)
 
 
-def target_for(url: str | None, title: str, info: Interface) -> Target:
+def target_for(url: str | None, title: str, info: Interface, pool: PoolPublic | None = None) -> Target:
     return Target(
+        sessions=pool.generation_batch_size if pool is not None else None,
         url=url or PLACEHOLDER_URL,
         title=title,
         fields=form_fields(info.action_schema) if info.action_schema else (),
@@ -65,14 +67,29 @@ def target_for(url: str | None, title: str, info: Interface) -> Target:
     )
 
 
-def updates(connect: Connect, url: str | None, title: str, info: Interface) -> dict[Any, Any]:
-    texts = all_snippets(target_for(url, title, info))
+def pool_note(pool: PoolPublic) -> str:
+    """What an endpoint's pool holds, and the trainer setting that fits it."""
+    ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
+    grows = f", up to {pool.max} replicas" if pool.max > pool.min else ""
+    return (
+        f"Its pool: {pool.sessions}/{pool.capacity} sessions on {ready} replicas{grows}. "
+        f"It holds {pool.generation_batch_size} sessions at once at its most: set TRL's "
+        f"generation_batch_size (or your trainer's parallel rollouts) to at most {pool.generation_batch_size}."
+    )
+
+
+def updates(
+    connect: Connect, url: str | None, title: str, info: Interface, pool: PoolPublic | None = None
+) -> dict[Any, Any]:
+    texts = all_snippets(target_for(url, title, info, pool))
     note = (
         "Paste this URL into openenv's client or your trainer."
         if url
         else "Not running yet: launch it (Launch tab, or **Launch locally** in Play) to get its URL. "
         "The snippets below show where the URL goes."
     )
+    if url and pool is not None:
+        note += " " + pool_note(pool)
     values: dict[Any, Any] = {
         connect.note: note,
         connect.url: url or "",

@@ -9,7 +9,7 @@ import gradio as gr
 from app.services import Services
 from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
+from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
 from app.ui.readme import render_markdown
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
@@ -89,7 +89,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
         detail.api: api_html(info),
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
-    } | connect.updates(detail.connect, url, environment.title, info)
+    } | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))
 
 
 async def wake(services: Services, detail: Detail, environment_id: str) -> dict[Any, Any]:
@@ -128,5 +128,5 @@ async def refresh(
         finally:
             await outbound.aclose()
     return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(
-        detail.connect, url, environment.title, info
+        detail.connect, url, environment.title, info, running_pool(services, environment.id)
     )

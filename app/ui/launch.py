@@ -10,9 +10,10 @@ import gradio as gr
 from pydantic import ValidationError
 
 from app.services import Services
+from app.ui.connect import pool_note
 from app.ui.requests import acting_caller, page_endpoint_url
 from core.errors import EnvhubError
-from hosting.models import Backend, Endpoint, EndpointStatus
+from hosting.models import Backend, Endpoint, EndpointStatus, PoolPublic
 from hosting.options import BACKEND_OPTIONS, BackendOptions, LaunchRequest
 from hosting.runtimes.logs import log_tail
 
@@ -114,12 +115,34 @@ def parse_assignments(text: str, what: str) -> dict[str, str]:
     return found
 
 
-def status_html(endpoint: Endpoint) -> str:
+def status_html(endpoint: Endpoint, pool: PoolPublic | None = None) -> str:
     kind = _BADGE.get(endpoint.status, "info")
-    return (
+    head = (
         f'<div class="endpoint-status"><span class="badge badge-{kind}">{html.escape(endpoint.status.value)}</span> '
         f"<code>{html.escape(endpoint.id)}</code> · {html.escape(endpoint.environment)} · "
-        f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p></div>"
+        f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p>"
+    )
+    return head + (pool_html(pool) if pool is not None and pool.replicas else "") + "</div>"
+
+
+def pool_html(pool: PoolPublic) -> str:
+    """The endpoint's replicas, what each holds and carries, and the pool's last events."""
+    rows = "".join(
+        f"<tr><td><code>{html.escape(r.id)}</code></td><td>{html.escape(r.status.value)}</td>"
+        f"<td>{html.escape(r.host)}</td><td>{r.sessions}/{r.capacity}{'' if r.capacity_said else '?'}</td>"
+        f"<td>{r.started_at.strftime('%H:%M:%S') if r.started_at else ''}</td>"
+        f"<td>{html.escape(r.last_error[:200])}</td></tr>"
+        for r in pool.replicas
+    )
+    events = "".join(
+        f"<li>{e.at.strftime('%H:%M:%S')} {html.escape(e.kind)}: {html.escape(e.message[:200])}</li>"
+        for e in pool.events[:5]
+    )
+    return (
+        f'<div class="endpoint-pool"><p>{html.escape(pool_note(pool))}'
+        f"{f' {pool.waiting} waiting.' if pool.waiting else ''}</p>"
+        "<table><tr><th>replica</th><th>status</th><th>host</th><th>sessions</th><th>started</th>"
+        f"<th>last error</th></tr>{rows}</table>" + (f"<ul>{events}</ul>" if events else "") + "</div>"
     )
 
 
@@ -148,8 +171,9 @@ def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Requ
         return values | {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
+    routes = services.endpoints.routes
     return values | {
-        launch.status: status_html(endpoint),
+        launch.status: status_html(endpoint, services.endpoints.replicas.public(endpoint, routes.known(endpoint.id))),
         launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
         launch.log: "\n".join(log_tail(services.endpoints.log_path(endpoint.id), 40)),

@@ -12,7 +12,7 @@ from app.urls import own_gateway
 from catalog.models import EnvironmentDetail
 from core.errors import RefusedURLError
 from core.outbound import OutboundGuard, OutboundSession
-from hosting.models import EndpointStatus
+from hosting.models import EndpointStatus, PoolPublic
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -48,6 +48,14 @@ def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Re
     if environment.host:
         urls.append(environment.host.rstrip("/"))
     return urls
+
+
+def running_pool(services: Services, environment_id: str) -> PoolPublic | None:
+    """The pool of the environment's newest running endpoint, the first of its live URLs."""
+    endpoint = services.endpoints.running_endpoint(environment_id)
+    if endpoint is None:
+        return None
+    return services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
 
 
 def _own_gateway(request: gr.Request | None) -> str | None:

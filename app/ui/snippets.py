@@ -31,6 +31,7 @@ class Target:
     tools: Sequence[Tool] = ()
     task_env: str | None = None
     splits: Sequence[str] = field(default_factory=tuple)
+    sessions: int | None = None  # what the endpoint's pool holds at its max, when it is one of envhub's
 
     @property
     def ws_url(self) -> str:
@@ -166,11 +167,22 @@ def trl(target: Target) -> str:
         "trainer = GRPOTrainer(\n"
         '    model="Qwen/Qwen3-0.6B",\n'
         '    train_dataset=Dataset.from_dict({"prompt": [prompt] * 64}),\n'
-        "    reward_funcs=reward_func,\n"
-        '    args=GRPOConfig(chat_template_kwargs={"enable_thinking": False}),\n'
-        "    environment_factory=Environment,\n"
+        "    reward_funcs=reward_func,\n" + _trl_args(target.sessions) + "    environment_factory=Environment,\n"
         ")\n"
         "trainer.train()\n"
+    )
+
+
+def _trl_args(sessions: int | None) -> str:
+    """GRPOConfig's arguments: a generation batch the endpoint's pool holds, when it says what it holds."""
+    if sessions is None:
+        return '    args=GRPOConfig(chat_template_kwargs={"enable_thinking": False}),\n'
+    return (
+        f"    # One session per generation: this endpoint's pool holds {sessions} at once at its most replicas.\n"
+        "    args=GRPOConfig(\n"
+        f"        generation_batch_size={sessions},\n"
+        '        chat_template_kwargs={"enable_thinking": False},\n'
+        "    ),\n"
     )
 
 

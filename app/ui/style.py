@@ -73,6 +73,9 @@ button.legal:hover { border-color: var(--color-accent); }
 .play-errors { color: #991b1b; }
 a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-status p { margin: 4px 0; }
+.endpoint-pool table { font-size: 0.85em; margin: 6px 0; }
+.endpoint-pool td, .endpoint-pool th { padding: 2px 8px; text-align: left; }
+.endpoint-pool ul { margin: 4px 0; font-size: 0.85em; }
 .account { text-align: right; }
 .account form.sign-out { display: inline; }
 .account form.sign-out button { background: none; border: none; padding: 0; color: var(--link-text-color);

@@ -236,9 +236,15 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     expect(page.locator("#env-header h1")).to_contain_text("Lights Out")
     page.locator("#open-launch").click()
     expect(page.locator("#launch-environment")).to_contain_text("template:lights_out")
-    field(page, "launch-env").fill("OPENENV_MODE=simulation")
+    field(page, "launch-env").fill("OPENENV_MODE=simulation\nMAX_CONCURRENT_ENVS=4")
+    page.locator("#launch-options .cm-content").fill('{"replicas": 2}')
     page.locator("#launch-start").click()
     expect(page.locator("#launch-status")).to_contain_text("running", timeout=LAUNCH_S)
+    # The pool, live: both replicas once they serve, and what the pool holds for a trainer.
+    pool = page.locator("#launch-status .endpoint-pool")
+    expect(pool.locator("tr")).to_have_count(3, timeout=LAUNCH_S)  # a header and two replicas
+    expect(pool).to_contain_text("0/8 sessions on 2 replicas")
+    expect(pool).to_contain_text("generation_batch_size (or your trainer's parallel rollouts) to at most 8")
     url = field(page, "launch-url").input_value()
     assert re.fullmatch(re.escape(envhub.url) + r"/endpoints/[0-9a-f]{10}", url), url
     assert envhub.http.get(url.removeprefix(envhub.url) + "/health").json() == {"status": "healthy"}

@@ -63,3 +63,10 @@ def test_task_environments_list_their_splits() -> None:
 def test_websocket_url() -> None:
     assert Target("https://a.hf.space").ws_url == "wss://a.hf.space/ws"
     assert Target("http://127.0.0.1:7860/endpoints/x/").ws_url == "ws://127.0.0.1:7860/endpoints/x/ws"
+
+
+def test_trl_asks_for_a_generation_batch_the_pool_holds() -> None:
+    held = trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE), sessions=128))
+    ast.parse(held)
+    assert "generation_batch_size=128," in held
+    assert "generation_batch_size" not in trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE)))
