@@ -68,7 +68,8 @@ class Settings(BaseSettings):
     ws_ping_s: float = Field(
         default=20,
         gt=0,
-        description="the gateway pings clients' and servers' WebSockets this often; one that misses two is closed",
+        description="the gateway pings clients' and servers' WebSockets this often; one that leaves a ping "
+        "unanswered for an interval is closed",
     )
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")

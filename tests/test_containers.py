@@ -2,6 +2,7 @@
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import docker
@@ -214,3 +215,31 @@ def test_docker_options_are_checked(envhub: Envhub) -> None:
     )
     assert response.status_code == 422
     assert "the docker backend takes ['image', 'port', 'replicas'], not ['gpus']" in response.json()["detail"]
+
+
+@needs_docker
+def test_a_docker_pool_grows_into_the_spare_and_stops_whole(
+    settings: Settings, tmp_path: Path, templates_dir: Path, docker_engine: docker.DockerClient
+) -> None:
+    write_count_env(templates_dir / "count")
+    configured = settings.model_copy(
+        update={"data_dir": tmp_path / "data", "docker_base_image": BASE_IMAGE, "docker_spares": 1}
+    )
+    envhub = Envhub(configured)
+    try:
+        endpoint = envhub.launch("template:count", backend="docker", options={"replicas": {"min": 1, "max": 2}})
+        running = envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=600)
+        assert running["status"] == "running", running["message"]
+        wait_until(lambda: len(spares(docker_engine, configured.catalog_id())) == 1, timeout_s=60)
+        with ExitStack() as sockets:
+            for _ in range(2):  # the one replica looks full: the pool grows, into the container started ahead
+                client = sockets.enter_context(GenericEnvClient(base_url=running["url"]).sync())
+                client.reset()
+            grown = lambda: sum(r["status"] == "ready" for r in envhub.endpoint(endpoint["id"])["pool"]["replicas"])  # noqa: E731
+            wait_until(lambda: grown() == 2, timeout_s=30)
+        second = docker_engine.containers.get(f"envhub-{endpoint['id']}-2")
+        assert SPARE_LABEL in second.labels  # it was the spare
+        envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+        wait_until(lambda: not docker_engine.containers.list(all=True, filters={"name": f"envhub-{endpoint['id']}"}))
+    finally:
+        envhub.stop()

@@ -294,10 +294,10 @@ def serve_env(settings: Settings, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def running_on(server: Server, environment: str) -> dict[str, Any]:
+def running_on(server: Server, environment: str, **body: Any) -> dict[str, Any]:
     """An endpoint launched through a served envhub, once it runs."""
     wait_until(server.healthy, timeout_s=30)
-    launched = httpx.post(f"{server.url}/api/endpoints", json={"environment": environment}).json()
+    launched = httpx.post(f"{server.url}/api/endpoints", json={"environment": environment, **body}).json()
 
     def endpoint() -> dict[str, Any]:
         found: dict[str, Any] = httpx.get(f"{server.url}/api/endpoints/{launched['id']}").json()
@@ -333,6 +333,36 @@ def test_restart_after_a_crash_reconciles_rows_with_what_runs(
     assert row["status"] == "stopped"
     assert "envhub restarted" in row["message"]
     wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+
+
+def test_restart_after_a_crash_stops_a_pool_and_every_server_it_left(
+    settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    env = serve_env(settings, tmp_path)
+    crashed = Server(env)
+    try:
+        launched = running_on(crashed, count_template, options={"replicas": 2})
+        wait_until(
+            lambda: len(httpx.get(f"{crashed.url}/api/endpoints/{launched['id']}").json()["pool"]["replicas"]) == 2
+        )
+        first, second = launched["id"], f"{launched['id']}-2"
+        wait_until(lambda: bool(server_pids(first)) and bool(server_pids(second)), timeout_s=30)
+        left = server_pids(first) + server_pids(second)
+    finally:
+        crashed.process.kill()  # no shutdown: both servers are left running
+        crashed.stop()
+    assert all(_alive(pid) for pid in left)
+
+    restarted = Server(env)
+    try:
+        wait_until(restarted.healthy, timeout_s=30)
+        row = httpx.get(f"{restarted.url}/api/endpoints/{launched['id']}").json()
+    finally:
+        restarted.stop()
+    assert row["status"] == "stopped"
+    assert "envhub restarted" in row["message"]
+    assert [r["status"] for r in row["pool"]["replicas"]] == ["stopped", "stopped"]
+    wait_until(lambda: not any(_alive(pid) for pid in left), timeout_s=15)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
