@@ -120,11 +120,47 @@ async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, 
     slot = pool.any_ready()
     if slot is None:
         raise _no_replica(endpoint_id)
-    response = await _send(request, services, slot, path, body, traffic)
+    response = await _send(request, services, pool, slot, path, body, traffic)
     return _passed_on(response, services, slot, endpoint_id, path, traffic)
 
 
+def _loss(pool: Pool, slot: Slot) -> tuple["asyncio.Future[str]", Callable[[], None]]:
+    """A future settled (with the reason) if the slot's replica is lost, and what stops watching for that."""
+    loop = asyncio.get_running_loop()
+    lost: asyncio.Future[str] = loop.create_future()
+
+    def settle(reason: str) -> None:
+        if not lost.done():
+            lost.set_result(reason)
+
+    def tell(reason: str) -> None:  # from whichever thread found the loss
+        loop.call_soon_threadsafe(settle, reason)
+
+    return lost, pool.watch_loss(slot, tell)
+
+
 async def _send(
+    request: Request, services: Services, pool: Pool, slot: Slot, path: str, body: bytes | None, traffic: Traffic
+) -> httpx.Response:
+    """The request's answer from a replica, unless the replica is lost first (it hung: no waiting out the timeout)."""
+    lost, forget = _loss(pool, slot)
+    sending: asyncio.Future[httpx.Response] = asyncio.ensure_future(
+        _exchange(request, services, slot, path, body, traffic)
+    )
+    waited: list[asyncio.Future[Any]] = [sending, lost]
+    try:
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        forget()
+    if sending.done():
+        lost.cancel()
+        return sending.result()
+    sending.cancel()
+    traffic.request(failed=True)
+    raise UpstreamError(lost.result())
+
+
+async def _exchange(
     request: Request, services: Services, slot: Slot, path: str, body: bytes | None, traffic: Traffic
 ) -> httpx.Response:
     """The request sent to a replica; once more on a fresh connection when a kept-alive one turns out closed."""
@@ -202,7 +238,7 @@ async def _proxy_mcp(request: Request, services: Services, pool: Pool, body: byt
     slot = (pool.pinned_slot(session_id) if isinstance(session_id, str) else None) or pool.any_ready()
     if slot is None:
         raise _no_replica(endpoint_id)
-    response = await _send(request, services, slot, "mcp", body, traffic)
+    response = await _send(request, services, pool, slot, "mcp", body, traffic)
     if method == "openenv/session/close" and isinstance(session_id, str):
         await response.aread()
         result = _json(response.content).get("result")
@@ -222,7 +258,7 @@ async def _create_mcp_session(
             refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity)
             return Response(json.dumps(refusal), media_type="application/json")
         try:
-            response = await _send(request, services, slot, "mcp", body, traffic)
+            response = await _send(request, services, pool, slot, "mcp", body, traffic)
             await response.aread()
         except BaseException:
             pool.release(slot)
@@ -436,17 +472,7 @@ async def _relay_session(
     holds: bool,
 ) -> str:
     """Relay frames until an end: "refused" when the replica refused the session before answering anything."""
-    loop = asyncio.get_running_loop()
-    lost: asyncio.Future[str] = loop.create_future()
-
-    def settle(reason: str) -> None:
-        if not lost.done():
-            lost.set_result(reason)
-
-    def tell(reason: str) -> None:
-        loop.call_soon_threadsafe(settle, reason)
-
-    forget = pool.watch_loss(slot, tell)
+    lost, forget = _loss(pool, slot)
     relay.refused = None
     relay.on_confirmed = (lambda: pool.accepted(slot)) if holds else (lambda: None)
     traffic.session_opened()

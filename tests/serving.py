@@ -95,6 +95,10 @@ class Envhub:
         wait_until(lambda: self.endpoint(endpoint_id)["status"] in statuses, timeout_s=timeout_s)
         return self.endpoint(endpoint_id)
 
+    def ready_replicas(self, endpoint_id: str) -> list[dict[str, Any]]:
+        """The replicas of an endpoint's pool that take sessions."""
+        return [r for r in self.endpoint(endpoint_id)["pool"]["replicas"] if r["status"] == "ready"]
+
     def running(self, environment: str, **body: Any) -> dict[str, Any]:
         endpoint = self.launch(environment, **body)
         current = self.wait_status(endpoint["id"], "running", "failed")

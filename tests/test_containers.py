@@ -235,8 +235,7 @@ def test_a_docker_pool_grows_into_the_spare_and_stops_whole(
             for _ in range(2):  # the one replica looks full: the pool grows, into the container started ahead
                 client = sockets.enter_context(GenericEnvClient(base_url=running["url"]).sync())
                 client.reset()
-            grown = lambda: sum(r["status"] == "ready" for r in envhub.endpoint(endpoint["id"])["pool"]["replicas"])  # noqa: E731
-            wait_until(lambda: grown() == 2, timeout_s=30)
+            wait_until(lambda: len(envhub.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
         second = docker_engine.containers.get(f"envhub-{endpoint['id']}-2")
         assert SPARE_LABEL in second.labels  # it was the spare
         envhub.http.delete(f"/api/endpoints/{endpoint['id']}")

@@ -55,7 +55,8 @@ def open_ws(stack: ExitStack, url: str) -> ClientConnection:
 
 
 def ws_url(endpoint: dict[str, Any], query: str = "") -> str:
-    return endpoint["url"].replace("http", "ws", 1) + "/ws" + (f"?{query}" if query else "")
+    url: str = endpoint["url"]
+    return url.replace("http", "ws", 1) + "/ws" + (f"?{query}" if query else "")
 
 
 def ask(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
@@ -76,10 +77,6 @@ def replicas(envhub: Envhub, endpoint_id: str) -> list[dict[str, Any]]:
     return found
 
 
-def ready(envhub: Envhub, endpoint_id: str) -> list[dict[str, Any]]:
-    return [r for r in replicas(envhub, endpoint_id) if r["status"] == "ready"]
-
-
 def server_pid(settings: Settings, replica_id: str) -> int:
     """The process serving a replica, as its row's handle says."""
     engine = create_db_engine(settings.database_url)
@@ -97,8 +94,8 @@ def test_a_pool_holds_more_sessions_than_one_server_and_a_refusal_is_retried_uns
 ) -> None:
     # Three servers that hold 8 sessions each and never told envhub so: their refusals say it.
     endpoint = pools.running("template:count", options={"replicas": 3, "env": {"COUNT_CAP": "8"}})
-    wait_until(lambda: len(ready(pools, endpoint["id"])) == 3, timeout_s=30)
-    first = ready(pools, endpoint["id"])[0]
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 3, timeout_s=30)
+    first = pools.ready_replicas(endpoint["id"])[0]
     # Another client fills the first server behind envhub's back, so the gateway still believes it free.
     elsewhere = [open_ws(opened, first["internal_url"].replace("http", "ws", 1) + "/ws") for _ in range(8)]
     for ws in elsewhere:
@@ -121,7 +118,7 @@ def test_a_pool_holds_more_sessions_than_one_server_and_a_refusal_is_retried_uns
 
 def test_generic_env_clients_through_one_url(pools: Envhub) -> None:
     endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "4"}})
-    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
     opened = threading.Barrier(8, timeout=30)
 
     def episode(number: int) -> float:
@@ -198,7 +195,7 @@ def rpc(envhub: Envhub, endpoint: dict[str, Any], method: str, params: dict[str,
 
 def test_mcp_sessions_stay_on_the_replica_that_made_them(pools: Envhub, opened: ExitStack) -> None:
     endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "3"}})
-    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
     made = [rpc(pools, endpoint, "openenv/session/create")["result"]["session_id"] for _ in range(4)]
     pool = pools.endpoint(endpoint["id"])["pool"]
     assert sorted(r["sessions"] for r in pool["replicas"]) == [2, 2]  # spread, and each holds its slot
@@ -230,7 +227,7 @@ def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_rep
     pools: Envhub, settings: Settings, opened: ExitStack, how: str
 ) -> None:
     endpoint = pools.running("template:count", options={"replicas": 2, "env": {"MAX_CONCURRENT_ENVS": "2"}})
-    wait_until(lambda: len(ready(pools, endpoint["id"])) == 2, timeout_s=30)
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
     sockets = _sessions_on(opened, endpoint, 4)
     victim = f"{endpoint['id']}-2"
     pid = server_pid(settings, victim)
@@ -252,7 +249,9 @@ def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_rep
             assert ws.close_code == 1011
             assert f"endpoint {endpoint['id']} lost this session" in (ws.close_reason or "")
         assert time.monotonic() - started < 10
-        replaced = lambda: {r["id"] for r in ready(pools, endpoint["id"])} == {endpoint["id"], f"{endpoint['id']}-3"}  # noqa: E731
+        replaced = lambda: (
+            {r["id"] for r in pools.ready_replicas(endpoint["id"])} == {endpoint["id"], f"{endpoint['id']}-3"}
+        )  # noqa: E731
         wait_until(replaced, timeout_s=20)
         row = pools.endpoint(endpoint["id"])
         gone = next(r for r in row["pool"]["replicas"] if r["id"] == victim)
