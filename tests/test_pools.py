@@ -72,9 +72,9 @@ def play(ws: ClientConnection, steps: int = 3) -> None:
         assert ask(ws, {"type": "step", "data": {"add": 1}})["type"] == "observation"
 
 
-def replicas(envhub: Envhub, endpoint_id: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = envhub.endpoint(endpoint_id)["pool"]["replicas"]
-    return found
+def kinds(envhub: Envhub, endpoint_id: str) -> list[str]:
+    """The kinds of the pool's last events, newest first."""
+    return [e["kind"] for e in envhub.endpoint(endpoint_id)["pool"]["events"]]
 
 
 def server_pid(settings: Settings, replica_id: str) -> int:
@@ -178,8 +178,7 @@ def test_a_pool_grows_while_sessions_wait_and_shrinks_when_idle(
         assert [r["sessions"] for r in pool["replicas"] if r["status"] == "ready"] == [2, 2, 2]
         assert "grow" in [e["kind"] for e in pool["events"]]
         opened.close()
-        shrunk = lambda: [e["kind"] for e in envhub.endpoint(endpoint["id"])["pool"]["events"]].count("shrink") == 2  # noqa: E731
-        wait_until(shrunk, timeout_s=20)
+        wait_until(lambda: kinds(envhub, endpoint["id"]).count("shrink") == 2, timeout_s=20)
         pool = envhub.endpoint(endpoint["id"])["pool"]
         assert sorted(r["status"] for r in pool["replicas"]) == ["ready", "stopped", "stopped"]
         with connect(ws_url(endpoint)) as ws:
@@ -249,10 +248,8 @@ def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_rep
             assert ws.close_code == 1011
             assert f"endpoint {endpoint['id']} lost this session" in (ws.close_reason or "")
         assert time.monotonic() - started < 10
-        replaced = lambda: (
-            {r["id"] for r in pools.ready_replicas(endpoint["id"])} == {endpoint["id"], f"{endpoint['id']}-3"}
-        )  # noqa: E731
-        wait_until(replaced, timeout_s=20)
+        serving = {endpoint["id"], f"{endpoint['id']}-3"}  # the first, and the one that took the victim's place
+        wait_until(lambda: {r["id"] for r in pools.ready_replicas(endpoint["id"])} == serving, timeout_s=20)
         row = pools.endpoint(endpoint["id"])
         gone = next(r for r in row["pool"]["replicas"] if r["id"] == victim)
         assert gone["status"] == "failed"
