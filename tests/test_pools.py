@@ -362,3 +362,33 @@ def test_bad_replicas_are_422(pools: Envhub, replicas: Any, detail: str) -> None
         "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": {"replicas": 2}}
     )
     assert "a Space is one server" in space.json()["detail"]
+
+
+def test_stateless_http_is_spread_over_the_replicas(settings: Settings, tmp_path: Path, templates_dir: Path) -> None:
+    write_echo_env(templates_dir / "echo")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        endpoint = envhub.running("template:echo", options={"replicas": 2})
+        wait_until(lambda: len(envhub.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
+        servers = {r["internal_url"].removeprefix("http://") for r in envhub.ready_replicas(endpoint["id"])}
+        seen = {envhub.http.get(f"{endpoint['url']}/headers").json()["host"] for _ in range(6)}
+        assert seen == servers
+    finally:
+        envhub.stop()
+
+
+def test_mcp_over_websocket_is_placed_like_any_session(pools: Envhub, opened: ExitStack) -> None:
+    endpoint = pools.running("template:count", options={"replicas": 2, "env": {"COUNT_CAP": "1"}})
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 2, timeout_s=30)
+    mcp = endpoint["url"].replace("http", "ws", 1) + "/mcp"
+    held = [open_ws(opened, mcp) for _ in range(2)]
+    for ws in held:
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        assert json.loads(ws.recv(timeout=10))["id"] == 1  # each got a server of its own
+    assert sorted(r["sessions"] for r in pools.ready_replicas(endpoint["id"])) == [1, 1]
+
+    refused = open_ws(opened, mcp)  # both servers refuse it; after the queue, the pool says so as MCP does
+    answer = json.loads(refused.recv(timeout=10))
+    assert answer["error"]["code"] == -32000
+    assert answer["error"]["data"] == {"active_sessions": 2, "max_sessions": 2}
+    assert answer["error"]["message"].startswith("the pool is full: 2/2 sessions on 2 replicas")
