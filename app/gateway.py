@@ -443,7 +443,7 @@ async def _run_session(
             holds = True
         try:
             upstream = await _connect(services, slot, path, websocket.url.query)
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
+        except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:  # closed: not listening yet
             if holds:
                 pool.release(slot)
             traffic.request(failed=True)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import Engine, func
 from sqlmodel import Session, col, select
 
@@ -34,7 +35,7 @@ from hosting.options import ReplicaRange
 from hosting.pools import Pool
 from hosting.routing import Routes
 from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, Report, Task, handle_of
-from hosting.runtimes.logs import death_note
+from hosting.runtimes.logs import LIVENESS_QUERY, death_note
 
 __all__ = ["Replicas", "capacity_of", "replica_id"]
 
@@ -147,11 +148,16 @@ class Replicas:
         seen = {task.id: task for task in tasks}
         capacity = capacity_of(endpoint)
         ended: list[Replica] = []
-        with Session(self.engine) as session:
+        serving = {r.id for r in self.rows(endpoint.id, ready_only=True)}
+        headers = runtime.auth_headers(service)
+        answering = {t.id for t in tasks if t.running and t.id not in serving and self._answers(t, headers)}
+        with self._lock, Session(self.engine, expire_on_commit=False) as session:
             rows = {r.id: r for r in session.exec(select(Replica).where(col(Replica.endpoint) == endpoint.id)).all()}
             for task in tasks:
                 row = rows.get(task.id)
-                status = ReplicaStatus.READY if task.running else ReplicaStatus.STARTING
+                # Running is not serving: a task takes sessions once its server answers /health.
+                ready = task.running and (task.id in answering or task.id in serving)
+                status = ReplicaStatus.READY if ready else ReplicaStatus.STARTING
                 if row is None:
                     row = Replica(id=task.id, endpoint=endpoint.id, capacity=capacity, handle=endpoint.handle)
                 elif row.status not in (ReplicaStatus.STARTING, ReplicaStatus.READY):
@@ -159,7 +165,7 @@ class Replicas:
                 row.sqlmodel_update(
                     {"status": status, "internal_url": task.url, "host": task.host, "last_error": task.error}
                 )
-                if task.running and row.started_at is None:
+                if ready and row.started_at is None:
                     row.started_at = task.started_at or utcnow()
                 session.add(row)
             for row in rows.values():
@@ -171,6 +177,13 @@ class Replicas:
             session.commit()
         self.routes.refresh(endpoint.id)
         return tasks, ended
+
+    @staticmethod
+    def _answers(task: Task, headers: dict[str, str]) -> bool:
+        try:
+            return httpx.get(f"{task.url}/health?{LIVENESS_QUERY}", headers=headers, timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     # -- rows and events
 

@@ -67,7 +67,9 @@ class Scaler:
                     log.warning("could not read the tasks of %s: %s", endpoint.id, exc.message)
                     return
                 for replica in ended:
-                    self._tell(endpoint, pool, replica, replica.last_error)
+                    reason = f"replica {replica.id}: {replica.last_error}"
+                    self._tell(endpoint, pool, replica, reason)
+                    self._count_loss(endpoint, reason)
             else:
                 for replica in self.replicas.rows(endpoint.id):
                     if replica.status in (ReplicaStatus.READY, ReplicaStatus.DRAINING) and not (
@@ -147,6 +149,10 @@ class Scaler:
         self.replicas.update(replica.id, status=ReplicaStatus.UNHEALTHY, last_error=reason)
         self._tell(endpoint, pool, replica, reason)
         self.replicas.stop(endpoint, replica, status=ReplicaStatus.FAILED, error=reason)
+        self._count_loss(endpoint, reason)
+
+    def _count_loss(self, endpoint: Endpoint, reason: str) -> None:
+        """The pool's event; an endpoint whose servers keep dying is failed rather than replaced again."""
         self.replicas.event(endpoint.id, "lost", reason)
         lost = self.replicas.losses(endpoint.id, CRASH_LOOP_S)
         if lost >= CRASH_LOOP_LOSSES and not self.replicas.rows(endpoint.id, ready_only=True):
