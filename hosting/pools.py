@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Lost", "Pool", "PoolFull", "Slot", "Upstream"]
+__all__ = ["Pool", "PoolFull", "Slot", "Upstream"]
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,12 @@ class PoolFull(Exception):
         )
 
 
-class Lost(Exception):
-    """The replica a session ran on died or hung."""
-
-
 class Pool:
     """One endpoint's slots, its waiting sessions, and the MCP sessions pinned to replicas."""
 
-    def __init__(self, endpoint_id: str, *, least: int = 1, most: int = 1) -> None:
+    def __init__(self, endpoint_id: str, *, most: int = 1) -> None:
         self.endpoint_id = endpoint_id
-        self.least, self.most = least, most
+        self.most = most  # the replicas it may grow to
         self.slots: dict[str, Slot] = {}
         self.waiting = 0
         self.pinned: dict[str, str] = {}  # MCP session id -> replica id

@@ -34,7 +34,7 @@ from hosting.models import (
 from hosting.options import ReplicaRange
 from hosting.pools import Pool
 from hosting.routing import Routes
-from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, Report, Task, handle_of
+from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, Report, Task, handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY, death_note
 
 __all__ = ["Replicas", "capacity_of", "replica_id"]
@@ -142,9 +142,9 @@ class Replicas:
         shut down or that failed ended. The tasks, and the replicas that ended (they lost their sessions)."""
         runtime = self.runtimes[endpoint.backend]
         service = handle_of(runtime, endpoint.handle)
-        if service is None:
+        if service is None or not is_service(runtime):
             return [], []
-        tasks: list[Task] = runtime.tasks(service)  # type: ignore[attr-defined]
+        tasks = runtime.tasks(service)
         seen = {task.id: task for task in tasks}
         capacity = capacity_of(endpoint)
         ended: list[Replica] = []

@@ -148,7 +148,7 @@ class Routes:
             known = self._pools.get(endpoint_id)
             pool = known[0] if known is not None else Pool(endpoint_id)
             self._pools[endpoint_id] = (pool, time.monotonic())
-        pool.least, pool.most = size.min, size.max
+        pool.most = size.max
         pool.on_pressure = lambda: self.on_pressure(endpoint_id)
         pool.set_replicas(replicas)
         return pool

@@ -125,7 +125,7 @@ class Scaler:
             if service is None or self._asked.get(endpoint.id, now) == target:
                 return  # asked already: the orchestrator is starting them
             self._asked[endpoint.id] = target
-            runtime.scale(service, target)  # type: ignore[attr-defined]
+            runtime.scale(service, target)
             why = "to keep the pool's min" if kind == "replace" else "sessions were waiting or the pool was nearly full"
             self.replicas.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
             return
@@ -134,13 +134,13 @@ class Scaler:
     def _shrink(self, endpoint: Endpoint, replica: Replica) -> None:
         """A drained replica without sessions: stopped (a service's: the swarm removes one of its tasks)."""
         runtime = self.endpoints.runtimes[endpoint.backend]
-        service = handle_of(runtime, endpoint.handle) if is_service(runtime) else None
+        service = handle_of(runtime, endpoint.handle)
         self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)
         idle = self.endpoints.limits.pool_idle_s
-        if service is not None:
+        if service is not None and is_service(runtime):
             left = len([r for r in self.replicas.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
             self._asked[endpoint.id] = left
-            runtime.scale(service, left)  # type: ignore[attr-defined]
+            runtime.scale(service, left)
         self.replicas.event(endpoint.id, "shrink", f"replica {replica.id} stopped after {idle:g} s without sessions")
 
     def lose(self, endpoint: Endpoint, replica: Replica, reason: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeGuard, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -174,7 +174,7 @@ class ServiceRuntime(Runtime[Options, H], Protocol):
         ...
 
 
-def is_service(runtime: AnyRuntime) -> bool:
+def is_service(runtime: AnyRuntime) -> TypeGuard[ServiceRuntime[Any, Any]]:
     """Whether the runtime holds all of an endpoint's replicas in one service."""
     return hasattr(runtime, "tasks") and hasattr(runtime, "scale")
 
