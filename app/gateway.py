@@ -47,6 +47,7 @@ _DROPPED = {
 # Credentials meant for envhub never travel on to an environment's server.
 _PRIVATE = {"authorization", "cookie", "x-csrf-token"}
 _MAX_FRAME = 100 * 1024 * 1024
+_SENDABLE = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, *range(3000, 5000)}
 _BUFFERED = 8 * 1024 * 1024  # request bodies up to this are read first, so that a request can be sent again
 # What a server that closed a kept-alive connection (uvicorn does after a 500 it raised) gives the request sent on it.
 _STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
@@ -340,7 +341,9 @@ async def _client_to_upstream(upstream: ClientConnection, relay: _Relay) -> None
         message = await relay.inbox.get()
         if message["type"] == "websocket.disconnect":
             relay.inbox.put_nowait(message)  # seen again if the session moves to another replica
-            await upstream.close(code=message.get("code", 1000), reason=message.get("reason") or "")
+            code = message.get("code", 1000)
+            # 1005 and 1006 say no code came (the client closed without one, or vanished); they are never sent.
+            await upstream.close(code=code if code in _SENDABLE else 1000, reason=message.get("reason") or "")
             return
         data: str | bytes | None = message.get("text")
         if data is None:

@@ -199,8 +199,7 @@ class EndpointManager:
             except EnvhubError as exc:
                 self.replicas.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
                 return 0
-        for _ in range(count):
-            row = self.replicas.add(endpoint, capacity_of(endpoint))
+        for row in self.replicas.add(endpoint, capacity_of(endpoint), count):
             threading.Thread(
                 target=self._start_replica, args=(endpoint, row, spec, kind), name=f"replica-{row.id}", daemon=True
             ).start()

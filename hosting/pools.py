@@ -176,7 +176,7 @@ class Pool:
                     return None
                 slot = min(untold, key=lambda s: s.sessions)
             slot.sessions += 1
-            nearly_full = self._fullness() > 0.8
+            nearly_full = self._fullness() > 0.8 and len(open_) < self.most  # at its most, nothing to grow
         if nearly_full:
             self.on_pressure()
         return slot

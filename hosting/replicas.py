@@ -80,15 +80,17 @@ class Replicas:
 
     # -- one server per replica (process, docker)
 
-    def add(self, endpoint: Endpoint, capacity: int | None) -> Replica:
-        """A row for one more replica, starting: counted at once, so that decisions made meanwhile see it."""
-        with self._lock, Session(self.engine) as session:
-            count = session.exec(select(func.count()).where(col(Replica.endpoint) == endpoint.id)).one()
-            row = Replica(id=replica_id(endpoint.id, count + 1), endpoint=endpoint.id, capacity=capacity, host=_HOST)
-            session.add(row)
+    def add(self, endpoint: Endpoint, capacity: int | None, count: int) -> list[Replica]:
+        """Rows for `count` more replicas, starting, in one write: a decision made meanwhile sees all or none."""
+        with self._lock, Session(self.engine, expire_on_commit=False) as session:
+            known = session.exec(select(func.count()).where(col(Replica.endpoint) == endpoint.id)).one()
+            rows = [
+                Replica(id=replica_id(endpoint.id, known + n), endpoint=endpoint.id, capacity=capacity, host=_HOST)
+                for n in range(1, count + 1)
+            ]
+            session.add_all(rows)
             session.commit()
-            session.refresh(row)
-            return row
+            return rows
 
     def start(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], report: Report) -> Replica:
         """Start an added replica's server and wait until it serves; LaunchError (its row says why) when it cannot."""
