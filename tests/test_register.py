@@ -18,7 +18,7 @@ pytestmark = pytest.mark.databases
 
 @pytest.fixture
 def local_client(settings: Settings, count_template: str) -> Iterator[TestClient]:
-    local = settings.model_copy(update={"allow_private_urls": True, "check_timeout_s": 2})
+    local = settings.model_copy(update={"allow_private_urls": True})
     with TestClient(create_app(local)) as test_client:
         yield test_client
 
