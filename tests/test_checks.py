@@ -113,7 +113,8 @@ def test_a_production_server_skips_http_control() -> None:
     ],
 )
 def test_a_broken_server_fails_exactly_what_it_breaks(server: object, failed: set[str]) -> None:
-    report = check_app(server())  # type: ignore[operator]
+    # A roomy deadline per request: on a loaded machine a sound route must not fail beside the broken one.
+    report = check_app(server(), timeout_s=5)  # type: ignore[operator]
     assert outcomes(report, Outcome.FAIL) == failed, [(c.id, c.message) for c in report.checks if c.result == "fail"]
     assert not report.conforms
     # what could not be checked because of the break is reported as not run, never as passed
