@@ -20,6 +20,7 @@ from hosting.monitor import HealthMonitor
 from hosting.reconcile import Keeper
 
 __all__ = [
+    "EVALUATIONS_INTERVAL_S",
     "SYNC_LEASE",
     "WATCH_INTERVAL_S",
     "health_round",
@@ -32,6 +33,7 @@ __all__ = [
 log = logging.getLogger("envhub")
 
 WATCH_INTERVAL_S = 2
+EVALUATIONS_INTERVAL_S = 30  # how often runs left by envhub processes that are gone are marked interrupted
 SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
 
 

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from app import gateway
 from app.api import checks, datasets, environments, health, publications, sync
 from app.api import endpoints as endpoints_api
+from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
 from app.auth import routes as auth_routes
 from app.forwarded import ForwardedHostMiddleware
@@ -61,7 +62,7 @@ def create_app(
         return JSONResponse({"detail": _describe_validation(exc)}, status_code=422)
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
-    for module in (environments, datasets, sync, endpoints_api, checks, health, publications):
+    for module in (environments, datasets, sync, endpoints_api, evaluations_api, checks, health, publications):
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(auth_routes.router)
     app.include_router(gateway.router)

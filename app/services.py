@@ -20,6 +20,7 @@ from app.auth.callers import Identities
 from app.auth.provider import Provider
 from app.auth.sessions import SessionStore, session_secret
 from app.background import (
+    EVALUATIONS_INTERVAL_S,
     WATCH_INTERVAL_S,
     health_round,
     periodically,
@@ -38,6 +39,7 @@ from core.db import create_db_engine, init_db
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import Sealer
+from evals.runs import Runner
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
@@ -125,6 +127,7 @@ class Services:
     publisher: Publisher
     monitor: HealthMonitor
     play: PlaySessions
+    evaluations: Runner  # the evaluation runs under way in this process
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -189,6 +192,7 @@ class Services:
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
+            evaluations=Runner(engine, leases.replica),
         )
 
     @contextmanager
@@ -210,6 +214,7 @@ class Services:
         await asyncio.to_thread(self.prepare_catalog)
         await asyncio.to_thread(self.leases.start)
         await asyncio.to_thread(self.keeper.reconcile)
+        await self._interrupt_orphaned_evaluations()
         process = self.endpoints.runtimes.get(Backend.PROCESS)
         if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
             # In the background: the first launch then finds the zygote ready, or waits for it.
@@ -219,6 +224,12 @@ class Services:
             periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),
             periodically("probing replicas", probe_replicas(self.keeper), LIVENESS_INTERVAL_S),
             periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
+            periodically(
+                "marking orphaned evaluations",
+                self._interrupt_orphaned_evaluations,
+                EVALUATIONS_INTERVAL_S,
+                first_after_s=EVALUATIONS_INTERVAL_S,
+            ),
         ]
         if settings.sync_interval_s > 0:
             poll_s = min(settings.lease_ttl_s / 3, settings.sync_interval_s)
@@ -239,6 +250,10 @@ class Services:
     async def _reap_play(self) -> None:
         await self.play.reap()
 
+    async def _interrupt_orphaned_evaluations(self) -> None:
+        live = await asyncio.to_thread(self.leases.live_replicas)
+        await asyncio.to_thread(self.evaluations.interrupt_orphans, live)
+
     async def stop(self) -> None:
         """After the last request: the loops, play sessions, follow-ups, local servers and leases, in that order."""
         self.syncer.stop()
@@ -246,6 +261,7 @@ class Services:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+        await self.evaluations.stop()
         await self.play.close_all()
         await self.publisher.aclose()
         await self.monitor.aclose()

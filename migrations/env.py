@@ -9,6 +9,7 @@ import app.auth.sessions  # noqa: F401
 import catalog.models  # noqa: F401
 import conformance.models  # noqa: F401
 import core.leases  # noqa: F401
+import evals.models  # noqa: F401
 import hosting.models  # noqa: F401
 from core.db import compared_with_models
 

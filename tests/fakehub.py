@@ -20,6 +20,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -177,6 +178,7 @@ class Fault:
     """What the server does instead of answering one matching request.
 
     Precedence: ``reset``, then ``hang_s``, then ``status``/``body`` (``body`` with ``status`` 0 means 200).
+    A hang ends early when ``released`` is set.
     """
 
     status: int = 0
@@ -184,6 +186,7 @@ class Fault:
     hang_s: float = 0.0
     body: bytes | None = None
     reset: bool = False
+    released: threading.Event | None = None
 
     def __post_init__(self) -> None:
         if not (self.status or self.hang_s > 0 or self.body is not None or self.reset):
@@ -692,7 +695,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         if fault.hang_s > 0:
-            self.server.hub._stopping.wait(fault.hang_s)
+            deadline = time.monotonic() + fault.hang_s
+            released = fault.released or self.server.hub._stopping
+            while not (released.is_set() or self.server.hub._stopping.is_set()) and time.monotonic() < deadline:
+                released.wait(min(0.1, max(deadline - time.monotonic(), 0)))
             return
         headers: _Headers = []
         if fault.retry_after is not None:

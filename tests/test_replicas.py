@@ -219,8 +219,9 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         launched = a.post("/api/endpoints", json={"environment": count_template}).json()
         wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] != "starting", timeout_s=60)
         assert a.get(f"/api/endpoints/{launched['id']}")["status"] == "running"
-        # a's sync hangs on the Hub for as long as b may take to start, so that b starts during it.
-        hub.fail("GET", "/api/spaces", Fault(hang_s=2 * startup_s + 20))
+        # a's sync hangs on the Hub until b has started and looked, so that b starts during it.
+        released = threading.Event()
+        hub.fail("GET", "/api/spaces", Fault(hang_s=2 * startup_s + 60, released=released))
         sync = a.post("/api/sync").json()
         assert sync["status"] == "running"
 
@@ -243,6 +244,7 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         assert httpx.get(f"{b.url}/endpoints/{launched['id']}/health").json() == {"status": "healthy"}
 
         # a's sync, once done, is what b serves.
+        released.set()
         wait_until(lambda: b.get(f"/api/sync/{sync['id']}")["status"] != "running", timeout_s=2 * STARTUP_S + 30)
         assert b.get(f"/api/sync/{sync['id']}")["status"] == "ok"
         assert [e["id"] for e in b.get("/api/environments?q=chess")["data"]] == ["alice/chess"]

@@ -8,11 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import CheckerDep, MonitorDep, SessionDep, SettingsDep
+from app.api.deps import CheckerDep, MonitorDep, ServicesDep, SessionDep, SettingsDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.store import get_environment
 from conformance.register import register_url
+from evals.leaderboard import leaderboard
+from evals.models import Leaderboard
 
 router = APIRouter(prefix="/api/environments", tags=["environments"])
 
@@ -68,6 +70,13 @@ async def register_environment(
     if not created:
         response.status_code = status.HTTP_200_OK
     return environment
+
+
+@router.get("/{environment_id:path}/leaderboard")
+def read_leaderboard(session: SessionDep, services: ServicesDep, environment_id: str) -> Leaderboard:
+    """The environment's evaluations, best first, grouped by what they compare on (revision and task set)."""
+    get_environment(session, environment_id)
+    return leaderboard(services.engine, environment_id)
 
 
 @router.get("/{environment_id:path}")

@@ -24,7 +24,9 @@ class Detail:
     readme: gr.HTML
     api: gr.HTML
     status: gr.HTML
+    board: gr.HTML
     play: gr.Button
+    evaluate: gr.Button
     launch: gr.Button
     wake: gr.Button
     connect: connect.Connect
@@ -56,13 +58,16 @@ def build() -> Detail:
                 api = gr.HTML(elem_id="env-api")
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
+            with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
+                board = gr.HTML(elem_id="env-leaderboard")
         with gr.Column(scale=1, min_width=220):
             play = gr.Button("▶ Play", variant="primary", elem_id="open-play")
+            evaluate = gr.Button("📊 Evaluate", elem_id="open-evaluate")
             launch = gr.Button("🚀 Launch", elem_id="open-launch")
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
-    return Detail(header, readme, api, status, play, launch, wake, panel, deploy)
+    return Detail(header, readme, api, status, board, play, evaluate, launch, wake, panel, deploy)
 
 
 def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:

@@ -1,27 +1,13 @@
 """An observation split into what a person reads: text, Markdown, images, a field table,
 legal actions to click, the error to show next to the form, and a JSON tree of the rest."""
 
-import base64
-import binascii
 import html
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.ui.readme import render_inline
-
-LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
-_MAGIC = {
-    b"\x89PNG\r\n\x1a\n": "image/png",
-    b"\xff\xd8\xff": "image/jpeg",
-    b"GIF87a": "image/gif",
-    b"GIF89a": "image/gif",
-}
-_DATA_URI = re.compile(r"^data:(image/(?:png|jpeg|gif|webp));base64,([A-Za-z0-9+/=\s]+)$", re.IGNORECASE)
-_B64 = re.compile(r"^[A-Za-z0-9+/\s]+={0,2}$")
-_WHITESPACE = re.compile(r"\s")
-MAX_IMAGE_BYTES = 8 * 1024 * 1024
+from protocol.observations import LEGAL_ACTION_KEYS, image_data_uri
 
 
 @dataclass(frozen=True)
@@ -37,25 +23,6 @@ class ObservationView:
     legal_actions: list[Any] = field(default_factory=list)
     error: str | None = None
     tree: dict[str, Any] = field(default_factory=dict)
-
-
-def image_data_uri(value: str) -> str | None:
-    """A data: URI for a base64 PNG, JPEG, GIF or WebP (raw or already a data URI), else None."""
-    if value[:5].lower() == "data:":
-        match = _DATA_URI.match(value.strip())
-        return f"data:{match.group(1).lower()};base64,{_WHITESPACE.sub('', match.group(2))}" if match else None
-    if len(value) < 32 or len(value) > MAX_IMAGE_BYTES * 4 // 3 + 8 or not _B64.match(value[:4096]):
-        return None
-    try:
-        head = base64.b64decode(value[:64], validate=False)
-    except (binascii.Error, ValueError):
-        return None
-    mime = next((m for magic, m in _MAGIC.items() if head.startswith(magic)), None)
-    if mime is None and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        mime = "image/webp"
-    if mime is None:
-        return None
-    return f"data:{mime};base64,{_WHITESPACE.sub('', value)}"
 
 
 def _is_layout(text: str) -> bool:

@@ -1,5 +1,5 @@
-"""The whole UI: one Gradio Blocks page with Browse, Environment, Play and Launch tabs,
-deep links (/?env=owner/name, /?q=wordle), and its mount at / on the FastAPI app."""
+"""The whole UI: one Gradio Blocks page with Browse, Environment, Play, Evaluate and Launch tabs,
+deep links (/?env=owner/name, /?q=wordle, /?episode=ID), and its mount at / on the FastAPI app."""
 
 import asyncio
 from collections.abc import Callable
@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, launch, play, publish
+from app.ui import browse, detail, evaluate, launch, play, publish
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import caller_of
@@ -43,14 +43,18 @@ def build_blocks(services: Services) -> gr.Blocks:
                 d = detail.build()
             with gr.Tab("Play", id="play", elem_id="tab-play"):
                 p = play.build()
+            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+                ev = evaluate.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
                 lp = launch.build(list(services.endpoints.runtimes))
         browse.wire(services, b)
         play_events = play.wire(services, p, selected)
         launch.wire(services, lp, selected)
+        evaluate.wire(services, ev, selected)
         publish.wire(services, d.publish, selected)
 
-        opened = [selected, tabs, lp.environment, *d.outputs, *d.publish.outputs, p.url, *p.setup]
+        opened = [selected, tabs, lp.environment, ev.environment, ev.board, d.board]
+        opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup]
 
         def open_environment(environment_id: str, request: gr.Request) -> dict[Any, Any]:
             return (
@@ -61,6 +65,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 }
                 | detail.show(services, d, environment_id, request)
                 | publish.show(services, d.publish, environment_id, request)
+                | evaluate.show(services, ev, environment_id, d.board)
                 | play.prepare(services, p, environment_id, request)
             )
 
@@ -83,11 +88,18 @@ def build_blocks(services: Services) -> gr.Blocks:
                 account: publish.account_html(services, caller_of(services, request)),
             }
             environment_id = str(params.get("env", "")).strip()
+            episode_id = str(params.get("episode", "")).strip()[:100]
+            if episode_id:  # a shared episode: its environment, and the episode in the viewer
+                shown = evaluate.open_episode(services, ev, episode_id, request)
+                run = services.evaluations.find_run_of(episode_id)
+                opened_env = open_environment(run.environment, request) if run is not None else {}
+                return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
             return values | (open_environment(environment_id, request) if environment_id else {})
 
-        blocks.load(start_page, None, [*b.outputs, b.query, b.tags, account, *opened], show_progress="hidden").then(
-            refresh, [selected], d.live_outputs, show_progress="hidden"
-        )
+        viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
+        blocks.load(
+            start_page, None, [*b.outputs, b.query, b.tags, account, *opened, *viewer], show_progress="hidden"
+        ).then(refresh, [selected], d.live_outputs, show_progress="hidden")
         b.results.click(from_card, None, opened, show_progress="hidden").then(
             refresh, [selected], d.live_outputs, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
@@ -95,6 +107,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             event.then(refresh, [selected], d.live_outputs, show_progress="hidden")
         d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
+        d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)
 
         async def wake(environment_id: str) -> dict[Any, Any]:
             return await detail.wake(services, d, environment_id)

@@ -307,3 +307,40 @@ def _health(envhub: Envhub, environment_id: str) -> str | None:
     health = envhub.http.get(f"/api/environments/{environment_id}").json().get("health") or {}
     status: str | None = health.get("status")
     return status
+
+
+def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, page: Any) -> None:
+    page.goto(envhub.url + "/?env=template:wordle")
+    expect(page.locator("#env-header h1")).to_contain_text("Wordle")
+    page.locator("#open-evaluate").click()
+    expect(page.locator("#eval-environment")).to_contain_text("template:wordle")
+    field(page, "eval-episodes").fill("3")
+    field(page, "eval-max-steps").fill("4")
+    page.locator("#eval-run").click()
+    expect(page.locator("#eval-progress")).to_contain_text("finished", timeout=LAUNCH_S)
+    expect(page.locator("#eval-progress")).to_contain_text("3 of 3 episodes")
+    rows = page.locator("#eval-results [role=row]:not(thead [role=row])")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#eval-leaderboard")).to_contain_text("random")
+    expect(page.locator("#eval-leaderboard")).to_contain_text("baseline")
+    screenshot(page, "evaluate")
+
+    rows.first.locator("[role=gridcell], td").first.click()  # the episode opens in the viewer
+    viewer = page.locator("#eval-viewer")
+    expect(viewer).to_contain_text("reset 0 of 4")
+    page.locator("#eval-next").click()
+    expect(viewer).to_contain_text("step 1 of 4")
+    expect(viewer).to_contain_text("Action")
+    share = viewer.locator("a", has_text="share link").get_attribute("href")
+    assert share is not None and "/?episode=ev-" in share
+
+    shared = page.context.new_page()  # the share link opens the same episode, on its environment
+    shared.goto(share)
+    expect(shared.locator("#eval-viewer")).to_contain_text("reset 0 of 4")
+    expect(shared.locator("#eval-viewer")).to_contain_text(share.rsplit("=", 1)[1])
+    expect(shared.locator("#eval-leaderboard")).to_contain_text("random")
+    screenshot(shared, "episode-viewer")
+    shared.get_by_role("tab", name="Environment").click()  # the environment's page has its leaderboard too
+    shared.get_by_role("tab", name="Leaderboard").click()
+    expect(shared.locator("#env-leaderboard")).to_contain_text("random")
+    assert not [m for m in page.console if "pageerror" in m]

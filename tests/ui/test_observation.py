@@ -5,7 +5,8 @@ import io
 
 from PIL import Image
 
-from app.ui.observation import image_data_uri, legal_html, observation_view, render_view, stats_html
+from app.ui.observation import legal_html, observation_view, render_view, stats_html
+from protocol.observations import image_data_uri
 
 
 def png_base64(size: int = 8) -> str:

@@ -1,0 +1,85 @@
+"""Evaluations: run a policy (a model or a baseline) over an environment's episodes, follow it, read its
+episodes, export them, cancel it."""
+
+import json
+
+from fastapi import APIRouter, Request, status
+from fastapi.responses import Response
+
+from app.api.deps import CallerDep, ServicesDep
+from app.evaluations import EvaluationRequest, start_evaluation
+from app.urls import own_gateway
+from core.errors import ConflictError, ForbiddenError
+from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
+from evals.runs import Runner
+
+router = APIRouter(prefix="/api/evaluations", tags=["evaluations"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+async def create_evaluation(
+    body: EvaluationRequest, request: Request, services: ServicesDep, caller: CallerDep
+) -> EvaluationBase:
+    """Start a run; it is `queued` until its endpoint answers, then `running`, then `finished`."""
+    row = await start_evaluation(services, body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
+    return EvaluationBase.model_validate(row.model_dump())
+
+
+@router.get("")
+def list_evaluations(services: ServicesDep, environment: str | None = None) -> list[EvaluationBase]:
+    return services.evaluations.list_runs(environment=environment)
+
+
+@router.get("/{evaluation_id}")
+def read_evaluation(evaluation_id: str, services: ServicesDep) -> EvaluationPublic:
+    """The run, its summary and its episodes (without their steps: see /episodes.jsonl)."""
+    return services.evaluations.public(evaluation_id)
+
+
+@router.get("/{evaluation_id}/episodes.jsonl")
+def export_episodes(evaluation_id: str, services: ServicesDep) -> Response:
+    """Every finished episode, one JSON object per line, each with the run's metadata."""
+    return Response(
+        rollouts_jsonl(services.evaluations, evaluation_id),
+        media_type="application/x-ndjson",
+        headers={"content-disposition": f'attachment; filename="{evaluation_id}-episodes.jsonl"'},
+    )
+
+
+def rollouts_jsonl(runner: Runner, evaluation_id: str) -> str:
+    run = runner.get(evaluation_id)
+    metadata = {
+        "evaluation": run.id,
+        "environment": run.environment,
+        "revision": run.revision,
+        "policy": run.policy,
+        "taskset": run.taskset_label,
+        "limits": run.limits,
+    }
+    lines = [
+        json.dumps({"run": metadata, **episode.model_dump(mode="json")}, ensure_ascii=False, default=str)
+        for episode in runner.episodes(evaluation_id)
+    ]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+@router.get("/episodes/{episode_id}")
+def read_episode(episode_id: str, services: ServicesDep) -> EpisodePublic:
+    """One episode with every step: what the share link `/?episode=ID` opens."""
+    return EpisodePublic.model_validate(services.evaluations.episode(episode_id).model_dump())
+
+
+@router.delete("/{evaluation_id}")
+async def cancel_evaluation(evaluation_id: str, services: ServicesDep, caller: CallerDep) -> EvaluationBase:
+    """Cancel a run: its owner or the admin may (one nobody owns: anyone while sign-in is off); the episodes
+    that finished are kept."""
+    runner = services.evaluations
+    run = runner.get(evaluation_id)
+    if not services.endpoints.access.may_stop(caller, run.owner):
+        who = f"by {run.owner}" if run.owner else "by nobody signed in"
+        raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")
+    if run.status in UNDER_WAY and not await runner.cancel(evaluation_id):
+        raise ConflictError(
+            f"evaluation {evaluation_id} runs in another envhub process ({run.replica}); cancel it there"
+        )
+    return EvaluationBase.model_validate(runner.get(evaluation_id).model_dump())

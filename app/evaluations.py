@@ -1,0 +1,178 @@
+"""Starting evaluations, from the API, the UI or the CLI alike: a request is checked (who asks, where it
+plays, the model's URL), recorded as a queued run, and handed to the runner with what it plays with.
+
+A run plays through a running endpoint's gateway, or through an endpoint launched for it (as the
+caller, within their limits) and stopped when it ends.
+"""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sqlmodel import Session
+
+from app.services import Services
+from app.ui.live import live_session
+from catalog.store import get_environment
+from core.callers import Caller
+from core.errors import ConflictError, InvalidInputError
+from evals.episodes import EpisodeSpec, Limits
+from evals.harness import Brief
+from evals.model import ModelConfig, ModelPolicy
+from evals.models import Evaluation
+from evals.policies import BASELINES, Policy
+from evals.runs import Play, PrepareError, new_evaluation_id
+from hosting.models import Backend, EndpointStatus
+from hosting.options import LaunchRequest
+from protocol.interface import read_interface
+
+__all__ = ["EvaluationRequest", "ModelChoice", "start_evaluation"]
+
+MAX_EPISODES = 1000
+
+
+class ModelChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: ModelConfig
+
+
+class EvaluationRequest(BaseModel):
+    """What to evaluate, with which policy, on which episodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    environment: str | None = Field(default=None, description="launch an endpoint of it for the run")
+    endpoint: str | None = Field(default=None, description="a running endpoint to play through")
+    backend: Backend = Field(default=Backend.PROCESS, description="where to launch, with `environment`")
+    policy: Literal["random", "first-legal"] | ModelChoice = "random"
+    episodes: int | None = Field(default=None, ge=1, le=MAX_EPISODES, description="seeds 0..N-1")
+    seeds: list[int] | None = Field(default=None, min_length=1, max_length=MAX_EPISODES)
+    split: str | None = Field(default=None, description="a Task API split; with `indices`")
+    indices: list[int] | None = Field(default=None, min_length=1, max_length=MAX_EPISODES)
+    concurrency: int = Field(default=1, ge=1, le=64)
+    max_steps: int = Field(default=100, ge=1, le=10_000)
+    max_tokens: int | None = Field(default=None, ge=1, description="per episode")
+    episode_s: float = Field(default=600, gt=0, le=3600, description="wall-clock limit per episode")
+    retries: int = Field(default=3, ge=0, le=10, description="invalid replies allowed per step")
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> Self:
+        if (self.environment is None) == (self.endpoint is None):
+            raise ValueError("name either an environment (launched for the run) or a running endpoint")
+        chosen = [name for name in ("episodes", "seeds", "split") if getattr(self, name) is not None]
+        if len(chosen) > 1:
+            raise ValueError(f"give one of episodes, seeds or split+indices, not {' and '.join(chosen)}")
+        if (self.split is None) != (self.indices is None):
+            raise ValueError("a split needs its task indices, and indices need their split")
+        return self
+
+    def specs(self) -> list[EpisodeSpec]:
+        if self.split is not None and self.indices is not None:
+            return [EpisodeSpec(i, task={"split": self.split, "index": n}) for i, n in enumerate(self.indices)]
+        seeds = self.seeds if self.seeds is not None else list(range(self.episodes or 1))
+        return [EpisodeSpec(i, seed=seed) for i, seed in enumerate(seeds)]
+
+    def taskset(self) -> tuple[dict[str, Any], str]:
+        """The run's record of what it played, and the label runs are compared on."""
+        if self.split is not None:
+            return {"split": self.split, "indices": self.indices}, f"split:{self.split}"
+        return {"seeds": [s.seed for s in self.specs()]}, "seeds"
+
+    def limits(self) -> Limits:
+        return Limits(self.max_steps, self.max_tokens, self.episode_s, self.retries)
+
+
+def _policy(choice: Literal["random", "first-legal"] | ModelChoice) -> Policy:
+    return ModelPolicy(choice.model) if isinstance(choice, ModelChoice) else BASELINES[choice]
+
+
+async def _running(services: Services, endpoint_id: str) -> None:
+    """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
+    deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
+    while True:
+        endpoint = await asyncio.to_thread(services.endpoints.get, endpoint_id)
+        if endpoint.status == EndpointStatus.RUNNING and services.endpoints.routes.resolve(endpoint_id) is not None:
+            return
+        if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
+            raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
+        if asyncio.get_running_loop().time() > deadline:
+            raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
+        await asyncio.sleep(0.5)
+
+
+async def start_evaluation(
+    services: Services, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]
+) -> Evaluation:
+    """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
+    server reaches an endpoint's gateway at."""
+    services.endpoints.access.ensure_may_launch(caller)
+    manager = services.endpoints
+    if body.endpoint is not None:
+        endpoint = await asyncio.to_thread(manager.get, body.endpoint)
+        if endpoint.status != EndpointStatus.RUNNING:
+            raise ConflictError(
+                f"endpoint {endpoint.id} is {endpoint.status.value}; start it, or name the environment to launch one"
+            )
+        environment_id = endpoint.environment
+    else:
+        environment_id = str(body.environment)
+    with Session(services.engine) as session:
+        environment = get_environment(session, environment_id)
+    if isinstance(body.policy, ModelChoice):
+        base_url = body.policy.model.base_url
+        if not base_url.startswith(("http://", "https://")):
+            raise InvalidInputError(f"the model's base_url must be an http(s) URL, not {base_url!r}")
+        await services.guard.resolve(base_url)  # a model on a private address only where those are allowed
+    launched = None
+    if body.endpoint is None:
+        launched = await asyncio.to_thread(
+            manager.launch, LaunchRequest(environment=environment.id, backend=body.backend), caller
+        )
+    endpoint_id = body.endpoint or (launched.id if launched else "")
+    taskset, taskset_label = body.taskset()
+    policy = _policy(body.policy)
+    specs = body.specs()
+    row = Evaluation(
+        id=new_evaluation_id(),
+        environment=environment.id,
+        revision=environment.sha,
+        endpoint=endpoint_id,
+        launched=launched is not None,
+        policy=policy.described(),
+        policy_label=policy.label,
+        taskset=taskset,
+        taskset_label=taskset_label,
+        episodes_planned=len(specs),
+        concurrency=body.concurrency,
+        limits=body.limits().__dict__,
+        owner=caller.name,
+        message="starting its endpoint" if launched else "starting",
+    )
+    services.evaluations.create(row)
+    url = gateway(endpoint_id)
+
+    async def stop_launched() -> None:
+        if launched is not None:
+            await asyncio.to_thread(manager.end, launched.id, f"evaluation {row.id} ended")
+
+    async def prepare() -> Play:
+        outbound = live_session(services.guard, url)
+        try:
+            if launched is not None:
+                await _running(services, launched.id)
+            interface = await read_interface(url, outbound)
+            if interface.action_schema is None and not interface.tools:
+                raise PrepareError(
+                    f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
+                )
+        except BaseException:
+            await outbound.aclose()
+            await policy.aclose()
+            await stop_launched()
+            raise
+        brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
+        return Play(url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched)
+
+    services.evaluations.start(row, prepare)
+    return row

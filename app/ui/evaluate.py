@@ -1,0 +1,294 @@
+"""The Evaluate tab: run a policy (a baseline, or a model on any OpenAI-compatible server) over an
+environment's episodes, follow it, read its results; the environment's leaderboard; and the episode
+viewer, which replays any stored episode step by step and opens from its share link (/?episode=ID)."""
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+from pydantic import ValidationError
+
+from app.evaluations import EvaluationRequest, start_evaluation
+from app.services import Services
+from app.ui.observation import observation_view, render_view
+from app.ui.requests import acting_caller, connection_of, page_base
+from app.urls import own_gateway
+from core.errors import EnvhubError
+from evals.leaderboard import leaderboard
+from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
+
+POLICIES = ["random", "first-legal", "model"]
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    environment: gr.Markdown
+    policy: gr.Dropdown
+    base_url: gr.Textbox
+    model: gr.Textbox
+    api_key: gr.Textbox
+    episodes: gr.Number
+    concurrency: gr.Number
+    max_steps: gr.Number
+    run: gr.Button
+    cancel: gr.Button
+    message: gr.Markdown
+    evaluation: gr.State
+    progress: gr.HTML
+    results: gr.Dataframe
+    board: gr.HTML
+    timer: gr.Timer
+    episode_id: gr.Textbox
+    step: gr.Slider
+    previous: gr.Button
+    next: gr.Button
+    viewer: gr.HTML
+    episode: gr.State
+
+    @property
+    def followed(self) -> list[Any]:
+        return [self.progress, self.results, self.board, self.cancel, self.timer]
+
+
+def build() -> Evaluate:
+    environment = gr.Markdown("Open an environment, then evaluate it here.", elem_id="eval-environment")
+    with gr.Row():
+        with gr.Column(scale=2):
+            policy = gr.Dropdown(POLICIES, value="random", label="Policy", elem_id="eval-policy")
+            base_url = gr.Textbox(label="Model server (OpenAI-compatible base URL)", placeholder="http://127.0.0.1:8000/v1", visible=False,
+                                  elem_id="eval-base-url")  # fmt: skip
+            model = gr.Textbox(label="Model name", placeholder="Qwen/Qwen3-8B", visible=False, elem_id="eval-model")
+            api_key = gr.Textbox(label="API key (used for this run only, never stored or shown)", type="password", visible=False,
+                                 elem_id="eval-api-key")  # fmt: skip
+            with gr.Row():
+                episodes = gr.Number(8, label="Episodes", precision=0, minimum=1, maximum=1000, elem_id="eval-episodes")
+                concurrency = gr.Number(
+                    2, label="Concurrency", precision=0, minimum=1, maximum=64, elem_id="eval-concurrency"
+                )
+                max_steps = gr.Number(
+                    100, label="Max steps", precision=0, minimum=1, maximum=10_000, elem_id="eval-max-steps"
+                )
+            with gr.Row():
+                run = gr.Button("▶ Run evaluation", variant="primary", elem_id="eval-run")
+                cancel = gr.Button("■ Cancel", variant="stop", visible=False, elem_id="eval-cancel")
+            message = gr.Markdown(elem_id="eval-message")
+        with gr.Column(scale=3):
+            progress = gr.HTML(elem_id="eval-progress")
+            results = gr.Dataframe(
+                headers=["episode", "seed", "status", "reward", "steps", "invalid", "tokens", "error"],
+                interactive=False,
+                elem_id="eval-results",
+            )
+    gr.Markdown("### Leaderboard")
+    board = gr.HTML(elem_id="eval-leaderboard")
+    gr.Markdown("### Episode viewer")
+    with gr.Row():
+        episode_id = gr.Textbox(
+            label="Episode", placeholder="ev-…-0 (click a row above)", elem_id="eval-episode-id", scale=3
+        )
+        previous = gr.Button("◀ Previous", elem_id="eval-previous", scale=1)
+        next_ = gr.Button("Next ▶", elem_id="eval-next", scale=1)
+    step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="eval-step")
+    viewer = gr.HTML(elem_id="eval-viewer")
+    return Evaluate(
+        environment, policy, base_url, model, api_key, episodes, concurrency, max_steps, run, cancel, message,
+        gr.State(""), progress, results, board, gr.Timer(1.0, active=False), episode_id, step, previous, next_,
+        viewer, gr.State(None),
+    )  # fmt: skip
+
+
+def _figure(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def progress_html(run: EvaluationPublic) -> str:
+    s = run.summary or {}
+    ci = f" ± {s['ci95']:.3f}" if s.get("ci95") is not None else ""
+    return (
+        f'<div class="eval-progress"><p><code>{html.escape(run.id)}</code> · {html.escape(run.policy_label)} · '
+        f"<b>{html.escape(run.status.value)}</b> · {len(run.episodes)} of {run.episodes_planned} episodes</p>"
+        + (f"<p>{html.escape(run.message)}</p>" if run.message else "")
+        + f"<p>mean reward <b>{_figure(s.get('mean_reward'))}{ci}</b> · success {_figure(s.get('success_rate'))}"
+        f" · invalid {_figure(s.get('invalid_rate'))} · {s.get('tokens', 0):,} tokens · {s.get('wall_s', 0):.1f} s</p>"
+        f'<p><a href="/api/evaluations/{html.escape(run.id)}/episodes.jsonl" download>'
+        "Download the rollouts (JSONL)</a></p></div>"
+    )
+
+
+def result_rows(run: EvaluationPublic) -> list[list[Any]]:
+    return [
+        [f"{run.id}-{e.index}", e.seed if e.seed is not None else json.dumps(e.task), e.status, round(e.reward, 4),
+         e.steps, e.invalid, e.tokens, (e.error or "")[:200]]
+        for e in run.episodes
+    ]  # fmt: skip
+
+
+def leaderboard_html(board: Leaderboard) -> str:
+    if not board.groups:
+        return "<p>No evaluations yet: run one above; the baselines make the floor.</p>"
+    parts = [f'<div class="eval-leaderboard"><p>{html.escape(board.note)}</p>']
+    for group in board.groups:
+        revision = group.revision[:12] if group.revision else "the local folder"
+        parts.append(f"<h4>{html.escape(group.taskset)} · revision {html.escape(revision)}</h4><table>")
+        parts.append("<tr><th>policy</th><th>mean reward ± 95% CI</th><th>success</th><th>episodes</th>"
+                     "<th>invalid</th><th>date</th><th>run</th></tr>")  # fmt: skip
+        for row in group.rows:
+            ci = f" ± {row.ci95:.3f}" if row.ci95 is not None else ""
+            kind = ' <span class="badge badge-idle">baseline</span>' if row.baseline else ""
+            parts.append(
+                f"<tr><td>{html.escape(row.policy)}{kind}</td><td>{_figure(row.mean_reward)}{ci}</td>"
+                f"<td>{_figure(row.success_rate)}</td><td>{row.episodes}</td><td>{_figure(row.invalid_rate)}</td>"
+                f"<td>{row.date.strftime('%Y-%m-%d')}</td><td><code>{html.escape(row.evaluation)}</code></td></tr>"
+            )
+        parts.append("</table>")
+    return "".join(parts) + "</div>"
+
+
+def step_html(episode: Episode, index: int, share: str) -> str:
+    """One record of an episode: what the model replied, the action sent, and what came back."""
+    records = episode.records
+    if not records:
+        return "<p>This episode has no steps.</p>"
+    index = max(0, min(index, len(records) - 1))
+    record = records[index]
+    head = (
+        f'<div class="eval-step"><p><code>{html.escape(episode.id)}</code> · {html.escape(episode.status)} · '
+        f"reward {episode.reward:g} · {record['kind']} {index} of {len(records) - 1} · "
+        f'<a href="{html.escape(share)}" target="_blank">share link</a></p>'
+    )
+    body = ""
+    for problem in record.get("problems") or []:
+        body += f'<p class="eval-problem">↺ {html.escape(str(problem.get("problem")))}</p>'
+    if record.get("reply"):
+        body += f"<p><b>Model reply</b></p><pre>{html.escape(str(record['reply'])[:4000])}</pre>"
+    if record["kind"] == "step":
+        body += f"<p><b>Action</b> <code>{html.escape(json.dumps(record.get('action'), ensure_ascii=False))}</code>"
+        body += f" → reward {html.escape(str(record.get('reward')))}, done {record.get('done')}</p>"
+    else:
+        body += f"<p><b>Reset</b> <code>{html.escape(json.dumps(record.get('options'), ensure_ascii=False))}</code></p>"
+    if index == len(records) - 1 and episode.error:
+        body += f'<p class="eval-problem">{html.escape(episode.error)}</p>'
+    return head + body + render_view(observation_view(record.get("observation"))) + "</div>"
+
+
+def show(services: Services, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:
+    """The tab for a newly opened environment: its name, and its leaderboard here and in `boards`."""
+    board = leaderboard_html(leaderboard(services.engine, environment_id)) if environment_id else ""
+    return {
+        evaluate.environment: f"Evaluating **`{environment_id}`**" if environment_id else "",
+        evaluate.board: board,
+    } | dict.fromkeys(boards, board)
+
+
+def open_episode(services: Services, evaluate: Evaluate, episode_id: str, request: gr.Request | None) -> dict[Any, Any]:
+    try:
+        episode = services.evaluations.episode(episode_id.strip())
+    except EnvhubError as exc:
+        return {evaluate.viewer: f"<p>{html.escape(exc.message)}</p>", evaluate.episode: None}
+    share = f"{page_base(services, request)}/?episode={episode.id}"
+    last = max(len(episode.records) - 1, 0)
+    return {
+        evaluate.episode_id: episode.id,
+        evaluate.episode: episode.id,
+        evaluate.step: gr.Slider(0, max(last, 1), value=0, step=1),
+        evaluate.viewer: step_html(episode, 0, share),
+    }
+
+
+def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
+    def follow(evaluation_id: str, environment_id: str) -> dict[Any, Any]:
+        if not evaluation_id:
+            return {evaluate.timer: gr.Timer(active=False)}
+        run = services.evaluations.public(evaluation_id)
+        under_way = run.status in UNDER_WAY
+        return {
+            evaluate.progress: progress_html(run),
+            evaluate.results: result_rows(run),
+            evaluate.board: leaderboard_html(leaderboard(services.engine, run.environment)),
+            evaluate.cancel: gr.Button(visible=under_way),
+            evaluate.timer: gr.Timer(active=under_way),
+        }
+
+    async def start(
+        request: gr.Request, environment_id: str, policy: str, base_url: str, model: str, api_key: str,
+        episodes: float, concurrency: float, max_steps: float,
+    ) -> dict[Any, Any]:  # fmt: skip
+        if not environment_id:
+            return {evaluate.message: "Open an environment first."}
+        choice: Any = policy
+        if policy == "model":
+            config: dict[str, Any] = {"base_url": (base_url or "").strip(), "model": (model or "").strip()}
+            if api_key:
+                config["api_key"] = api_key
+            choice = {"model": config}
+        connection = connection_of(request)
+        try:
+            body = EvaluationRequest(
+                environment=environment_id,
+                policy=choice,
+                episodes=int(episodes or 1),
+                concurrency=int(concurrency or 1),
+                max_steps=int(max_steps or 100),
+            )
+            if connection is None:
+                raise ValueError("this page has no connection to the server; reload it")
+            run = await start_evaluation(
+                services, body, acting_caller(services, request), lambda e: own_gateway(connection, e)
+            )
+        except ValidationError as exc:
+            return {evaluate.message: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
+        except (EnvhubError, ValueError) as exc:
+            return {evaluate.message: f"**Not started:** {getattr(exc, 'message', str(exc))}"}
+        return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | follow(run.id, environment_id)
+
+    async def cancel(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
+        run = services.evaluations.get(evaluation_id)
+        if not services.endpoints.access.may_stop(acting_caller(services, request), run.owner):
+            return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
+        await services.evaluations.cancel(evaluation_id)
+        return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(evaluation_id, environment_id)
+
+    def pick(request: gr.Request, event: gr.SelectData) -> dict[Any, Any]:
+        row = event.row_value if isinstance(event.row_value, list) else []
+        return open_episode(services, evaluate, str(row[0]), request) if row else {}
+
+    def load(request: gr.Request, episode_id: str) -> dict[Any, Any]:
+        return open_episode(services, evaluate, episode_id or "", request)
+
+    def move(request: gr.Request, episode_id: str | None, index: float, delta: int) -> dict[Any, Any]:
+        if not episode_id:
+            return {}
+        episode = services.evaluations.episode(episode_id)
+        index = max(0, min(int(index) + delta, len(episode.records) - 1))
+        share = f"{page_base(services, request)}/?episode={episode.id}"
+        return {evaluate.step: index, evaluate.viewer: step_html(episode, index, share)}
+
+    def previous(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
+        return move(request, episode_id, index, -1)
+
+    def next_(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
+        return move(request, episode_id, index, 1)
+
+    def scrub(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
+        return move(request, episode_id, index, 0)
+
+    inputs = [selected, evaluate.policy, evaluate.base_url, evaluate.model, evaluate.api_key, evaluate.episodes,
+              evaluate.concurrency, evaluate.max_steps]  # fmt: skip
+    model_fields = [evaluate.base_url, evaluate.model, evaluate.api_key]
+    evaluate.policy.change(
+        lambda policy: [gr.Textbox(visible=policy == "model")] * 3,
+        [evaluate.policy],
+        model_fields,
+        show_progress="hidden",
+    )
+    evaluate.run.click(start, inputs, [evaluate.message, evaluate.evaluation, *evaluate.followed])
+    evaluate.cancel.click(cancel, [evaluate.evaluation, selected], [evaluate.message, *evaluate.followed])
+    evaluate.timer.tick(follow, [evaluate.evaluation, selected], evaluate.followed, show_progress="hidden")
+    viewer = [evaluate.episode_id, evaluate.episode, evaluate.step, evaluate.viewer]
+    evaluate.results.select(pick, None, viewer)
+    evaluate.episode_id.submit(load, [evaluate.episode_id], viewer)
+    evaluate.previous.click(previous, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
+    evaluate.next.click(next_, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
+    evaluate.step.release(scrub, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])

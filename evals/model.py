@@ -1,0 +1,246 @@
+"""A model as a policy: any OpenAI-compatible chat-completions server (vLLM, TGI, SGLang, llama.cpp,
+Ollama) or Hugging Face Inference Providers, through `huggingface_hub.AsyncInferenceClient`.
+
+The API key is held as a `SecretStr` and goes out only as the client's bearer token. A 429 is
+retried after its `Retry-After` and a 5xx once, both bounded; anything else is a `ModelError` that
+ends the episode with its message, never the run.
+"""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from huggingface_hub import AsyncInferenceClient
+from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from evals.harness import (
+    HARNESS_VERSION,
+    Brief,
+    InvalidReply,
+    feedback_text,
+    observation_content,
+    read_action,
+    read_tool_call,
+    system_prompt,
+)
+from evals.policies import Move, Player
+
+__all__ = ["ModelConfig", "ModelError", "ModelPolicy"]
+
+MAX_RETRY_AFTER_S = 10.0
+RATE_LIMIT_RETRIES = 2
+_HINTS = {
+    401: "check the API key",
+    403: "check the API key's permissions",
+    404: "check the base URL and the model name",
+    429: "it is rate-limiting: lower the concurrency",
+}
+HISTORY_MESSAGES = 24  # the most recent turns the model sees, besides the system prompt
+
+
+class ModelConfig(BaseModel):
+    """A model to evaluate: where it is served, its name, its key and how to sample."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(description="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(min_length=1, max_length=200)
+    api_key: SecretStr | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=512, ge=1, le=32_768)
+    seed: int | None = None
+    timeout_s: float = Field(default=60, gt=0, le=600)
+    system_prompt: str | None = Field(default=None, max_length=20_000, description="instead of the harness's own")
+
+    def described(self) -> dict[str, Any]:
+        """The run's record of the model: everything but the key."""
+        return {
+            "kind": "model",
+            "base_url": self.base_url,
+            "model": self.model,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "harness": HARNESS_VERSION,
+            "custom_prompt": self.system_prompt is not None,
+        }
+
+
+class ModelError(Exception):
+    """The model server failed a request; the message says how and what to do."""
+
+
+def _status(error: HfHubHTTPError) -> int | None:
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _retry_after(error: HfHubHTTPError) -> float:
+    response = getattr(error, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S) if value else 1.0
+    except ValueError:
+        return 1.0
+
+
+def _detail(error: HfHubHTTPError) -> str:
+    response = getattr(error, "response", None)
+    try:
+        body = response.json() if response is not None else None
+    except ValueError:
+        body = None
+    message = body.get("error", body.get("message")) if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    return str(message or "")[:300]
+
+
+@dataclass
+class _ModelPlayer:
+    policy: "ModelPolicy"
+    brief: Brief
+    seed: int | None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_call_id: str | None = None  # the call the next observation answers
+
+    def __post_init__(self) -> None:
+        self.messages = [{"role": "system", "content": system_prompt(self.brief)}]
+
+    def _window(self) -> list[dict[str, Any]]:
+        """The system prompt and the recent turns, starting at a user message (never at a tool answer)."""
+        recent = self.messages[1:][-HISTORY_MESSAGES:]
+        while recent and recent[0]["role"] != "user":
+            recent = recent[1:]
+        return [self.messages[0], *recent]
+
+    async def act(self, observation: Any, reward: Any) -> Move:
+        content = observation_content(observation, reward)
+        if self.tool_call_id is not None:  # the observation is the tool's answer
+            self.messages.append({"role": "tool", "tool_call_id": self.tool_call_id, "content": content[0]["text"]})
+            if len(content) > 1:
+                self.messages.append({"role": "user", "content": content})
+            self.tool_call_id = None
+        else:
+            self.messages.append({"role": "user", "content": content})
+        return await self._move(observation)
+
+    async def retry(self, problem: str) -> Move:
+        if self.tool_call_id is not None:
+            self.messages.append({"role": "tool", "tool_call_id": self.tool_call_id, "content": feedback_text(problem)})
+            self.tool_call_id = None
+        else:
+            self.messages.append({"role": "user", "content": feedback_text(problem)})
+        return await self._move(None)
+
+    async def _move(self, observation: Any) -> Move:
+        started = time.perf_counter()
+        output = await self.policy.complete(self._window(), self.brief, self.seed)
+        model_ms = (time.perf_counter() - started) * 1000
+        usage = getattr(output, "usage", None)
+        tokens = int(getattr(usage, "total_tokens", 0) or 0) if usage is not None else 0
+        message = output.choices[0].message if output.choices else None
+        text = (message.content if message is not None else None) or ""
+        calls = (message.tool_calls if message is not None else None) or []
+        if calls:
+            call = calls[0]
+            self.tool_call_id = call.id or "call-0"
+            raw_arguments = call.function.arguments
+            arguments = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments)
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": text or None,
+                    "tool_calls": [
+                        {
+                            "id": self.tool_call_id,
+                            "type": "function",
+                            "function": {"name": call.function.name, "arguments": arguments},
+                        }
+                    ],
+                }
+            )
+            reply = json.dumps({"tool": call.function.name, "arguments": raw_arguments}, default=str)
+            try:
+                action = read_tool_call(call.function.name, raw_arguments, self.brief)
+            except InvalidReply as exc:
+                return Move(None, reply=reply, problem=str(exc), tokens=tokens, model_ms=model_ms)
+            return Move(action, reply=reply, tokens=tokens, model_ms=model_ms)
+        self.messages.append({"role": "assistant", "content": text[:8_000]})
+        if self.brief.uses_tools:
+            known = ", ".join(t.name for t in self.brief.tools)
+            return Move(None, reply=text, problem=f"call one of the tools ({known})", tokens=tokens, model_ms=model_ms)
+        try:
+            action = read_action(text, self.brief, observation)
+        except InvalidReply as exc:
+            return Move(None, reply=text[:8_000], problem=str(exc), tokens=tokens, model_ms=model_ms)
+        return Move(action, reply=text[:8_000], tokens=tokens, model_ms=model_ms)
+
+
+class ModelPolicy:
+    """A model served over chat completions; one client for all of a run's episodes."""
+
+    kind = "model"
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        key = config.api_key.get_secret_value() if config.api_key is not None else None
+        self._client = AsyncInferenceClient(base_url=config.base_url, api_key=key, timeout=config.timeout_s)
+
+    @property
+    def label(self) -> str:
+        return self.config.model
+
+    def described(self) -> dict[str, Any]:
+        return self.config.described()
+
+    def player(self, brief: Brief, seed: int | None) -> Player:
+        if self.config.system_prompt:
+            brief = Brief(brief.name, brief.readme, brief.action_schema, brief.tools, self.config.system_prompt)
+        return _ModelPlayer(self, brief, seed if self.config.seed is None else self.config.seed)
+
+    async def complete(self, messages: list[dict[str, Any]], brief: Brief, seed: int | None) -> Any:
+        """One chat completion; a 429 retried after its Retry-After and a 5xx once, both bounded; any other
+        failure a ModelError."""
+        where = self.config.base_url
+        rate_limited = server_errors = 0
+        while True:
+            try:
+                return await self._client.chat_completion(  # type: ignore[misc]  # too many overloads to check
+                    messages,
+                    model=self.config.model,
+                    max_tokens=self.config.max_tokens,
+                    temperature=self.config.temperature,
+                    top_p=self.config.top_p,
+                    seed=seed,
+                    tools=brief.chat_tools() if brief.uses_tools else None,  # type: ignore[arg-type]
+                )
+            except InferenceTimeoutError as exc:
+                raise ModelError(f"the model server at {where} did not answer in {self.config.timeout_s:g} s") from exc
+            except HfHubHTTPError as exc:
+                status = _status(exc) or 0
+                if status == 429 and rate_limited < RATE_LIMIT_RETRIES:
+                    rate_limited += 1
+                    await asyncio.sleep(_retry_after(exc))
+                    continue
+                if status >= 500 and server_errors < 1:
+                    server_errors += 1
+                    await asyncio.sleep(0.5)
+                    continue
+                detail = _detail(exc)
+                raise ModelError(
+                    f"the model server at {where} answered HTTP {status}"
+                    + (f": {detail}" if detail else "")
+                    + f" ({_HINTS.get(status, 'see its message')})"
+                ) from exc
+            except (httpx2.TransportError, OSError, ValueError) as exc:  # refused, reset, or not a chat completion
+                raise ModelError(f"could not use the model server at {where}: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await self._client.close()  # type: ignore[no-untyped-call]

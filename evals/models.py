@@ -1,0 +1,106 @@
+"""Evaluations' tables (runs and their episodes) and the public shapes the API returns of them."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlmodel import JSON, Field, SQLModel
+
+from core.clock import utcnow
+
+
+class EvaluationStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"  # it could not run at all: the endpoint did not start, the environment did not answer
+    INTERRUPTED = "interrupted"  # envhub stopped while it ran; its finished episodes are kept
+
+
+UNDER_WAY = (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
+
+
+class EvaluationBase(SQLModel):
+    id: str = Field(primary_key=True)
+    environment: str = Field(index=True)
+    revision: str | None = Field(default=None, description="the environment's revision it ran on")
+    endpoint: str | None = Field(default=None, description="the endpoint it played through")
+    launched: bool = Field(default=False, description="envhub launched the endpoint for this run")
+    policy: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="model and sampling; no key")
+    policy_label: str = Field(index=True)
+    taskset: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="the seeds or the tasks")
+    taskset_label: str = Field(description="what it is comparable on: 'seeds', 'split:test', 'dataset:...'")
+    episodes_planned: int
+    concurrency: int
+    limits: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    status: EvaluationStatus = Field(default=EvaluationStatus.QUEUED, index=True)
+    message: str = ""
+    owner: str | None = Field(default=None, index=True)
+    summary: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Evaluation(EvaluationBase, table=True):
+    replica: str = Field(default="", description="the envhub replica that runs it")
+
+
+class EpisodeBase(SQLModel):
+    id: str = Field(primary_key=True, description="<evaluation>-<index>; the share link's id")
+    evaluation: str = Field(index=True)
+    index: int
+    seed: int | None = None
+    task: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    status: str = Field(description="done, cut (a limit) or failed")
+    error: str | None = None
+    reward: float
+    final_reward: float | None = None
+    success: bool | None = None
+    steps: int
+    invalid: int
+    tokens: int
+    wall_s: float
+    finished_at: datetime = Field(default_factory=utcnow)
+
+
+class Episode(EpisodeBase, table=True):
+    records: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON, description="the reset, then each step")
+
+
+class EpisodePublic(EpisodeBase):
+    records: list[dict[str, Any]] = []
+
+
+class EvaluationPublic(EvaluationBase):
+    episodes: list[EpisodeBase] = []
+
+
+class EvaluationsPublic(SQLModel):
+    data: list[EvaluationBase]
+    count: int
+
+
+class LeaderboardRow(SQLModel):
+    evaluation: str
+    policy: str
+    baseline: bool
+    mean_reward: float | None
+    ci95: float | None
+    success_rate: float | None
+    episodes: int
+    invalid_rate: float | None
+    date: datetime
+
+
+class LeaderboardGroup(SQLModel):
+    revision: str | None
+    taskset: str
+    rows: list[LeaderboardRow]
+
+
+class Leaderboard(SQLModel):
+    environment: str
+    groups: list[LeaderboardGroup]
+    note: str = "Runs compare only within a group: the same environment revision and the same task set."

@@ -1,0 +1,50 @@
+"""What observations carry besides their fields: images (base64 or data URIs) and the legal actions they list."""
+
+import base64
+import binascii
+import re
+from typing import Any
+
+__all__ = ["LEGAL_ACTION_KEYS", "MAX_IMAGE_BYTES", "image_data_uri", "legal_actions"]
+
+LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+_MAGIC = {
+    b"\x89PNG\r\n\x1a\n": "image/png",
+    b"\xff\xd8\xff": "image/jpeg",
+    b"GIF87a": "image/gif",
+    b"GIF89a": "image/gif",
+}
+_DATA_URI = re.compile(r"^data:(image/(?:png|jpeg|gif|webp));base64,([A-Za-z0-9+/=\s]+)$", re.IGNORECASE)
+_B64 = re.compile(r"^[A-Za-z0-9+/\s]+={0,2}$")
+_WHITESPACE = re.compile(r"\s")
+
+
+def image_data_uri(value: str) -> str | None:
+    """A data: URI for a base64 PNG, JPEG, GIF or WebP (raw or already a data URI), else None."""
+    if value[:5].lower() == "data:":
+        match = _DATA_URI.match(value.strip())
+        return f"data:{match.group(1).lower()};base64,{_WHITESPACE.sub('', match.group(2))}" if match else None
+    if len(value) < 32 or len(value) > MAX_IMAGE_BYTES * 4 // 3 + 8 or not _B64.match(value[:4096]):
+        return None
+    try:
+        head = base64.b64decode(value[:64], validate=False)
+    except (binascii.Error, ValueError):
+        return None
+    mime = next((m for magic, m in _MAGIC.items() if head.startswith(magic)), None)
+    if mime is None and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        mime = "image/webp"
+    if mime is None:
+        return None
+    return f"data:{mime};base64,{_WHITESPACE.sub('', value)}"
+
+
+def legal_actions(observation: Any) -> list[Any]:
+    """The legal actions an observation lists under one of the usual keys; [] when it lists none."""
+    if not isinstance(observation, dict):
+        return []
+    for key in LEGAL_ACTION_KEYS:
+        value = observation.get(key)
+        if isinstance(value, list):
+            return value
+    return []

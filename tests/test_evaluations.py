@@ -1,0 +1,224 @@
+"""Evaluations end to end: envhub served on loopback launches real template servers for a run, a policy (a
+baseline, or a model behind a real fake chat-completions server) plays them through the gateway, and the
+API returns the runs, their episodes, the JSONL export and the leaderboard."""
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.settings import Settings
+from protocol.schemas import example_value
+from tests.conftest import wait_until
+from tests.fakemodel import FakeModel, Reply
+from tests.serving import TEMPLATES, Envhub
+
+SECRET = "sk-never-shown-0123456789"
+
+
+def schema_in(body: dict[str, Any]) -> dict[str, Any] | None:
+    system = body["messages"][0]["content"]
+    marker = "validates against this JSON schema:\n"
+    if marker not in system:
+        return None
+    schema: dict[str, Any] = json.loads(system.split(marker, 1)[1].split("\n", 1)[0])
+    return schema
+
+
+def generic_brain(body: dict[str, Any]) -> Reply:
+    """A model that always answers with a valid move: the smallest one its schema or tools allow."""
+    tools = body.get("tools") or []
+    if tools:
+        names = [t["function"]["name"] for t in tools]
+        chosen = next((t for t in tools if t["function"]["name"] == "submit_answer"), tools[0])
+        arguments = example_value(chosen["function"]["parameters"])
+        assert names, names
+        return Reply(text=None, tool_calls=[(chosen["function"]["name"], arguments)])
+    schema = schema_in(body)
+    return Reply(text=f"My move:\n```json\n{json.dumps(example_value(schema))}\n```")
+
+
+@pytest.fixture
+def evaluating(settings: Settings, tmp_path: Path) -> Iterator[Envhub]:
+    """envhub with the built-in templates, launching them for runs."""
+    server = Envhub(
+        settings.model_copy(
+            update={
+                "data_dir": tmp_path / "data",
+                "templates_dir": TEMPLATES,
+                "allow_private_urls": True,
+                "max_endpoints_per_owner": 10,
+            }
+        )
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    fake = FakeModel(generic_brain)
+    yield fake
+    fake.close()
+
+
+def finished(envhub: Envhub, evaluation_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    wait_until(
+        lambda: envhub.http.get(f"/api/evaluations/{evaluation_id}").json()["status"] not in ("queued", "running"),
+        timeout_s,
+    )
+    run: dict[str, Any] = envhub.http.get(f"/api/evaluations/{evaluation_id}").json()
+    return run
+
+
+def start(envhub: Envhub, **body: Any) -> dict[str, Any]:
+    response = envhub.http.post("/api/evaluations", json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+TEMPLATE_NAMES = sorted(p.name for p in TEMPLATES.iterdir() if (p / "openenv.yaml").exists())
+
+
+def test_a_model_plays_every_template_to_the_end(evaluating: Envhub, model: FakeModel) -> None:
+    config = {"base_url": model.url, "model": "fake-1", "api_key": SECRET}
+    runs = {
+        name: start(
+            evaluating,
+            environment=f"template:{name}",
+            policy={"model": config},
+            episodes=2,
+            concurrency=2,
+            max_steps=200,
+        )
+        for name in TEMPLATE_NAMES
+    }
+    for name, created in runs.items():
+        run = finished(evaluating, created["id"], timeout_s=180)
+        assert run["status"] == "finished", (name, run["message"])
+        assert [e["status"] for e in run["episodes"]] == ["done", "done"], (name, run["episodes"])
+        assert run["summary"]["episodes"] == 2 and run["summary"]["tokens"] > 0
+        assert run["policy"]["model"] == "fake-1" and run["launched"] is True
+        # The endpoint launched for the run is stopped when it ends.
+        endpoint_id = run["endpoint"]
+        wait_until(lambda: evaluating.endpoint(endpoint_id)["status"] == "stopped", timeout_s=30)  # noqa: B023
+    everything = evaluating.http.get("/api/evaluations").text + "".join(
+        evaluating.http.get(f"/api/evaluations/{r['id']}/episodes.jsonl").text for r in runs.values()
+    )
+    assert SECRET not in everything
+    assert all(SECRET not in json.dumps(body) for _, body in model.requests)
+    assert all(headers["authorization"] == f"Bearer {SECRET}" for headers, _ in model.requests)
+
+
+def test_invalid_replies_are_fed_back_retried_and_counted(evaluating: Envhub) -> None:
+    replies = iter(["I am not sure.", '{"guess": 5}', '```json\n{"guess": "crane"}\n```'] * 100)
+    seen: list[dict[str, Any]] = []
+
+    def brain(body: dict[str, Any]) -> Reply:
+        seen.append(body)
+        return Reply(text=next(replies))
+
+    fake = FakeModel(brain)
+    try:
+        created = start(
+            evaluating,
+            environment="template:wordle",
+            policy={"model": {"base_url": fake.url, "model": "stubborn"}},
+            episodes=1,
+            max_steps=3,
+        )
+        run = finished(evaluating, created["id"])
+    finally:
+        fake.close()
+    episode = run["episodes"][0]
+    assert episode["status"] == "cut" and "limit of 3 steps" in episode["error"]
+    assert (episode["steps"], episode["invalid"]) == (3, 6)
+    assert run["summary"]["invalid_rate"] == pytest.approx(6 / 9)
+    # The problem went back to the model as the next message.
+    assert "no JSON object was found" in seen[1]["messages"][-1]["content"]
+    assert "is not of type 'string'" in seen[2]["messages"][-1]["content"]
+    lines = evaluating.http.get(f"/api/evaluations/{run['id']}/episodes.jsonl").text.splitlines()
+    step = json.loads(lines[0])["records"][1]
+    assert step["retries"] == 2 and step["reply"].endswith("```") and step["action"] == {"guess": "crane"}
+    assert json.loads(lines[0])["run"]["policy"]["model"] == "stubborn"
+
+
+def test_concurrency_is_respected_and_a_leaderboard_ranks_the_runs(evaluating: Envhub) -> None:
+    fake = FakeModel(lambda body: Reply(text='{"guess": "crane"}', delay_s=0.2))
+    try:
+        created = start(
+            evaluating,
+            environment="template:wordle",
+            policy={"model": {"base_url": fake.url, "model": "crane-bot"}},
+            episodes=6,
+            concurrency=3,
+            max_steps=2,
+        )
+        run = finished(evaluating, created["id"])
+        assert fake.most_in_flight == 3
+    finally:
+        fake.close()
+    assert run["status"] == "finished" and len(run["episodes"]) == 6
+    baseline = finished(
+        evaluating, start(evaluating, environment="template:wordle", policy="random", episodes=3, max_steps=2)["id"]
+    )
+    assert baseline["status"] == "finished"
+    board = evaluating.http.get("/api/environments/template:wordle/leaderboard").json()
+    (group,) = board["groups"]
+    assert group["taskset"] == "seeds"
+    assert {row["policy"]: row["baseline"] for row in group["rows"]} == {"crane-bot": False, "random": True}
+    assert {row["policy"]: row["episodes"] for row in group["rows"]} == {"crane-bot": 6, "random": 3}
+
+
+def test_cancel_keeps_finished_episodes(evaluating: Envhub) -> None:
+    gate = threading.Event()
+
+    def brain(body: dict[str, Any]) -> Reply:
+        gate.wait(30)
+        return Reply(text='{"guess": "crane"}')
+
+    fake = FakeModel(brain)
+    try:
+        created = start(
+            evaluating,
+            environment="template:wordle",
+            policy={"model": {"base_url": fake.url, "model": "slow", "timeout_s": 60}},
+            episodes=3,
+            max_steps=1,
+        )
+        wait_until(lambda: fake.in_flight == 1, timeout_s=60)  # the first episode waits for the model
+        gate.set()
+        wait_until(lambda: len(evaluating.http.get(f"/api/evaluations/{created['id']}").json()["episodes"]) >= 1, 30)
+        gate.clear()
+        wait_until(lambda: fake.in_flight == 1, timeout_s=30)
+        cancelled = evaluating.http.delete(f"/api/evaluations/{created['id']}")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+    finally:
+        gate.set()
+        fake.close()
+    run = evaluating.http.get(f"/api/evaluations/{created['id']}").json()
+    assert 1 <= len(run["episodes"]) < 3
+
+
+def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
+    cases = [
+        ({"policy": "random", "episodes": 1}, "name either an environment"),
+        ({"environment": "template:wordle", "episodes": 1, "seeds": [1]}, "give one of episodes, seeds"),
+        ({"environment": "template:wordle", "split": "test"}, "needs its task indices"),
+        ({"environment": "nobody/nothing", "episodes": 1}, "nobody/nothing"),
+        ({"endpoint": "e-none", "episodes": 1}, "no endpoint 'e-none'"),
+        ({"environment": "template:wordle", "policy": {"model": {"base_url": "file:///etc", "model": "m"}}}, "http"),
+    ]
+    for body, message in cases:
+        response = evaluating.http.post("/api/evaluations", json=body)
+        assert response.status_code in (404, 409, 422), (body, response.text)
+        assert message in response.json()["detail"], (body, response.text)
+    started = time.monotonic()
+    assert evaluating.http.get("/api/evaluations/ev-none").status_code == 404
+    assert time.monotonic() - started < 5
