@@ -57,11 +57,11 @@ def build() -> Evaluate:
     with gr.Row():
         with gr.Column(scale=2):
             policy = gr.Dropdown(POLICIES, value="random", label="Policy", elem_id="eval-policy")
-            base_url = gr.Textbox(label="Model server (OpenAI-compatible base URL)", placeholder="http://127.0.0.1:8000/v1", visible=False,
-                                  elem_id="eval-base-url")  # fmt: skip
+            base_url = gr.Textbox(label="Model server (OpenAI-compatible base URL)", visible=False,
+                                  placeholder="http://127.0.0.1:8000/v1", elem_id="eval-base-url")  # fmt: skip
             model = gr.Textbox(label="Model name", placeholder="Qwen/Qwen3-8B", visible=False, elem_id="eval-model")
-            api_key = gr.Textbox(label="API key (used for this run only, never stored or shown)", type="password", visible=False,
-                                 elem_id="eval-api-key")  # fmt: skip
+            api_key = gr.Textbox(label="API key (used for this run only, never stored or shown)", visible=False,
+                                 type="password", elem_id="eval-api-key")  # fmt: skip
             with gr.Row():
                 episodes = gr.Number(8, label="Episodes", precision=0, minimum=1, maximum=1000, elem_id="eval-episodes")
                 concurrency = gr.Number(
