@@ -1,4 +1,4 @@
-"""The envhub command line: python -m app serve | sync | search | check | deploy."""
+"""The envhub command line: python -m app serve | sync | search | check | eval | deploy."""
 
 import argparse
 import asyncio
@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tqdm import tqdm
 
@@ -14,7 +15,7 @@ from app.settings import Settings
 from catalog.models import SyncStatus
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from conformance import ConformanceReport, Outcome, check_url
-from core.errors import ConflictError, RefusedURLError
+from core.errors import ConflictError, EnvhubError, RefusedURLError
 from core.outbound import OutboundGuard
 
 # app.main and app.services are imported where they are used: they build the whole app (the UI too), which `check`
@@ -129,6 +130,120 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if report.conforms else 1
 
 
+def evaluate(settings: Settings, args: argparse.Namespace) -> int:
+    """Run an evaluation here, with envhub's own gateway on a loopback port, and record it in the catalog."""
+    policy: Any = args.baseline
+    if args.model_url:
+        if not args.model:
+            print("envhub: --model-url needs --model, the model's name on that server", file=sys.stderr)
+            return 2
+        model = {"base_url": args.model_url, "model": args.model, "temperature": args.temperature}
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        if args.api_key_env and not key:
+            print(f"envhub: ${args.api_key_env} is empty; export the model's API key in it", file=sys.stderr)
+            return 2
+        policy = {"model": {**model, **({"api_key": key} if key else {})}}
+    from pydantic import ValidationError
+
+    from app.evaluations import EvaluationRequest
+
+    tasks: dict[str, Any] = {"episodes": args.episodes}
+    if args.split:
+        tasks = {"split": args.split, "indices": list(range(args.episodes))}
+    try:
+        body = EvaluationRequest(
+            environment=args.environment,
+            policy=policy,
+            concurrency=args.concurrency,
+            max_steps=args.max_steps,
+            **tasks,
+        )
+    except ValidationError as exc:
+        print(f"envhub: {exc.errors()[0]['msg']}", file=sys.stderr)
+        return 2
+    return asyncio.run(_evaluate(settings, body, quiet=args.quiet or args.json, as_json=args.json))
+
+
+async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool) -> int:
+    import uvicorn
+
+    from app.evaluations import start_evaluation
+    from app.main import create_app
+    from core.callers import Caller
+    from evals.models import UNDER_WAY
+    from hosting.routing import gateway_path
+
+    # envhub's own gateway, on a loopback port for this run only: the run plays through it, as in the server.
+    # The command runs with its user's own network access, so a model on a private address is allowed.
+    local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True}
+    app = create_app(settings.model_copy(update=local))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            print("envhub: could not serve the gateway on loopback", file=sys.stderr)
+            return 1
+        await asyncio.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    services = app.state.services
+    try:
+        try:
+            run = await start_evaluation(
+                services, body, Caller(admin=True), lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
+            )
+        except EnvhubError as exc:
+            print(f"envhub: {exc.message}", file=sys.stderr)
+            return 1
+        with tqdm(total=run.episodes_planned, unit="episode", disable=quiet, file=sys.stderr, desc=run.id) as bar:
+            while True:
+                row = services.evaluations.get(run.id)
+                summary = row.summary or {}
+                bar.update(int(summary.get("episodes") or 0) - bar.n)
+                if summary.get("mean_reward") is not None:
+                    bar.set_postfix_str(f"mean reward {summary['mean_reward']:.3f}")
+                if row.status not in UNDER_WAY:
+                    break
+                await asyncio.sleep(0.25)
+        public = services.evaluations.public(run.id)
+    finally:
+        server.should_exit = True
+        await serving
+    if as_json:
+        print(public.model_dump_json(indent=2))
+    else:
+        print_summary(public)
+    return 0 if public.status == "finished" else 1
+
+
+def print_summary(run: Any) -> None:
+    s = run.summary or {}
+
+    def number(key: str, digits: int = 3) -> str:
+        value = s.get(key)
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    ci = f" ± {s['ci95']:.3f}" if s.get("ci95") is not None else ""
+    rows = [
+        ("evaluation", run.id),
+        ("environment", run.environment + (f" @ {run.revision[:12]}" if run.revision else "")),
+        ("policy", run.policy_label),
+        ("status", run.status.value + (f": {run.message}" if run.message else "")),
+        ("episodes", f"{s.get('episodes', 0)} of {run.episodes_planned} ({s.get('completed', 0)} reached done)"),
+        ("mean reward", number("mean_reward") + ci),
+        ("success rate", number("success_rate")),
+        ("mean steps", number("mean_steps", 1)),
+        ("invalid rate", number("invalid_rate")),
+        ("tokens", f"{s.get('tokens', 0):,}"),
+        ("wall time", f"{s.get('wall_s', 0):.1f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    failed = [e for e in run.episodes if e.status == "failed"]
+    for episode in failed[:5]:
+        print(f"  episode {episode.index} failed: {episode.error}")
+
+
 def deploy(settings: Settings, args: argparse.Namespace) -> int:
     from huggingface_hub import HfApi, get_token
 
@@ -194,6 +309,21 @@ def parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=check)
 
+    eval_cmd = commands.add_parser("eval", help="evaluate a model or a baseline on an environment's episodes")
+    eval_cmd.add_argument("environment", help="an environment id from the catalog, e.g. template:wordle")
+    eval_cmd.add_argument("--model-url", help="an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    eval_cmd.add_argument("--model", help="the model's name on that server")
+    eval_cmd.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the model's API key")
+    eval_cmd.add_argument("--temperature", type=float, default=None)
+    eval_cmd.add_argument("--baseline", choices=["random", "first-legal"], default="random", help="without a model")
+    eval_cmd.add_argument("--episodes", type=int, default=8, help="episodes (seeds 0..N-1), or tasks of --split")
+    eval_cmd.add_argument("--split", help="play the first --episodes tasks of this Task API split")
+    eval_cmd.add_argument("--concurrency", type=int, default=1)
+    eval_cmd.add_argument("--max-steps", type=int, default=100)
+    eval_cmd.add_argument("--json", action="store_true", help="print the run and its episodes as JSON")
+    eval_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    eval_cmd.set_defaults(handler=evaluate)
+
     deploy_cmd = commands.add_parser("deploy", help="create or update a Docker Space running this envhub")
     deploy_cmd.add_argument("--space", required=True, metavar="OWNER/NAME", help="the Space, e.g. alice/envhub")
     deploy_cmd.add_argument("--private", action="store_true", help="create the Space private (a new Space only)")
@@ -221,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     # One line per outbound request (gateway, health probes, checks) would drown everything else.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the model client's
     code: int = args.handler(Settings(), args)
     return code
 

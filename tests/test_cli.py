@@ -7,8 +7,12 @@ import sys
 from pathlib import Path
 
 from app.settings import REPO_ROOT
+from core.db import create_db_engine
+from evals.runs import Runner
 from tests.conftest import space_files
 from tests.fakehub import FakeHub
+from tests.fakemodel import FakeModel, Reply
+from tests.serving import TEMPLATES
 
 
 def cli_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
@@ -65,3 +69,30 @@ def test_sync_against_an_unreachable_hub_says_why(tmp_path: Path) -> None:
     assert last.startswith("sync failed after")
     assert "listing spaces at http://127.0.0.1:9 failed" in last
     assert "Traceback" not in failed.stderr
+
+
+def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) -> None:
+    key = "sk-cli-secret-42"
+    fake = FakeModel(lambda body: Reply(text='```json\n{"guess": "crane"}\n```'))
+    env = cli_env(tmp_path, "http://127.0.0.1:9") | {
+        "ENVHUB_TEMPLATES_DIR": str(TEMPLATES),
+        "ENVHUB_DATA_DIR": str(tmp_path / "data"),
+        "MODEL_KEY": key,
+    }
+    try:
+        args = ["template:wordle", "--model-url", fake.url, "--model", "cli-model", "--api-key-env", "MODEL_KEY"]
+        played = run_cli(env, "eval", *args, "--episodes", "3", "--concurrency", "3", "--max-steps", "2")
+    finally:
+        fake.close()
+    assert played.returncode == 0, played.stderr
+    assert "policy        cli-model" in played.stdout and "status        finished" in played.stdout
+    assert "episodes      3 of 3" in played.stdout and "mean steps    2.0" in played.stdout
+    assert "3/3" in played.stderr  # the progress bar
+    assert key not in played.stdout + played.stderr
+    assert {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
+    # The run is in the catalog the server reads, for its leaderboard.
+    [run] = Runner(create_db_engine(env["ENVHUB_DATABASE_URL"])).list_runs(environment="template:wordle")
+    assert (run.status, run.policy_label, run.summary["episodes"], run.launched) == ("finished", "cli-model", 3, True)
+
+    missing = run_cli(env, "eval", "template:wordle", "--model-url", fake.url, "--model", "m", "--api-key-env", "NOPE")
+    assert missing.returncode == 2 and "$NOPE is empty" in missing.stderr
