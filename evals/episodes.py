@@ -7,14 +7,16 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
 from evals.harness import Brief
 from evals.model import ModelError
 from evals.policies import Move, Player, Policy
 from evals.summary import EpisodeFigures
-from protocol.client import PinnedClient
+
+if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
+    from protocol.client import PinnedClient
 
 __all__ = ["EpisodeResult", "EpisodeSpec", "Limits", "play_episode"]
 
@@ -103,7 +105,7 @@ def _success(observation: Any) -> bool | None:
 
 @dataclass
 class _Episode:
-    client: PinnedClient
+    client: "PinnedClient"
     player: Player
     limits: Limits
     result: EpisodeResult
@@ -196,6 +198,8 @@ async def play_episode(
 ) -> EpisodeResult:
     """Play one episode to its end; what went wrong is the result's error, never an exception."""
     result = EpisodeResult(spec)
+    from protocol.client import PinnedClient
+
     client = PinnedClient(url, outbound, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S)
     episode = _Episode(client, policy.player(brief, spec.seed), limits, result)
     started = time.perf_counter()

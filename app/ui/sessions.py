@@ -12,12 +12,14 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.ui.episode import Episode, Outcome
 from core.outbound import OutboundSession
-from protocol.client import PinnedClient
 from protocol.interface import Interface
+
+if TYPE_CHECKING:  # openenv's package imports Gradio, seconds of start-up the CLI's sync and search never need
+    from protocol.client import PinnedClient
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class PlaySession:
     episode: Episode = field(init=False)
     last_used: float = field(default_factory=time.monotonic)
     legal_actions: list[Any] = field(default_factory=list)  # as the last observation listed them
-    _client: PinnedClient | None = None
+    _client: "PinnedClient | None" = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -73,6 +75,8 @@ class PlaySession:
         async with self._lock:
             self.last_used = time.monotonic()
             if self._client is None:
+                from protocol.client import PinnedClient
+
                 self._client = PinnedClient(
                     self.address or self.url,
                     self.outbound,

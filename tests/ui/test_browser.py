@@ -314,8 +314,10 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     expect(page.locator("#env-header h1")).to_contain_text("Wordle")
     page.locator("#open-evaluate").click()
     expect(page.locator("#eval-environment")).to_contain_text("template:wordle")
-    field(page, "eval-episodes").fill("3")
-    field(page, "eval-max-steps").fill("4")
+    for name, value in (("eval-episodes", "3"), ("eval-max-steps", "4")):
+        expect(field(page, name)).to_be_visible()  # mounted with the tab, so the value typed is the one sent
+        field(page, name).fill(value)
+        expect(field(page, name)).to_have_value(value)
     page.locator("#eval-run").click()
     expect(page.locator("#eval-progress")).to_contain_text("finished", timeout=LAUNCH_S)
     expect(page.locator("#eval-progress")).to_contain_text("3 of 3 episodes")
