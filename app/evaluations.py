@@ -166,6 +166,12 @@ async def start_evaluation(
                 raise PrepareError(
                     f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
                 )
+            if body.split is not None and body.split not in {s.name for s in interface.splits}:
+                named = ", ".join(s.name for s in interface.splits)
+                raise PrepareError(
+                    f"{environment.id} has no task split {body.split!r}; "
+                    + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)")
+                )
         except BaseException:
             await outbound.aclose()
             await policy.aclose()

@@ -153,7 +153,7 @@ class Runner:
             session.execute(update(Evaluation).where(col(Evaluation.id) == evaluation_id).values(**values))
             session.commit()
 
-    def _store(self, evaluation: Evaluation, result: EpisodeResult, wall_s: float) -> dict[str, Any]:
+    def record(self, evaluation: Evaluation, result: EpisodeResult, wall_s: float) -> dict[str, Any]:
         """The episode's row, and the run's summary over every episode stored so far, in one write."""
         with Session(self.engine) as session:
             session.merge(episode_row(evaluation.id, result))
@@ -205,7 +205,7 @@ class Runner:
         async def one(spec: EpisodeSpec) -> None:
             async with slots:
                 result = await play_episode(play.url, play.outbound, play.policy, play.brief, spec, play.limits)
-            evaluation.summary = await asyncio.to_thread(self._store, evaluation, result, loop.time() - started)
+            evaluation.summary = await asyncio.to_thread(self.record, evaluation, result, loop.time() - started)
             if progress is not None:
                 progress(evaluation, result)
 

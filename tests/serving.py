@@ -60,6 +60,7 @@ class Envhub:
     """envhub served by uvicorn on loopback, as trainers reach it."""
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(

@@ -14,6 +14,7 @@ import pytest
 from app.settings import Settings
 from protocol.schemas import example_value
 from tests.conftest import wait_until
+from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import TEMPLATES, Envhub
 
@@ -222,3 +223,70 @@ def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
     started = time.monotonic()
     assert evaluating.http.get("/api/evaluations/ev-none").status_code == 404
     assert time.monotonic() - started < 5
+
+
+def test_a_task_split_is_played_by_index_and_an_unknown_split_fails_the_run(evaluating: Envhub) -> None:
+    created = start(
+        evaluating, environment="template:arithmetic_tasks", policy="first-legal", split="test", indices=[0, 3]
+    )
+    run = finished(evaluating, created["id"])
+    assert run["status"] == "finished", run["message"]
+    assert (run["taskset_label"], run["taskset"]) == ("split:test", {"split": "test", "indices": [0, 3]})
+    assert [e["task"] for e in run["episodes"]] == [{"split": "test", "index": 0}, {"split": "test", "index": 3}]
+    export = evaluating.http.get(f"/api/evaluations/{run['id']}/episodes.jsonl").text.splitlines()
+    assert json.loads(export[1])["records"][0]["options"] == {"split": "test", "index": 3}
+
+    wrong = finished(evaluating, start(evaluating, environment="template:wordle", split="test", indices=[0])["id"])
+    assert wrong["status"] == "failed"
+    assert "template:wordle has no task split 'test'; it takes no tasks" in wrong["message"]
+
+
+def test_runs_left_by_an_envhub_that_stopped_are_interrupted_and_keep_their_episodes(evaluating: Envhub) -> None:
+    answered = threading.Semaphore(2)  # two episodes finish; the third waits for the model until envhub stops
+
+    def brain(body: dict[str, Any]) -> Reply:
+        return Reply(text='{"guess": "crane"}', delay_s=0 if answered.acquire(blocking=False) else 30)
+
+    fake = FakeModel(brain)
+    try:
+        created = start(
+            evaluating,
+            environment="template:wordle",
+            policy={"model": {"base_url": fake.url, "model": "m"}},
+            episodes=4,
+            max_steps=1,
+        )
+        wait_until(lambda: len(evaluating.http.get(f"/api/evaluations/{created['id']}").json()["episodes"]) >= 2, 60)
+        evaluating.stop()  # envhub stops with the third episode waiting for the model
+    finally:
+        fake.close()
+    again = Envhub(evaluating.settings)
+    try:
+        run = again.http.get(f"/api/evaluations/{created['id']}").json()
+    finally:
+        again.stop()
+    assert run["status"] == "interrupted" and "episodes that finished are kept" in run["message"]
+    assert len(run["episodes"]) == 2
+
+
+def test_rollouts_are_pushed_to_the_hub_as_a_dataset_with_the_users_token(evaluating: Envhub, hub: FakeHub) -> None:
+    run = finished(evaluating, start(evaluating, environment="template:wordle", episodes=2, max_steps=2)["id"])
+    push = f"/api/evaluations/{run['id']}/push"
+
+    anonymous = evaluating.http.post(push, json={"repo": "alice/wordle-rollouts"})
+    assert anonymous.status_code == 403 and "your Hub token" in anonymous.json()["detail"]
+    pushed = evaluating.http.post(
+        push, json={"repo": "alice/wordle-rollouts"}, headers={"Authorization": "Bearer hf_test"}
+    )
+    assert pushed.status_code == 200, pushed.text
+
+    files = hub.files("alice/wordle-rollouts", repo_type="dataset")
+    lines = [json.loads(line) for line in files["data/episodes.jsonl"].decode().splitlines()]
+    assert [line["index"] for line in lines] == [0, 1] and lines[0]["run"]["evaluation"] == run["id"]
+    card = files["README.md"].decode()
+    assert "  - openenv\n  - rl-environment" in card
+    assert "template:wordle" in card and '| policy | `{"kind": "random"}` |' in card and run["revision"] in card
+    assert {w.user for w in hub.writes if w.repo_id == "alice/wordle-rollouts"} == {"alice"}
+
+    elsewhere = evaluating.http.post(push, json={"repo": "bob/rollouts"}, headers={"Authorization": "Bearer hf_test"})
+    assert elsewhere.status_code == 403 and "refused to write bob/rollouts" in elsewhere.json()["detail"]

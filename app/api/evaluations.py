@@ -1,17 +1,18 @@
 """Evaluations: run a policy (a model or a baseline) over an environment's episodes, follow it, read its
 episodes, export them, cancel it."""
 
-import json
+import asyncio
 
 from fastapi import APIRouter, Request, status
 from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CallerDep, ServicesDep
 from app.evaluations import EvaluationRequest, start_evaluation
 from app.urls import own_gateway
 from core.errors import ConflictError, ForbiddenError
 from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
-from evals.runs import Runner
+from evals.rollouts import push_rollouts, rollouts_jsonl
 
 router = APIRouter(prefix="/api/evaluations", tags=["evaluations"])
 
@@ -46,21 +47,27 @@ def export_episodes(evaluation_id: str, services: ServicesDep) -> Response:
     )
 
 
-def rollouts_jsonl(runner: Runner, evaluation_id: str) -> str:
-    run = runner.get(evaluation_id)
-    metadata = {
-        "evaluation": run.id,
-        "environment": run.environment,
-        "revision": run.revision,
-        "policy": run.policy,
-        "taskset": run.taskset_label,
-        "limits": run.limits,
-    }
-    lines = [
-        json.dumps({"run": metadata, **episode.model_dump(mode="json")}, ensure_ascii=False, default=str)
-        for episode in runner.episodes(evaluation_id)
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
+class PushRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repo: str = Field(description="the dataset repo to create or update, e.g. alice/wordle-rollouts")
+    private: bool = False
+
+
+@router.post("/{evaluation_id}/push")
+async def push_to_hub(
+    evaluation_id: str, body: PushRequest, services: ServicesDep, caller: CallerDep
+) -> dict[str, str]:
+    """Push the rollouts to a dataset repo on the Hub with your own token: the JSONL and a dataset card."""
+    url = await asyncio.to_thread(
+        push_rollouts,
+        services.evaluations,
+        evaluation_id,
+        body.repo,
+        token=caller.token,
+        endpoint=services.settings.hf_endpoint,
+        private=body.private,
+    )
+    return {"url": url, "repo": body.repo}
 
 
 @router.get("/episodes/{episode_id}")

@@ -2,6 +2,7 @@
 environment's episodes, follow it, read its results; the environment's leaderboard; and the episode
 viewer, which replays any stored episode step by step and opens from its share link (/?episode=ID)."""
 
+import asyncio
 import html
 import json
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from app.urls import own_gateway
 from core.errors import EnvhubError
 from evals.leaderboard import leaderboard
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
+from evals.rollouts import push_rollouts
 
 POLICIES = ["random", "first-legal", "model"]
 
@@ -38,6 +40,8 @@ class Evaluate:
     evaluation: gr.State
     progress: gr.HTML
     results: gr.Dataframe
+    repo: gr.Textbox
+    push: gr.Button
     board: gr.HTML
     timer: gr.Timer
     episode_id: gr.Textbox
@@ -81,6 +85,10 @@ def build() -> Evaluate:
                 interactive=False,
                 elem_id="eval-results",
             )
+            with gr.Row():
+                repo = gr.Textbox(label="Push the rollouts to a Hub dataset (with your token)", scale=3,
+                                  placeholder="you/wordle-rollouts", elem_id="eval-repo")  # fmt: skip
+                push = gr.Button("⇪ Push to the Hub", scale=1, elem_id="eval-push")
     gr.Markdown("### Leaderboard")
     board = gr.HTML(elem_id="eval-leaderboard")
     gr.Markdown("### Episode viewer")
@@ -94,8 +102,8 @@ def build() -> Evaluate:
     viewer = gr.HTML(elem_id="eval-viewer")
     return Evaluate(
         environment, policy, base_url, model, api_key, episodes, concurrency, max_steps, run, cancel, message,
-        gr.State(""), progress, results, board, gr.Timer(1.0, active=False), episode_id, step, previous, next_,
-        viewer, gr.State(None),
+        gr.State(""), progress, results, repo, push, board, gr.Timer(1.0, active=False), episode_id, step, previous,
+        next_, viewer, gr.State(None),
     )  # fmt: skip
 
 
@@ -250,6 +258,22 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         await services.evaluations.cancel(evaluation_id)
         return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(evaluation_id, environment_id)
 
+    async def push(request: gr.Request, evaluation_id: str, repo: str) -> dict[Any, Any]:
+        if not evaluation_id:
+            return {evaluate.message: "Run an evaluation first."}
+        try:
+            url = await asyncio.to_thread(
+                push_rollouts,
+                services.evaluations,
+                evaluation_id,
+                (repo or "").strip(),
+                token=acting_caller(services, request).token,
+                endpoint=services.settings.hf_endpoint,
+            )
+        except EnvhubError as exc:
+            return {evaluate.message: f"**Not pushed:** {exc.message}"}
+        return {evaluate.message: f"Pushed the rollouts of `{evaluation_id}` to [{html.escape(repo)}]({url})."}
+
     def pick(request: gr.Request, event: gr.SelectData) -> dict[Any, Any]:
         row = event.row_value if isinstance(event.row_value, list) else []
         return open_episode(services, evaluate, str(row[0]), request) if row else {}
@@ -285,6 +309,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     )
     evaluate.run.click(start, inputs, [evaluate.message, evaluate.evaluation, *evaluate.followed])
     evaluate.cancel.click(cancel, [evaluate.evaluation, selected], [evaluate.message, *evaluate.followed])
+    evaluate.push.click(push, [evaluate.evaluation, evaluate.repo], [evaluate.message])
     evaluate.timer.tick(follow, [evaluate.evaluation, selected], evaluate.followed, show_progress="hidden")
     viewer = [evaluate.episode_id, evaluate.episode, evaluate.step, evaluate.viewer]
     evaluate.results.select(pick, None, viewer)

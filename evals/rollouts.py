@@ -1,0 +1,110 @@
+"""A run's rollouts leave envhub: as JSONL (one episode per line, each with the run's metadata), and as a
+dataset repo on the Hub, pushed with the user's own token, with a card naming the environment, its
+revision, the policy and the summary."""
+
+import io
+import json
+from typing import Any
+
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
+from core.errors import ForbiddenError, InvalidInputError, UpstreamError
+from evals.models import Evaluation
+from evals.runs import Runner
+
+__all__ = ["dataset_card", "push_rollouts", "rollouts_jsonl"]
+
+DATA_FILE = "data/episodes.jsonl"
+
+
+def _metadata(run: Evaluation) -> dict[str, Any]:
+    return {
+        "evaluation": run.id,
+        "environment": run.environment,
+        "revision": run.revision,
+        "policy": run.policy,
+        "taskset": run.taskset_label,
+        "limits": run.limits,
+    }
+
+
+def rollouts_jsonl(runner: Runner, evaluation_id: str) -> str:
+    run = runner.get(evaluation_id)
+    metadata = _metadata(run)
+    lines = [
+        json.dumps({"run": metadata, **episode.model_dump(mode="json")}, ensure_ascii=False, default=str)
+        for episode in runner.episodes(evaluation_id)
+    ]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _figure(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def dataset_card(run: Evaluation) -> str:
+    s = run.summary or {}
+    ci = f" ± {s['ci95']:.3f}" if s.get("ci95") is not None else ""
+    front = "\n".join(
+        [
+            "---",
+            "tags:",
+            "  - openenv",
+            "  - rl-environment",
+            "  - rollouts",
+            "configs:",
+            "  - config_name: default",
+            f"    data_files: {DATA_FILE}",
+            "---",
+        ]
+    )
+    return (
+        f"{front}\n\n# Rollouts of {run.policy_label} on {run.environment}\n\n"
+        f"Episodes played by envhub's evaluation `{run.id}`, one per line of `{DATA_FILE}`, each with every step: "
+        "the observation, the policy's reply, the action sent, the reward and done.\n\n"
+        "| | |\n|---|---|\n"
+        f"| environment | `{run.environment}` |\n"
+        f"| revision | `{run.revision or 'a local folder'}` |\n"
+        f"| policy | `{json.dumps(run.policy, ensure_ascii=False)}` |\n"
+        f"| task set | {run.taskset_label} |\n"
+        f"| episodes | {s.get('episodes', 0)} of {run.episodes_planned} |\n"
+        f"| mean reward | {_figure(s.get('mean_reward'))}{ci} (95 % CI) |\n"
+        f"| success rate | {_figure(s.get('success_rate'))} |\n"
+        f"| mean steps | {_figure(s.get('mean_steps'))} |\n"
+        f"| invalid rate | {_figure(s.get('invalid_rate'))} |\n"
+        f"| tokens | {s.get('tokens', 0)} |\n"
+    )
+
+
+def push_rollouts(
+    runner: Runner, evaluation_id: str, repo_id: str, *, token: str | None, endpoint: str, private: bool = False
+) -> str:
+    """Create (or reuse) the dataset repo and commit the rollouts and their card; the repo's URL."""
+    if not token:
+        raise ForbiddenError(
+            "pushing to the Hub acts with your Hub token: sign in, or send 'Authorization: Bearer <token>'"
+        )
+    if repo_id.count("/") != 1:
+        raise InvalidInputError(f"name the dataset as namespace/name, not {repo_id!r}")
+    run = runner.get(evaluation_id)
+    api = HfApi(endpoint=endpoint, token=token, library_name="envhub")
+    try:
+        url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        for path, content in ((DATA_FILE, rollouts_jsonl(runner, evaluation_id)), ("README.md", dataset_card(run))):
+            api.upload_file(
+                path_or_fileobj=io.BytesIO(content.encode()),
+                path_in_repo=path,
+                repo_id=repo_id,
+                repo_type="dataset",
+                commit_message=f"Rollouts of envhub evaluation {run.id}",
+            )
+    except HfHubHTTPError as exc:
+        status = getattr(exc.response, "status_code", None)
+        if status in (401, 403):
+            raise ForbiddenError(
+                f"the Hub refused to write {repo_id} with your token (HTTP {status}); "
+                "push to your own namespace, or use a token that may write there"
+            ) from exc
+        raise UpstreamError(f"pushing to {repo_id} on {endpoint} failed: HTTP {status}") from exc
+    return str(url)
