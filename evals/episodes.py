@@ -150,20 +150,18 @@ class _Episode:
         if refused is not None:
             raise _End(f"the environment refused the reset: {refused}")
         self._record("reset", outcome, elapsed, options=options)
-        move = await self.player.act(self.result.steps[-1]["observation"], None)
-        while not self.result.done:
-            if sum(1 for s in self.result.steps if s["kind"] == "step") >= self.limits.max_steps:
-                raise _Cut(f"the episode reached its limit of {self.limits.max_steps} steps")
-            move = await self._step(move)
+        observation, reward = self.result.steps[-1]["observation"], None
+        for _ in range(self.limits.max_steps):
+            await self._step(await self.player.act(observation, reward))
             if self.result.done:
                 return
             if self.limits.max_tokens is not None and self.result.tokens >= self.limits.max_tokens:
                 raise _Cut(f"the episode used {self.result.tokens:,} tokens, its limit is {self.limits.max_tokens:,}")
-            last = self.result.steps[-1]
-            move = await self.player.act(last["observation"], last["reward"])
+            observation, reward = self.result.steps[-1]["observation"], self.result.steps[-1]["reward"]
+        raise _Cut(f"the episode reached its limit of {self.limits.max_steps} steps")
 
-    async def _step(self, move: Move) -> Move:
-        """Send one action, trying again while the move is invalid or refused; returns the last move."""
+    async def _step(self, move: Move) -> None:
+        """Send one action, asking again while the move is invalid or the server refuses it."""
         problems: list[dict[str, Any]] = []
         replies_tokens, model_ms = 0, 0.0
         while True:
@@ -185,7 +183,7 @@ class _Episode:
                         tokens=replies_tokens,
                         model_ms=round(model_ms, 3),
                     )
-                    return move
+                    return
             self.result.invalid += 1
             problems.append({"reply": move.reply, "action": move.action, "problem": problem or "no action"})
             if len(problems) > self.limits.retries:

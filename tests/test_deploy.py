@@ -47,7 +47,8 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
     files = hub.files("alice/openenv-hub")
     assert sorted(files) == sorted([*app_files(REPO_ROOT), "README.md"])
     for path in files:
-        assert path.split("/")[0] in {"app", "catalog", "conformance", "core", "hosting", "migrations", "protocol"} | {
+        assert path.split("/")[0] in {"app", "catalog", "conformance", "core", "evals", "hosting", "migrations"} | {
+            "protocol",
             "spaces_templates",
             "README.md",
             "requirements.txt",
@@ -55,7 +56,13 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
             ".dockerignore",
         }
         assert "__pycache__" not in path and not path.endswith((".pyc", ".db"))
-    assert {"Dockerfile", "requirements.txt", "app/__main__.py", "spaces_templates/maze/openenv.yaml"} <= set(files)
+    assert {
+        "Dockerfile",
+        "requirements.txt",
+        "app/__main__.py",
+        "evals/runs.py",
+        "spaces_templates/maze/openenv.yaml",
+    } <= set(files)
     assert files["Dockerfile"] == (REPO_ROOT / "Dockerfile").read_bytes()
 
     readme = files["README.md"].decode()
@@ -165,6 +172,7 @@ def test_only_app_files_are_picked(tmp_path: Path) -> None:
         "catalog/models.py",
         "conformance/runner.py",
         "core/db.py",
+        "evals/runs.py",
         "hosting/endpoints.py",
         "migrations/env.py",
         "protocol/frames.py",

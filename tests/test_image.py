@@ -102,6 +102,7 @@ def test_the_build_context_is_only_the_app() -> None:
     assert {
         "app/__main__.py",
         "catalog/models.py",
+        "evals/runs.py",
         "spaces_templates/maze/openenv.yaml",
         "requirements.txt",
     } <= included

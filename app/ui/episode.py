@@ -29,11 +29,13 @@ class Episode:
     cumulative_reward: float = 0.0
     steps: int = 0
     done: bool = False
+    resets: int = 0  # episodes begun in this session
 
     def reset(self, options: dict[str, Any], outcome: Outcome, latency_ms: float) -> dict[str, Any]:
         """Start over from a reset: the history so far is replaced."""
         self.records.clear()
         self.cumulative_reward, self.steps = 0.0, 0
+        self.resets += 1
         return self._record({"kind": "reset", "options": options}, outcome, latency_ms)
 
     def step(self, action: dict[str, Any], outcome: Outcome, latency_ms: float) -> dict[str, Any]:

@@ -232,9 +232,11 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
                 config["api_key"] = api_key
             choice = {"model": config}
         connection = connection_of(request)
+        running = services.endpoints.running_endpoint(environment_id)  # a running endpoint or pool is used as is
+        target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
         try:
             body = EvaluationRequest(
-                environment=environment_id,
+                **target,
                 policy=choice,
                 episodes=int(episodes or 1),
                 concurrency=int(concurrency or 1),

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 
 from app.services import Services
+from app.ui import autoplay
 from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
 from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
@@ -65,6 +66,7 @@ class Play:
     tree: gr.JSON
     history: gr.Dataframe
     download: gr.HTML
+    auto: autoplay.AutoPlay
 
     @property
     def results(self) -> list[Any]:
@@ -100,6 +102,7 @@ def build() -> Play:
             with gr.Accordion("Raw action JSON", open=False):
                 raw_action = gr.Code("{}", language="json", lines=3, show_label=False, elem_id="play-raw")
                 raw_step = gr.Button("Step with this JSON", size="sm", elem_id="play-raw-step")
+            auto = autoplay.build()
         with gr.Column(scale=3):
             stats = gr.HTML(elem_id="play-stats")
             observation = gr.HTML(elem_id="play-observation")
@@ -116,7 +119,7 @@ def build() -> Play:
     download = gr.HTML(elem_id="play-download")
     return Play(
         url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
-        form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download,
+        form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download, auto,
     )  # fmt: skip
 
 
@@ -340,6 +343,9 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             if isinstance(control, gr.Textbox):
                 control.submit(step, controls, play.results, **common)
 
+    autoplay.wire(
+        services, play.auto, session_of, lambda session, outcome: results(play, session, outcome), play.results
+    )
     return [connected, launched]
 
 

@@ -65,6 +65,7 @@ class PlaySession:
     episode: Episode = field(init=False)
     last_used: float = field(default_factory=time.monotonic)
     legal_actions: list[Any] = field(default_factory=list)  # as the last observation listed them
+    model: Any = None  # the policy playing this session, when one does (app.ui.autoplay)
     _client: "PinnedClient | None" = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -120,6 +121,9 @@ class PlaySession:
 
     async def close(self) -> None:
         async with self._lock:
+            if self.model is not None:
+                await self.model.aclose()
+                self.model = None
             await self._drop_client()
             await self.outbound.aclose()
 

@@ -13,6 +13,7 @@ import pytest
 from app.settings import REPO_ROOT, Settings
 from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
 from tests.fakehub import FakeHub
+from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
 from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
 
@@ -39,6 +40,7 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
         health_interval_s=0,
         launch_timeout_s=LAUNCH_S / 1000,
         max_endpoints_per_owner=10,
+        allow_private_urls=True,  # the fake model server is on loopback
     )
     server = Envhub(settings)
     yield server
@@ -346,3 +348,32 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     shared.get_by_role("tab", name="Leaderboard").click()
     expect(shared.locator("#env-leaderboard")).to_contain_text("random")
     assert not [m for m in page.console if "pageerror" in m]
+
+
+def test_a_model_plays_in_the_play_tab_and_a_person_takes_over(envhub: Envhub, page: Any) -> None:
+    guesses = iter(['I would say ```json\n{"guess": "crane"}\n```', "no idea"] + ['{"guess": "slate"}'] * 50)
+    fake = FakeModel(lambda body: Reply(text=next(guesses)))
+    try:
+        page.goto(envhub.url + "/?env=template:wordle")
+        launch_and_connect(page)
+        page.get_by_text("Let a model play").click()
+        choose(page, "play-model-policy", "model")
+        field(page, "play-model-url").fill(fake.url)
+        field(page, "play-model-name").fill("fake-player")
+        page.locator("#play-model-start").click()
+        # It resets, then plays: its reply beside the move, an invalid reply asked again.
+        expect(page.locator("#play-model-reply")).to_contain_text("slate", timeout=30_000)
+        expect(page.locator("#play-history")).to_contain_text("crane")
+        screenshot(page, "play-model")
+        page.locator("#play-model-stop").click()
+        expect(page.locator("#play-model-reply")).to_contain_text("the controls are yours")
+        steps = int(stat(page, "steps"))
+        page.wait_for_timeout(1500)  # nothing moves by itself once stopped
+        assert int(stat(page, "steps")) == steps
+        field(page, "field-guess").fill("plant")  # the person takes over mid-episode
+        page.locator("#play-step").click()
+        steps_become(page, steps + 1)
+        expect(page.locator("#play-history")).to_contain_text("plant")
+    finally:
+        fake.close()
+    assert any("no JSON object" in json.dumps(body["messages"][-1]) for _, body in fake.requests)
