@@ -28,7 +28,8 @@ test: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest
+	# Test files run in parallel, a file to a worker: most tests wait on servers they start.
+	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile
 
 format: $(VENV)/.dev
 	$(BIN)/ruff format .
