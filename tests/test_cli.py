@@ -91,7 +91,9 @@ def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) 
     assert key not in played.stdout + played.stderr
     assert {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
     # The run is in the catalog the server reads, for its leaderboard.
-    [run] = Runner(create_db_engine(env["ENVHUB_DATABASE_URL"])).list_runs(environment="template:wordle")
+    engine = create_db_engine(env["ENVHUB_DATABASE_URL"])
+    [run] = Runner(engine).list_runs(environment="template:wordle")
+    engine.dispose()
     assert (run.status, run.policy_label, run.summary["episodes"], run.launched) == ("finished", "cli-model", 3, True)
 
     missing = run_cli(env, "eval", "template:wordle", "--model-url", fake.url, "--model", "m", "--api-key-env", "NOPE")

@@ -47,11 +47,17 @@ class Server:
             return False
 
     def stop(self) -> None:
+        """Stop it as a service manager would: SIGTERM, and SIGKILL if it has not exited in 30 s."""
         self.process.terminate()
-        self.process.wait(timeout=10)
-        self._reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            self._reader.join(timeout=5)
+            assert self.process.stdout is not None
+            self.process.stdout.close()
 
 
 @pytest.fixture
