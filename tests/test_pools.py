@@ -230,12 +230,13 @@ def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_rep
     sockets = _sessions_on(opened, endpoint, 4)
     victim = f"{endpoint['id']}-2"
     pid = server_pid(settings, victim)
+    pool = pools.endpoint(endpoint["id"])["pool"]
+    assert [r["sessions"] for r in pool["replicas"] if r["id"] == victim] == [
+        2
+    ]  # read before the kill, which frees them
     started = time.monotonic()
     os.kill(pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
     try:
-        pool = pools.endpoint(endpoint["id"])["pool"]
-        on_victim = [r["sessions"] for r in pool["replicas"] if r["id"] == victim]
-        assert on_victim == [2]
         survivors, lost = [], []
         for ws in sockets:
             try:
