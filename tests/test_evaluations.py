@@ -177,11 +177,10 @@ def test_concurrency_is_respected_and_a_leaderboard_ranks_the_runs(evaluating: E
 
 
 def test_cancel_keeps_finished_episodes(evaluating: Envhub) -> None:
-    gate = threading.Event()
+    answered = threading.Semaphore(1)  # the first episode is answered; the next waits for the model
 
     def brain(body: dict[str, Any]) -> Reply:
-        gate.wait(30)
-        return Reply(text='{"guess": "crane"}')
+        return Reply(text='{"guess": "crane"}', delay_s=0 if answered.acquire(blocking=False) else 30)
 
     fake = FakeModel(brain)
     try:
@@ -192,19 +191,15 @@ def test_cancel_keeps_finished_episodes(evaluating: Envhub) -> None:
             episodes=3,
             max_steps=1,
         )
-        wait_until(lambda: fake.in_flight == 1, timeout_s=60)  # the first episode waits for the model
-        gate.set()
-        wait_until(lambda: len(evaluating.http.get(f"/api/evaluations/{created['id']}").json()["episodes"]) >= 1, 30)
-        gate.clear()
+        wait_until(lambda: len(evaluating.http.get(f"/api/evaluations/{created['id']}").json()["episodes"]) == 1, 60)
         wait_until(lambda: fake.in_flight == 1, timeout_s=30)
         cancelled = evaluating.http.delete(f"/api/evaluations/{created['id']}")
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
     finally:
-        gate.set()
         fake.close()
     run = evaluating.http.get(f"/api/evaluations/{created['id']}").json()
-    assert 1 <= len(run["episodes"]) < 3
+    assert len(run["episodes"]) == 1
 
 
 def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
