@@ -132,7 +132,7 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
 
 def evaluate(settings: Settings, args: argparse.Namespace) -> int:
     """Run an evaluation here, with envhub's own gateway on a loopback port, and record it in the catalog."""
-    policy: Any = args.baseline
+    policy: Any = {"preset": args.preset} if args.preset else args.baseline
     if args.model_url:
         if not args.model:
             print("envhub: --model-url needs --model, the model's name on that server", file=sys.stderr)
@@ -147,9 +147,7 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
 
     from app.evaluations import EvaluationRequest
 
-    tasks: dict[str, Any] = {"episodes": args.episodes}
-    if args.split:
-        tasks = {"split": args.split, "indices": list(range(args.episodes))}
+    tasks: dict[str, Any] = {"episodes": args.episodes, "split": args.split, "dataset": args.dataset}
     try:
         body = EvaluationRequest(
             environment=args.environment,
@@ -311,13 +309,16 @@ def parser() -> argparse.ArgumentParser:
 
     eval_cmd = commands.add_parser("eval", help="evaluate a model or a baseline on an environment's episodes")
     eval_cmd.add_argument("environment", help="an environment id from the catalog, e.g. template:wordle")
-    eval_cmd.add_argument("--model-url", help="an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    model_cmd = eval_cmd.add_mutually_exclusive_group()
+    model_cmd.add_argument("--model-url", help="an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    model_cmd.add_argument("--preset", help="a model preset saved by the admin or without sign-in (GET /api/models)")
     eval_cmd.add_argument("--model", help="the model's name on that server")
     eval_cmd.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the model's API key")
     eval_cmd.add_argument("--temperature", type=float, default=None)
     eval_cmd.add_argument("--baseline", choices=["random", "first-legal"], default="random", help="without a model")
     eval_cmd.add_argument("--episodes", type=int, default=8, help="episodes (seeds 0..N-1), or tasks of --split")
-    eval_cmd.add_argument("--split", help="play the first --episodes tasks of this Task API split")
+    eval_cmd.add_argument("--split", help="play the first --episodes tasks of this Task API split (or --dataset's)")
+    eval_cmd.add_argument("--dataset", help="a linked dataset whose --split rows reset the episodes")
     eval_cmd.add_argument("--concurrency", type=int, default=1)
     eval_cmd.add_argument("--max-steps", type=int, default=100)
     eval_cmd.add_argument("--json", action="store_true", help="print the run and its episodes as JSON")

@@ -15,19 +15,21 @@ from sqlmodel import Session
 from app.services import Services
 from app.ui.live import live_session
 from catalog.store import get_environment
+from catalog.tasksets import dataset_resets
 from core.callers import Caller
-from core.errors import ConflictError, InvalidInputError
+from core.errors import ConflictError
 from evals.episodes import EpisodeSpec, Limits
 from evals.harness import Brief
 from evals.model import ModelConfig, ModelPolicy
 from evals.models import Evaluation
 from evals.policies import BASELINES, Policy
+from evals.presets import preset_owner
 from evals.runs import Play, PrepareError, new_evaluation_id
 from hosting.models import Backend, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import read_interface
 
-__all__ = ["EvaluationRequest", "ModelChoice", "start_evaluation"]
+__all__ = ["EvaluationRequest", "ModelChoice", "PresetChoice", "start_evaluation"]
 
 MAX_EPISODES = 1000
 
@@ -35,6 +37,13 @@ MAX_EPISODES = 1000
 class ModelChoice(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelConfig
+
+
+class PresetChoice(BaseModel):
+    """A model the caller saved (PUT /api/models/{name}), its key included."""
+
+    model_config = ConfigDict(extra="forbid")
+    preset: str
 
 
 class EvaluationRequest(BaseModel):
@@ -45,11 +54,14 @@ class EvaluationRequest(BaseModel):
     environment: str | None = Field(default=None, description="launch an endpoint of it for the run")
     endpoint: str | None = Field(default=None, description="a running endpoint to play through")
     backend: Backend = Field(default=Backend.PROCESS, description="where to launch, with `environment`")
-    policy: Literal["random", "first-legal"] | ModelChoice = "random"
+    policy: Literal["random", "first-legal"] | ModelChoice | PresetChoice = "random"
     episodes: int | None = Field(default=None, ge=1, le=MAX_EPISODES, description="seeds 0..N-1")
     seeds: list[int] | None = Field(default=None, min_length=1, max_length=MAX_EPISODES)
-    split: str | None = Field(default=None, description="a Task API split; with `indices`")
-    indices: list[int] | None = Field(default=None, min_length=1, max_length=MAX_EPISODES)
+    split: str | None = Field(default=None, description="a Task API split, or the dataset's with `dataset`")
+    indices: list[int] | None = Field(
+        default=None, min_length=1, max_length=MAX_EPISODES, description="the split's tasks (or rows) to play"
+    )
+    dataset: str | None = Field(default=None, description="a linked dataset whose rows reset the episodes")
     concurrency: int = Field(default=1, ge=1, le=64)
     max_steps: int = Field(default=100, ge=1, le=10_000)
     max_tokens: int | None = Field(default=None, ge=1, description="per episode")
@@ -60,23 +72,36 @@ class EvaluationRequest(BaseModel):
     def _one_of_each(self) -> Self:
         if (self.environment is None) == (self.endpoint is None):
             raise ValueError("name either an environment (launched for the run) or a running endpoint")
-        chosen = [name for name in ("episodes", "seeds", "split") if getattr(self, name) is not None]
+        chosen = [name for name in ("episodes", "seeds", "indices") if getattr(self, name) is not None]
         if len(chosen) > 1:
-            raise ValueError(f"give one of episodes, seeds or split+indices, not {' and '.join(chosen)}")
-        if (self.split is None) != (self.indices is None):
-            raise ValueError("a split needs its task indices, and indices need their split")
+            raise ValueError(f"give one of episodes, seeds or indices, not {' and '.join(chosen)}")
+        if self.split is None and (self.indices is not None or self.dataset is not None):
+            raise ValueError("indices and a dataset need the split they come from")
+        if self.split is not None and self.seeds is not None:
+            raise ValueError("a split's tasks choose the episodes: give episodes (its first N) or indices, not seeds")
         return self
 
-    def specs(self) -> list[EpisodeSpec]:
-        if self.split is not None and self.indices is not None:
-            return [EpisodeSpec(i, task={"split": self.split, "index": n}) for i, n in enumerate(self.indices)]
+    def task_indices(self) -> list[int]:
+        """The split's tasks (or the dataset's rows) to play: those named, else the first `episodes`."""
+        return self.indices if self.indices is not None else list(range(self.episodes or 1))
+
+    def specs(self, resets: list[dict[str, Any]] | None = None) -> list[EpisodeSpec]:
+        """The episodes to play; `resets` are the dataset rows' reset options, one per episode."""
+        if resets is not None:
+            return [EpisodeSpec(i, task=options) for i, options in enumerate(resets)]
+        if self.split is not None:
+            return [EpisodeSpec(i, task={"split": self.split, "index": n}) for i, n in enumerate(self.task_indices())]
         seeds = self.seeds if self.seeds is not None else list(range(self.episodes or 1))
         return [EpisodeSpec(i, seed=seed) for i, seed in enumerate(seeds)]
 
-    def taskset(self) -> tuple[dict[str, Any], str]:
+    def taskset(self, dataset_revision: str | None = None) -> tuple[dict[str, Any], str]:
         """The run's record of what it played, and the label runs are compared on."""
+        if self.dataset is not None:
+            pinned = f"{self.dataset}@{(dataset_revision or '')[:12]}"
+            record = {"dataset": self.dataset, "revision": dataset_revision, "split": self.split}
+            return record | {"indices": self.task_indices()}, f"dataset:{pinned}:{self.split}"
         if self.split is not None:
-            return {"split": self.split, "indices": self.indices}, f"split:{self.split}"
+            return {"split": self.split, "indices": self.task_indices()}, f"split:{self.split}"
         return {"seeds": [s.seed for s in self.specs()]}, "seeds"
 
     def limits(self) -> Limits:
@@ -119,20 +144,30 @@ async def start_evaluation(
         environment_id = str(body.environment)
     with Session(services.engine) as session:
         environment = get_environment(session, environment_id)
-    if isinstance(body.policy, ModelChoice):
-        base_url = body.policy.model.base_url
-        if not base_url.startswith(("http://", "https://")):
-            raise InvalidInputError(f"the model's base_url must be an http(s) URL, not {base_url!r}")
-        await services.guard.resolve(base_url)  # a model on a private address only where those are allowed
+    choice = body.policy
+    if isinstance(choice, PresetChoice):
+        owner = preset_owner(caller, services.endpoints.access)
+        choice = ModelChoice(model=services.presets.config_of(services.presets.get(owner, choice.preset)))
+    if isinstance(choice, ModelChoice):
+        await services.guard.resolve(choice.model.base_url)  # a model on a private address only where allowed
+    resets, dataset_revision = None, None
+    if body.dataset is not None:
+
+        def read_rows() -> tuple[list[dict[str, Any]], str]:
+            with services.db() as session:
+                rows = body.task_indices()
+                return dataset_resets(session, services.tasksets, environment, str(body.dataset), str(body.split), rows)
+
+        resets, dataset_revision = await asyncio.to_thread(read_rows)
     launched = None
     if body.endpoint is None:
         launched = await asyncio.to_thread(
             manager.launch, LaunchRequest(environment=environment.id, backend=body.backend), caller
         )
     endpoint_id = body.endpoint or (launched.id if launched else "")
-    taskset, taskset_label = body.taskset()
-    policy = _policy(body.policy)
-    specs = body.specs()
+    taskset, taskset_label = body.taskset(dataset_revision)
+    policy = _policy(choice)
+    specs = body.specs(resets)
     row = Evaluation(
         id=new_evaluation_id(),
         environment=environment.id,
@@ -166,7 +201,7 @@ async def start_evaluation(
                 raise PrepareError(
                     f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
                 )
-            if body.split is not None and body.split not in {s.name for s in interface.splits}:
+            if body.dataset is None and body.split is not None and body.split not in {s.name for s in interface.splits}:
                 named = ", ".join(s.name for s in interface.splits)
                 raise PrepareError(
                     f"{environment.id} has no task split {body.split!r}; "

@@ -32,6 +32,7 @@ from app.settings import Preload, Settings
 from app.ui.sessions import PlaySessions
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
+from catalog.tasksets import Tasksets
 from catalog.templates import index_templates
 from conformance.checker import Checker
 from core.callers import Access
@@ -39,6 +40,7 @@ from core.db import create_db_engine, init_db
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import Sealer
+from evals.presets import ModelPresets
 from evals.runs import Runner
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
@@ -128,6 +130,8 @@ class Services:
     monitor: HealthMonitor
     play: PlaySessions
     evaluations: Runner  # the evaluation runs under way in this process
+    presets: ModelPresets  # the models people saved, keys sealed
+    tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -193,6 +197,12 @@ class Services:
             monitor=monitor,
             play=PlaySessions(),
             evaluations=Runner(engine, leases.replica),
+            presets=ModelPresets(engine, sessions.sealer),
+            tasksets=Tasksets(
+                settings.hf_endpoint,
+                settings.hf_token.get_secret_value() if settings.hf_token else None,
+                settings.data_dir / "datasets",
+            ),
         )
 
     @contextmanager

@@ -22,20 +22,25 @@ def envhub_process(scratch: Path, templates: Path) -> Iterator[str]:
 
 @contextmanager
 def envhub_server(
-    scratch: Path, templates: Path, database_url: str | None = None
+    scratch: Path, templates: Path, database_url: str | None = None, settings: dict[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (a replica)."""
+    """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (a replica),
+    with `settings` as more environment variables."""
     port = free_port()
-    env = os.environ | {
-        "ENVHUB_DATABASE_URL": database_url or f"sqlite:///{scratch}/envhub.db",
-        "ENVHUB_DATA_DIR": f"{scratch}/data",
-        "ENVHUB_TEMPLATES_DIR": str(templates),
-        "ENVHUB_SYNC_INTERVAL_S": "0",
-        "ENVHUB_HEALTH_INTERVAL_S": "0",
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "GRADIO_ANALYTICS_ENABLED": "False",
-    }
+    env = (
+        os.environ
+        | {
+            "ENVHUB_DATABASE_URL": database_url or f"sqlite:///{scratch}/envhub.db",
+            "ENVHUB_DATA_DIR": f"{scratch}/data",
+            "ENVHUB_TEMPLATES_DIR": str(templates),
+            "ENVHUB_SYNC_INTERVAL_S": "0",
+            "ENVHUB_HEALTH_INTERVAL_S": "0",
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+        }
+        | (settings or {})
+    )
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port)],
         env=env,

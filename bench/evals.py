@@ -49,7 +49,10 @@ def run(url: str, model_url: str, episodes: int, concurrency: int) -> dict[str, 
         "concurrency": concurrency,
         "max_steps": 6,
     }
-    created = httpx.post(f"{url}/api/evaluations", json=body, timeout=30).json()
+    response = httpx.post(f"{url}/api/evaluations", json=body, timeout=30)
+    if response.status_code != 201:
+        raise SystemExit(f"POST /api/evaluations answered {response.status_code}: {response.text}")
+    created = response.json()
     while True:
         current: dict[str, Any] = httpx.get(f"{url}/api/evaluations/{created['id']}", timeout=30).json()
         if current["status"] not in ("queued", "running"):
@@ -126,10 +129,8 @@ def main() -> None:
     fake = FakeModel(lambda body: Reply(text='```json\n{"guess": "crane"}\n```', delay_s=args.delay_ms / 1000))
     with (
         tempfile.TemporaryDirectory(prefix="bench-evals-") as scratch,
-        envhub_server(Path(scratch), TEMPLATES) as (
-            url,
-            _,
-        ),
+        # The fake model listens on loopback, which envhub refuses unless told otherwise.
+        envhub_server(Path(scratch), TEMPLATES, settings={"ENVHUB_ALLOW_PRIVATE_URLS": "true"}) as (url, _),
     ):
         results: dict[int, list[dict[str, Any]]] = {1: [], args.concurrency: []}
         run(url, fake.url, 4, 2)  # warm-up: the zygote and the first launch

@@ -211,7 +211,7 @@ def save_registered(session: Session, environment_id: str, url: str, seen: Probe
 
 def interface_columns(interface: Interface) -> dict[str, Any]:
     """The environment row's columns that cache what its server says about itself."""
-    splits = [{"name": s.name, "type": s.type, "num_tasks": s.count} for s in interface.splits]
+    splits = [{"name": s.name, "type": s.type, "num_tasks": s.count, "first": list(s.first)} for s in interface.splits]
     return {
         "env_metadata": interface.metadata,
         "env_schema": interface.schema,
@@ -227,7 +227,15 @@ def cached_interface(environment: EnvironmentDetail) -> Interface:
     for item in tasks.get("splits") or []:
         if isinstance(item, dict) and isinstance(item.get("name"), str):
             count = item.get("num_tasks", item.get("count"))
-            splits.append(Split(item["name"], str(item.get("type") or ""), count if isinstance(count, int) else None))
+            first = item.get("first")
+            splits.append(
+                Split(
+                    item["name"],
+                    str(item.get("type") or ""),
+                    count if isinstance(count, int) else None,
+                    tuple(first) if isinstance(first, list) else (),
+                )
+            )
     task_env = tasks.get("env_name")
     return Interface(
         metadata=environment.env_metadata,

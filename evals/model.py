@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 from huggingface_hub import AsyncInferenceClient
 from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from evals.harness import (
     HARNESS_VERSION,
@@ -53,9 +53,16 @@ class ModelConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=512, ge=1, le=32_768)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     timeout_s: float = Field(default=60, gt=0, le=600)
     system_prompt: str | None = Field(default=None, max_length=20_000, description="instead of the harness's own")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, base_url: str) -> str:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"the model's base_url must be an http(s) URL, not {base_url!r}")
+        return base_url
 
     def described(self) -> dict[str, Any]:
         """The run's record of the model: everything but the key."""

@@ -1,9 +1,11 @@
-"""Evaluations' tables (runs and their episodes) and the public shapes the API returns of them."""
+"""Evaluations' tables (runs and their episodes, and the model presets runs may name) and the public shapes the API
+returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import BigInteger
 from sqlmodel import JSON, Field, SQLModel
 
 from core.clock import utcnow
@@ -104,3 +106,32 @@ class Leaderboard(SQLModel):
     environment: str
     groups: list[LeaderboardGroup]
     note: str = "Runs compare only within a group: the same environment revision and the same task set."
+
+
+class ModelPresetBase(SQLModel):
+    """A model saved under a name by its owner, to evaluate again without typing it (or its key) again."""
+
+    owner: str = Field(primary_key=True, description="a user's name, or ':local' (see evals.presets)")
+    name: str = Field(primary_key=True)
+    base_url: str
+    model: str
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = Field(default=None, sa_type=BigInteger)
+    timeout_s: float = 60
+    system_prompt: str | None = None
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ModelPreset(ModelPresetBase, table=True):
+    api_key_sealed: str | None = Field(default=None, description="the model's API key, sealed; never kept in clear")
+
+
+class ModelPresetPublic(ModelPresetBase):
+    has_api_key: bool
+
+
+class ModelPresetsPublic(SQLModel):
+    data: list[ModelPresetPublic]
+    count: int

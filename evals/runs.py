@@ -86,6 +86,16 @@ class PrepareError(Exception):
     """A run could not start: its endpoint did not start, or its environment did not answer."""
 
 
+def _episodes_without_steps(session: Session, evaluation_id: str) -> list[EpisodeBase]:
+    """A run's episodes in order, read without their steps (the bulk of a row)."""
+    rows = session.exec(
+        select(*[col(getattr(Episode, name)) for name in EpisodeBase.model_fields])
+        .where(Episode.evaluation == evaluation_id)
+        .order_by(col(Episode.index))
+    ).all()
+    return [EpisodeBase.model_validate(dict(zip(EpisodeBase.model_fields, r, strict=True))) for r in rows]
+
+
 class Runner:
     """The runs under way in this envhub process, and their rows."""
 
@@ -121,12 +131,7 @@ class Runner:
     def public(self, evaluation_id: str) -> EvaluationPublic:
         row = self.get(evaluation_id)
         with Session(self.engine) as session:
-            episodes = session.exec(
-                select(*[col(getattr(Episode, name)) for name in EpisodeBase.model_fields])
-                .where(Episode.evaluation == evaluation_id)
-                .order_by(col(Episode.index))
-            ).all()
-        listed = [EpisodeBase.model_validate(dict(zip(EpisodeBase.model_fields, e, strict=True))) for e in episodes]
+            listed = _episodes_without_steps(session, evaluation_id)
         return EvaluationPublic.model_validate({**row.model_dump(), "episodes": listed})
 
     def episodes(self, evaluation_id: str) -> list[Episode]:
@@ -158,14 +163,7 @@ class Runner:
         with Session(self.engine) as session:
             session.merge(episode_row(evaluation.id, result))
             session.flush()
-            rows = session.exec(
-                select(*[col(getattr(Episode, name)) for name in EpisodeBase.model_fields]).where(
-                    Episode.evaluation == evaluation.id
-                )
-            ).all()
-            figures = [
-                _figures(EpisodeBase.model_validate(dict(zip(EpisodeBase.model_fields, r, strict=True)))) for r in rows
-            ]
+            figures = [_figures(episode) for episode in _episodes_without_steps(session, evaluation.id)]
             summary = summarize(figures, wall_s).as_dict()
             session.execute(update(Evaluation).where(col(Evaluation.id) == evaluation.id).values(summary=summary))
             session.commit()

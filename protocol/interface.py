@@ -20,6 +20,7 @@ from protocol.tools import Tool, parse_tools
 __all__ = ["MAX_SPLITS", "Interface", "Split", "read_interface"]
 
 MAX_SPLITS = 10  # splits counted per environment
+FIRST_TASKS = 3  # tasks shown of each split
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Split:
     name: str
     type: str = ""
     count: int | None = None
+    first: tuple[Any, ...] = ()  # its first tasks, as the Task API gives them
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,21 @@ async def _tasks(outbound: OutboundSession, base: str) -> tuple[str | None, tupl
             splits.append(Split(item["name"], str(item.get("type") or "")))
 
     async def counted(split: Split) -> Split:
-        try:
-            answer = await _json(outbound, "POST", f"{env_path}/num_tasks", json={"split": split.name})
-        except (_Unanswered, OSError, TimeoutError):
-            return split
-        number = answer.get("num_tasks") if isinstance(answer, dict) else None
-        return replace(split, count=number if isinstance(number, int) and not isinstance(number, bool) else None)
+        asked = await asyncio.gather(
+            _json(outbound, "POST", f"{env_path}/num_tasks", json={"split": split.name}),
+            _json(
+                outbound, "POST", f"{env_path}/task_range", json={"split": split.name, "start": 0, "stop": FIRST_TASKS}
+            ),
+            return_exceptions=True,
+        )
+        number, first = (a if isinstance(a, dict) else {} for a in asked)
+        count = number.get("num_tasks")
+        tasks = first.get("tasks")
+        return replace(
+            split,
+            count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+            first=tuple(tasks[:FIRST_TASKS]) if isinstance(tasks, list) else (),
+        )
 
     return names[0], tuple(await asyncio.gather(*(counted(s) for s in splits)))
 

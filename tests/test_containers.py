@@ -69,6 +69,23 @@ def spares(client: docker.DockerClient, catalog: str) -> list[str]:
     return [str(c.id) for c in found if c.name.startswith(SPARE_PREFIX)]
 
 
+def spare_answers(client: docker.DockerClient, catalog: str) -> bool:
+    """One spare container runs and its server answers: by then envhub has it ready to hand out (it keeps a
+    spare as soon as the container has its port, well before the server in it is up)."""
+    found = spares(client, catalog)
+    if len(found) != 1:
+        return False
+    container = client.containers.get(found[0])
+    ports = (container.attrs["NetworkSettings"]["Ports"] or {}).values()
+    host_port = next((binding[0]["HostPort"] for binding in ports if binding), None)
+    if host_port is None:
+        return False
+    try:
+        return httpx.get(f"http://127.0.0.1:{host_port}/health", timeout=2).is_success
+    except httpx.HTTPError:
+        return False
+
+
 @needs_docker
 def answers_health(container: Container) -> bool:
     ports = container.ports.get("8000/tcp") or []
@@ -230,7 +247,7 @@ def test_a_docker_pool_grows_into_the_spare_and_stops_whole(
         endpoint = envhub.launch("template:count", backend="docker", options={"replicas": {"min": 1, "max": 2}})
         running = envhub.wait_status(endpoint["id"], "running", "failed", timeout_s=600)
         assert running["status"] == "running", running["message"]
-        wait_until(lambda: len(spares(docker_engine, configured.catalog_id())) == 1, timeout_s=60)
+        wait_until(lambda: spare_answers(docker_engine, configured.catalog_id()), timeout_s=60)
         with ExitStack() as sockets:
             for _ in range(2):  # the one replica looks full: the pool grows, into the container started ahead
                 client = sockets.enter_context(GenericEnvClient(base_url=running["url"]).sync())

@@ -206,7 +206,8 @@ def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
     cases = [
         ({"policy": "random", "episodes": 1}, "name either an environment"),
         ({"environment": "template:wordle", "episodes": 1, "seeds": [1]}, "give one of episodes, seeds"),
-        ({"environment": "template:wordle", "split": "test"}, "needs its task indices"),
+        ({"environment": "template:wordle", "indices": [0]}, "need the split they come from"),
+        ({"environment": "template:wordle", "split": "test", "seeds": [1]}, "not seeds"),
         ({"environment": "nobody/nothing", "episodes": 1}, "nobody/nothing"),
         ({"endpoint": "e-none", "episodes": 1}, "no endpoint 'e-none'"),
         ({"environment": "template:wordle", "policy": {"model": {"base_url": "file:///etc", "model": "m"}}}, "http"),

@@ -166,7 +166,9 @@ def test_registered_urls_are_probed_and_task_splits_cached(monitor: HealthMonito
     with Session(engine) as session:
         row = session.get(Environment, "url:somewhere")
         assert row is not None
-        assert row.tasks == {"env_name": "count", "splits": [{"name": "train", "type": "train", "num_tasks": 3}]}
+        first = [{"target": 5}, {"target": 10}, {"target": 20}]
+        split = {"name": "train", "type": "train", "num_tasks": 3, "first": first}
+        assert row.tasks == {"env_name": "count", "splits": [split]}
 
 
 def test_a_private_url_is_not_probed_in_the_hosted_configuration(engine: Engine, hub: FakeHub, tmp_path: Path) -> None:

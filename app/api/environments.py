@@ -3,6 +3,7 @@
 POST /api/environments registers a self-hosted endpoint by URL; POST .../{id}/wake wakes a sleeping Space.
 """
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
@@ -11,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import CheckerDep, MonitorDep, ServicesDep, SessionDep, SettingsDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source
 from catalog.search import EnvironmentQuery, Sort, search_environments
-from catalog.store import get_environment
+from catalog.store import cached_interface, get_environment
+from catalog.tasksets import EnvironmentTasksets, environment_tasksets
 from conformance.register import register_url
 from evals.leaderboard import leaderboard
 from evals.models import Leaderboard
@@ -77,6 +79,19 @@ def read_leaderboard(session: SessionDep, services: ServicesDep, environment_id:
     """The environment's evaluations, best first, grouped by what they compare on (revision and task set)."""
     get_environment(session, environment_id)
     return leaderboard(services.engine, environment_id)
+
+
+@router.get("/{environment_id:path}/tasksets")
+async def read_tasksets(services: ServicesDep, environment_id: str) -> EnvironmentTasksets:
+    """What it can be evaluated on: its Task API splits (as last read from its server) and its linked
+    datasets at their pinned revisions, with row counts and a preview of rows."""
+
+    def read() -> EnvironmentTasksets:
+        with services.db() as session:
+            environment = get_environment(session, environment_id)
+            return environment_tasksets(session, services.tasksets, environment, cached_interface(environment))
+
+    return await asyncio.to_thread(read)
 
 
 @router.get("/{environment_id:path}")

@@ -1,6 +1,7 @@
 """The environment page: header, README, schemas and tools, status, and the Connect panel."""
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
 from app.ui.readme import render_markdown
+from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
 from core.errors import EnvhubError
@@ -23,6 +25,7 @@ class Detail:
     header: gr.HTML
     readme: gr.HTML
     api: gr.HTML
+    tasks: gr.HTML
     status: gr.HTML
     board: gr.HTML
     play: gr.Button
@@ -39,7 +42,7 @@ class Detail:
     @property
     def live_outputs(self) -> list[Any]:
         """What refresh() fills in from the live environment."""
-        return [self.api, self.status, *self.connect.outputs]
+        return [self.api, self.tasks, self.status, *self.connect.outputs]
 
 
 def asleep(environment: EnvironmentDetail) -> bool:
@@ -56,6 +59,8 @@ def build() -> Detail:
                 readme = gr.HTML(elem_id="readme", elem_classes=["readme"])
             with gr.Tab("API", elem_id="api-tab"):
                 api = gr.HTML(elem_id="env-api")
+            with gr.Tab("Tasks", elem_id="tasks-tab"):
+                tasks = gr.HTML(elem_id="env-tasks")
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
             with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
@@ -67,7 +72,7 @@ def build() -> Detail:
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
-    return Detail(header, readme, api, status, board, play, evaluate, launch, wake, panel, deploy)
+    return Detail(header, readme, api, tasks, status, board, play, evaluate, launch, wake, panel, deploy)
 
 
 def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
@@ -80,6 +85,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
             detail.header: f'<div class="env-header"><h1>Not found</h1><p>{missing}</p></div>',
             detail.readme: "",
             detail.api: "",
+            detail.tasks: "",
             detail.status: "",
             detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", Interface())
@@ -92,6 +98,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
         detail.header: header_html(environment, services.settings.hf_endpoint, launched),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
+        detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
     } | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))
@@ -112,13 +119,18 @@ async def wake(services: Services, detail: Detail, environment_id: str) -> dict[
 
 
 async def refresh(
-    services: Services, detail: Detail, environment_id: str, request: gr.Request | None
+    services: Services,
+    detail: Detail,
+    environment_id: str,
+    request: gr.Request | None,
+    menus: Sequence[gr.Dropdown] = (),
 ) -> dict[Any, Any]:
-    """Read schemas, tools and tasks from the live URL when the catalog has not cached them."""
+    """Read schemas, tools and tasks from the live URL when the catalog has not cached them; `menus` are given
+    what it can be played on (seeds first)."""
     with services.db() as session:
         environment = find_environment(session, environment_id) if environment_id else None
     if environment is None:
-        return {output: gr.skip() for output in detail.live_outputs}
+        return {output: gr.skip() for output in [*detail.live_outputs, *menus]}
     urls = live_urls(services, environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
@@ -132,6 +144,19 @@ async def refresh(
                 info = info.or_else(await read_interface(address, outbound))
         finally:
             await outbound.aclose()
-    return {detail.api: api_html(info), detail.status: status_html(environment, url)} | connect.updates(
-        detail.connect, url, environment.title, info, running_pool(services, environment.id)
+    try:
+        tasksets = await read_tasksets(services, environment, info)
+        tasks = tasksets_html(tasksets, services.settings.hf_endpoint)
+        listed = choices(tasksets, seeds=True)
+    except EnvhubError as exc:
+        tasks = f'<p class="problem">Could not read its tasks: {html.escape(exc.message)}</p>'
+        listed = [SEEDS]
+    return (
+        {menu: gr.Dropdown(choices=listed, value="") for menu in menus}
+        | {
+            detail.api: api_html(info),
+            detail.tasks: tasks,
+            detail.status: status_html(environment, url),
+        }
+        | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))
     )

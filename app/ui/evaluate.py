@@ -1,5 +1,5 @@
-"""The Evaluate tab: run a policy (a baseline, or a model on any OpenAI-compatible server) over an
-environment's episodes, follow it, read its results; the environment's leaderboard; and the episode
+"""The Evaluate tab: run a policy (a baseline, or a model on any OpenAI-compatible server, typed in or saved as a
+preset) over an environment's episodes, follow it, read its results; the environment's leaderboard; and the episode
 viewer, which replays any stored episode step by step and opens from its share link (/?episode=ID)."""
 
 import asyncio
@@ -14,23 +14,33 @@ from pydantic import ValidationError
 from app.evaluations import EvaluationRequest, start_evaluation
 from app.services import Services
 from app.ui.observation import observation_view, render_view
-from app.ui.requests import acting_caller, connection_of, page_base
+from app.ui.requests import acting_caller, caller_of, connection_of, page_base
+from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
+from core.callers import Caller
 from core.errors import EnvhubError
 from evals.leaderboard import leaderboard
+from evals.model import ModelConfig
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
+from evals.presets import preset_owner
 from evals.rollouts import push_rollouts
 
 POLICIES = ["random", "first-legal", "model"]
+PLAY, PAUSE = "⏵ Play", "⏸ Pause"
+REPLAY_S = 0.8  # between steps when the viewer plays an episode
 
 
 @dataclass(frozen=True)
 class Evaluate:
     environment: gr.Markdown
     policy: gr.Dropdown
+    preset: gr.Dropdown
     base_url: gr.Textbox
     model: gr.Textbox
     api_key: gr.Textbox
+    preset_name: gr.Textbox
+    save_preset: gr.Button
+    tasks: gr.Dropdown
     episodes: gr.Number
     concurrency: gr.Number
     max_steps: gr.Number
@@ -48,6 +58,8 @@ class Evaluate:
     step: gr.Slider
     previous: gr.Button
     next: gr.Button
+    replay: gr.Button
+    replay_timer: gr.Timer
     viewer: gr.HTML
     episode: gr.State
 
@@ -61,13 +73,32 @@ def build() -> Evaluate:
     with gr.Row():
         with gr.Column(scale=2):
             policy = gr.Dropdown(POLICIES, value="random", label="Policy", elem_id="eval-policy")
+            preset = gr.Dropdown([], value=None, label="Saved models", visible=False, elem_id="eval-preset")
             base_url = gr.Textbox(label="Model server (OpenAI-compatible base URL)", visible=False,
                                   placeholder="http://127.0.0.1:8000/v1", elem_id="eval-base-url")  # fmt: skip
             model = gr.Textbox(label="Model name", placeholder="Qwen/Qwen3-8B", visible=False, elem_id="eval-model")
-            api_key = gr.Textbox(label="API key (used for this run only, never stored or shown)", visible=False,
-                                 type="password", elem_id="eval-api-key")  # fmt: skip
+            api_key = gr.Textbox(label="API key (never shown; kept, sealed, only in a preset you save)",
+                                 visible=False, type="password", elem_id="eval-api-key")  # fmt: skip
             with gr.Row():
-                episodes = gr.Number(8, label="Episodes", precision=0, minimum=1, maximum=1000, elem_id="eval-episodes")
+                preset_name = gr.Textbox(label="Save as preset", placeholder="my-model", visible=False, scale=3,
+                                         elem_id="eval-preset-name")  # fmt: skip
+                save_preset = gr.Button("Save", visible=False, scale=1, elem_id="eval-preset-save")
+            tasks = gr.Dropdown(
+                [SEEDS],
+                value="",
+                label="Play on",
+                info="seeds, a Task API split, or a linked dataset's split",
+                elem_id="eval-tasks",
+            )
+            with gr.Row():
+                episodes = gr.Number(
+                    8,
+                    label="Episodes (the first N tasks of a split)",
+                    precision=0,
+                    minimum=1,
+                    maximum=1000,
+                    elem_id="eval-episodes",
+                )
                 concurrency = gr.Number(
                     2, label="Concurrency", precision=0, minimum=1, maximum=64, elem_id="eval-concurrency"
                 )
@@ -98,12 +129,14 @@ def build() -> Evaluate:
         )
         previous = gr.Button("◀ Previous", elem_id="eval-previous", scale=1)
         next_ = gr.Button("Next ▶", elem_id="eval-next", scale=1)
+        replay = gr.Button(PLAY, elem_id="eval-replay", scale=1)
     step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="eval-step")
     viewer = gr.HTML(elem_id="eval-viewer")
     return Evaluate(
-        environment, policy, base_url, model, api_key, episodes, concurrency, max_steps, run, cancel, message,
-        gr.State(""), progress, results, repo, push, board, gr.Timer(1.0, active=False), episode_id, step, previous,
-        next_, viewer, gr.State(None),
+        environment, policy, preset, base_url, model, api_key, preset_name, save_preset, tasks, episodes, concurrency,
+        max_steps, run, cancel, message, gr.State(""), progress, results, repo, push, board,
+        gr.Timer(1.0, active=False), episode_id, step, previous, next_, replay, gr.Timer(REPLAY_S, active=False),
+        viewer, gr.State(None),
     )  # fmt: skip
 
 
@@ -219,14 +252,65 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
             evaluate.timer: gr.Timer(active=under_way),
         }
 
+    def presets_of(caller: Caller) -> list[str]:
+        try:
+            owner = preset_owner(caller, services.endpoints.access)
+        except EnvhubError:
+            return []  # not signed in where sign-in is on: nothing saved, nothing to show
+        return [p.name for p in services.presets.list(owner)]
+
+    def choose_policy(request: gr.Request, policy: str) -> list[Any]:
+        shown = policy == "model"
+        names = presets_of(caller_of(services, request)) if shown else []
+        return [
+            gr.Dropdown(choices=names, value=None, visible=shown),
+            *[gr.Textbox(visible=shown)] * 4,
+            gr.Button(visible=shown),
+        ]
+
+    def use_preset(request: gr.Request, name: str | None) -> dict[Any, Any]:
+        if not name:
+            return {}
+        try:
+            preset = services.presets.get(preset_owner(caller_of(services, request), services.endpoints.access), name)
+        except EnvhubError as exc:
+            return {evaluate.message: exc.message}
+        key = "its API key is saved (and never shown)" if preset.api_key_sealed else "it has no API key"
+        return {
+            evaluate.base_url: preset.base_url,
+            evaluate.model: preset.model,
+            evaluate.api_key: "",
+            evaluate.message: f"Saved model `{name}`: {key}.",
+        }
+
+    def save(request: gr.Request, name: str, base_url: str, model: str, api_key: str) -> dict[Any, Any]:
+        config: dict[str, Any] = {"base_url": (base_url or "").strip(), "model": (model or "").strip()}
+        if api_key:
+            config["api_key"] = api_key  # else a preset saved before under the name keeps its key
+        try:
+            owner = preset_owner(acting_caller(services, request), services.endpoints.access)
+            preset = services.presets.save(owner, (name or "").strip(), ModelConfig.model_validate(config))
+        except ValidationError as exc:
+            return {evaluate.message: "**Not saved:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
+        except EnvhubError as exc:
+            return {evaluate.message: f"**Not saved:** {exc.message}"}
+        key = "its API key is sealed, never shown" if preset.api_key_sealed else "without an API key"
+        return {
+            evaluate.preset: gr.Dropdown(choices=[p.name for p in services.presets.list(owner)], value=preset.name),
+            evaluate.api_key: "",
+            evaluate.message: f"Saved model `{preset.name}`: {key}.",
+        }
+
     async def start(
-        request: gr.Request, environment_id: str, policy: str, base_url: str, model: str, api_key: str,
-        episodes: float, concurrency: float, max_steps: float,
+        request: gr.Request, environment_id: str, policy: str, preset: str | None, base_url: str, model: str,
+        api_key: str, tasks: str | None, episodes: float, concurrency: float, max_steps: float,
     ) -> dict[Any, Any]:  # fmt: skip
         if not environment_id:
             return {evaluate.message: "Open an environment first."}
         choice: Any = policy
-        if policy == "model":
+        if policy == "model" and preset:
+            choice = {"preset": preset}
+        elif policy == "model":
             config: dict[str, Any] = {"base_url": (base_url or "").strip(), "model": (model or "").strip()}
             if api_key:
                 config["api_key"] = api_key
@@ -234,6 +318,11 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         connection = connection_of(request)
         running = services.endpoints.running_endpoint(environment_id)  # a running endpoint or pool is used as is
         target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
+        dataset = dataset_choice(tasks)
+        if dataset is not None:
+            target |= {"dataset": dataset[0], "split": dataset[1]}
+        elif tasks:
+            target |= {"split": tasks}
         try:
             body = EvaluationRequest(
                 **target,
@@ -300,14 +389,34 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     def scrub(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
         return move(request, episode_id, index, 0)
 
-    inputs = [selected, evaluate.policy, evaluate.base_url, evaluate.model, evaluate.api_key, evaluate.episodes,
-              evaluate.concurrency, evaluate.max_steps]  # fmt: skip
-    model_fields = [evaluate.base_url, evaluate.model, evaluate.api_key]
-    evaluate.policy.change(
-        lambda policy: [gr.Textbox(visible=policy == "model")] * 3,
-        [evaluate.policy],
-        model_fields,
-        show_progress="hidden",
+    def replay(request: gr.Request, episode_id: str | None, index: float, label: str) -> dict[Any, Any]:
+        """Play the episode from this step (from the start when at its end), or pause it."""
+        if label == PAUSE or not episode_id:
+            return {evaluate.replay: gr.Button(PLAY), evaluate.replay_timer: gr.Timer(active=False)}
+        last = len(services.evaluations.episode(episode_id).records) - 1
+        start = 0 if int(index) >= last else int(index)
+        return move(request, episode_id, start, 0) | {
+            evaluate.replay: gr.Button(PAUSE),
+            evaluate.replay_timer: gr.Timer(active=True),
+        }
+
+    def replay_step(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
+        shown = move(request, episode_id, index, 1)
+        at_end = not episode_id or shown.get(evaluate.step) == int(index)
+        if at_end:
+            shown |= {evaluate.replay: gr.Button(PLAY), evaluate.replay_timer: gr.Timer(active=False)}
+        return shown
+
+    inputs = [selected, evaluate.policy, evaluate.preset, evaluate.base_url, evaluate.model, evaluate.api_key,
+              evaluate.tasks, evaluate.episodes, evaluate.concurrency, evaluate.max_steps]  # fmt: skip
+    typed = [evaluate.base_url, evaluate.model, evaluate.api_key]
+    model_fields = [evaluate.preset, *typed, evaluate.preset_name, evaluate.save_preset]
+    evaluate.policy.change(choose_policy, [evaluate.policy], model_fields, show_progress="hidden")
+    evaluate.preset.input(use_preset, [evaluate.preset], [*typed, evaluate.message], show_progress="hidden")
+    for box in typed:  # a model typed in is not the saved one any more
+        box.input(lambda: gr.Dropdown(value=None), None, [evaluate.preset], show_progress="hidden")
+    evaluate.save_preset.click(
+        save, [evaluate.preset_name, *typed], [evaluate.preset, evaluate.api_key, evaluate.message]
     )
     evaluate.run.click(start, inputs, [evaluate.message, evaluate.evaluation, *evaluate.followed])
     evaluate.cancel.click(cancel, [evaluate.evaluation, selected], [evaluate.message, *evaluate.followed])
@@ -319,3 +428,6 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     evaluate.previous.click(previous, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
     evaluate.next.click(next_, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
     evaluate.step.release(scrub, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
+    replayed = [evaluate.step, evaluate.viewer, evaluate.replay, evaluate.replay_timer]
+    evaluate.replay.click(replay, [evaluate.episode, evaluate.step, evaluate.replay], replayed, show_progress="hidden")
+    evaluate.replay_timer.tick(replay_step, [evaluate.episode, evaluate.step], replayed, show_progress="hidden")

@@ -72,10 +72,12 @@ def build_blocks(services: Services) -> gr.Blocks:
         def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
             return open_environment(str(getattr(event, "env", "")), request)
 
+        refreshed = [*d.live_outputs, ev.tasks]
+
         async def refresh(request: gr.Request, environment_id: str) -> dict[Any, Any]:
             if not environment_id:
-                return {output: gr.skip() for output in d.live_outputs}
-            return await detail.refresh(services, d, environment_id, request)
+                return {output: gr.skip() for output in refreshed}
+            return await detail.refresh(services, d, environment_id, request, [ev.tasks])
 
         def start_page(request: gr.Request) -> dict[Any, Any]:
             params = dict(request.query_params)
@@ -99,12 +101,12 @@ def build_blocks(services: Services) -> gr.Blocks:
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
         blocks.load(
             start_page, None, [*b.outputs, b.query, b.tags, account, *opened, *viewer], show_progress="hidden"
-        ).then(refresh, [selected], d.live_outputs, show_progress="hidden")
+        ).then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, opened, show_progress="hidden").then(
-            refresh, [selected], d.live_outputs, show_progress="hidden"
+            refresh, [selected], refreshed, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
         for event in play_events:  # a launch or a connection may reveal the schemas, tools and tasks
-            event.then(refresh, [selected], d.live_outputs, show_progress="hidden")
+            event.then(refresh, [selected], refreshed, show_progress="hidden")
         d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
         d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)

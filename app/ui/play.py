@@ -24,6 +24,7 @@ from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusa
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.requests import acting_caller, page_endpoint_url
 from app.ui.sessions import PlayError, PlaySession
+from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
 from catalog.store import cached_interface, find_environment
 from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
@@ -210,7 +211,11 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             note += "\n\n" + "\n".join(f"- {p}" for p in info.problems)
         if form.mode == "none":
             note += "\n\nNo action schema was found: send actions as raw JSON below."
-        split_names = [s.name for s in info.splits]
+        try:
+            tasks = choices(await asyncio.wait_for(read_tasksets(services, environment, info), 15), seeds=False)
+        except TimeoutError:
+            tasks = [(s.name, s.name) for s in info.splits]
+            note += "\n\nThe linked datasets took too long to read; their splits are not listed."
         return {
             play.status: note,
             play.form: form,
@@ -218,8 +223,8 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
                 choices=[t.name for t in info.tools or ()], value=form.tool, visible=form.mode == "tool"
             ),
             play.tool_help: tool_help(info, form.tool),
-            play.split: gr.Dropdown(choices=split_names, value=None, visible=bool(split_names)),
-            play.task_index: gr.Textbox(value="", visible=bool(split_names), info=index_hint(info, None)),
+            play.split: gr.Dropdown(choices=tasks, value=None, visible=bool(tasks)),
+            play.task_index: gr.Textbox(value="", visible=bool(tasks), info=index_hint(info, None)),
         } | cleared(play)  # fmt: skip
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
@@ -264,9 +269,19 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             if not seed.strip().isdigit():
                 return refusal(play, "the seed must be a whole number, 0 or more (or empty for a random one)")
             options["seed"] = int(seed)
-        if index and index.strip() and session.info.splits:
-            if not index.strip().isdigit():
-                return refusal(play, "the task index must be a whole number, 0 or more")
+        if index and index.strip() and not index.strip().isdigit():
+            return refusal(play, "the task index must be a whole number, 0 or more")
+        if dataset_choice(split) is not None:
+            with services.db() as db:
+                environment = find_environment(db, session.environment)
+            if environment is None:
+                return refusal(play, f"{session.environment} is no longer in the catalog")
+            row = int(index) if index and index.strip() else None
+            try:
+                options |= await dataset_reset(services, environment, str(split), row, options.get("seed"))
+            except EnvhubError as exc:
+                return refusal(play, exc.message)
+        elif index and index.strip() and session.info.splits:
             # The Task API lists tasks; environments take the one to play as reset options.
             options["split"] = split or session.info.splits[0].name
             options["index"] = int(index)
@@ -304,6 +319,8 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
 
     def pick_split(request: gr.Request, split: str | None) -> Any:
         session = session_of(request)
+        if dataset_choice(split) is not None:
+            return gr.Textbox(info="a row of the dataset's split; empty for a row drawn from the seed")
         return gr.Textbox(info=index_hint(session.info, split) if session else None)
 
     # Steps and resets skip Gradio's queue: one POST each instead of a join and an event stream,

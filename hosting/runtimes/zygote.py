@@ -8,8 +8,8 @@ runs in the environment folder with the same sys.path, variables and log file as
 server started from scratch, and outlives the zygote. The zygote exits when its control
 pipe closes, so it never outlives envhub; it reaps its children, and notes in each
 one's log how it ended (its exit code, or the signal that killed it). It forks only
-while it has a single thread: numpy's BLAS would start a thread pool at import, so the
-zygote pins it to one thread.
+while it has a single thread: numpy's BLAS would start a thread pool at import, and
+pyarrow's allocator a purging thread, so the zygote turns both off.
 
 This file runs as a script (`python -P zygote.py`) and so imports only the standard
 library at the top; envhub uses `Zygote`, the parent side, from the same module.
@@ -41,10 +41,16 @@ PRELOAD = (
     "uvicorn.lifespan.on",
     "openenv.core.env_server.http_server",
 )
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ONE_THREAD = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    # pyarrow (which pandas, and so gradio, imports when it is installed) starts jemalloc's purging thread.
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+}
 # Variables the interpreter or a preloaded library reads when it starts: a forked server
 # would not see them take effect, so a launch that sets one starts from scratch.
-READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL_", "GRADIO_", "HF_", "UVICORN_")
+READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL_", "JE_", "GRADIO_", "HF_", "UVICORN_")
 READ_LATER = {"HF_TOKEN"}  # huggingface_hub reads it on each call
 WS_MAX_SIZE = 100 * 1024 * 1024
 

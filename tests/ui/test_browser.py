@@ -201,7 +201,7 @@ def test_task_api_reset_by_index(envhub: Envhub, page: Any) -> None:
     page.goto(envhub.url + "/?env=template:arithmetic_tasks")
     launch_and_connect(page)
     expect(page.locator("#play-split")).to_be_visible()
-    choose(page, "play-split", "test")
+    choose(page, "play-split", "Task API · test (24 tasks)")
     field(page, "play-index").fill("3")
     reset(page)
     expect(page.locator("#play-observation")).to_contain_text("test-0003")
@@ -343,6 +343,9 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     expect(shared.locator("#eval-viewer")).to_contain_text("reset 0 of 4")
     expect(shared.locator("#eval-viewer")).to_contain_text(share.rsplit("=", 1)[1])
     expect(shared.locator("#eval-leaderboard")).to_contain_text("random")
+    shared.locator("#eval-replay").click()  # it plays the episode through, step by step, then stops
+    expect(shared.locator("#eval-viewer")).to_contain_text("step 4 of 4", timeout=15_000)
+    expect(shared.locator("#eval-replay")).to_have_text("⏵ Play")
     screenshot(shared, "episode-viewer")
     shared.get_by_role("tab", name="Environment").click()  # the environment's page has its leaderboard too
     shared.get_by_role("tab", name="Leaderboard").click()
@@ -377,3 +380,38 @@ def test_a_model_plays_in_the_play_tab_and_a_person_takes_over(envhub: Envhub, p
     finally:
         fake.close()
     assert any("no JSON object" in json.dumps(body["messages"][-1]) for _, body in fake.requests)
+
+
+def test_evaluate_saves_a_model_as_a_preset_and_runs_it_without_showing_its_key(envhub: Envhub, page: Any) -> None:
+    key = "sk-test-ui-5f0c2a9e7b"
+    fake = FakeModel(lambda body: Reply(text='{"guess": "crane"}'))
+    try:
+        page.goto(envhub.url + "/?env=template:wordle")
+        page.locator("#open-evaluate").click()
+        choose(page, "eval-policy", "model")
+        field(page, "eval-base-url").fill(fake.url)
+        field(page, "eval-model").fill("fake-ui")
+        field(page, "eval-api-key").fill(key)
+        field(page, "eval-preset-name").fill("fake-ui-preset")
+        page.locator("#eval-preset-save").click()
+        expect(page.locator("#eval-message")).to_contain_text("Saved model fake-ui-preset: its API key is sealed")
+        expect(field(page, "eval-api-key")).to_have_value("")
+
+        page.reload()  # a new page: the preset is on the server, its key never comes back
+        page.locator("#open-evaluate").click()
+        choose(page, "eval-policy", "model")
+        choose(page, "eval-preset", "fake-ui-preset")
+        expect(field(page, "eval-base-url")).to_have_value(fake.url)
+        expect(field(page, "eval-model")).to_have_value("fake-ui")
+        expect(field(page, "eval-api-key")).to_have_value("")
+        expect(page.locator("#eval-message")).to_contain_text("its API key is saved (and never shown)")
+        for name, value in (("eval-episodes", "1"), ("eval-max-steps", "2")):
+            field(page, name).fill(value)
+        page.locator("#eval-run").click()
+        expect(page.locator("#eval-progress")).to_contain_text("finished", timeout=LAUNCH_S)
+        expect(page.locator("#eval-progress")).to_contain_text("fake-ui")
+        assert key not in page.content()
+    finally:
+        fake.close()
+    assert fake.requests and {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
+    assert not [m for m in page.console if "pageerror" in m]

@@ -1,0 +1,390 @@
+"""Datasets as tasksets: a dataset linked to an environment, read from the Hub at a pinned revision, gives
+splits of rows, and each row the options of one reset.
+
+A row's reset options are its `openenv_reset` column (the field OpenEnv's taskset RFC draft names),
+an object or its JSON text; else, when the environment's README front matter names a `reset_key`,
+the whole row under that key. Files are the dataset's parquet, JSONL, JSON or CSV data, split by the
+card's `configs` or by the Hub's file-naming conventions (`data/train-00000-of-00001.parquet`,
+`test.jsonl`, `validation/…`). A file too large to read here leaves its split's row count unknown.
+"""
+
+import csv
+import fnmatch
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from itertools import islice
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from huggingface_hub import HfApi, RepoFile
+from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from sqlmodel import Session
+
+from catalog.models import Dataset, EnvironmentDetail
+from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
+from protocol.interface import Interface, Split
+
+__all__ = [
+    "RESET_COLUMN",
+    "DatasetSplit",
+    "DatasetTaskset",
+    "EnvironmentTasksets",
+    "Tasksets",
+    "dataset_resets",
+    "environment_tasksets",
+    "read_linked",
+    "reset_key_of",
+    "reset_options",
+]
+
+RESET_COLUMN = "openenv_reset"
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+SPLIT_NAMES = ("train", "validation", "valid", "dev", "test", "eval")
+MAX_FILE_BYTES = 64 * 2**20  # larger files are not read here
+MAX_SPLIT_BYTES = 128 * 2**20  # a split with more data is previewed, not counted nor played
+MAX_FILES = 200  # data files looked at per dataset
+MAX_DATASETS = 10  # linked datasets read per environment
+PREVIEW_ROWS = 3
+PREVIEW_VALUE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class DatasetSplit:
+    name: str
+    files: tuple[str, ...]
+    rows: int | None = None  # None: too large to count here
+    preview: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetTaskset:
+    """What one dataset offers to play: its splits at a revision, and how a row becomes a reset."""
+
+    dataset: str
+    revision: str
+    splits: tuple[DatasetSplit, ...] = ()
+    columns: tuple[str, ...] = ()
+    resets_by: str | None = None  # how a row becomes reset options; None: it cannot
+    problem: str | None = None
+
+    def split(self, name: str) -> DatasetSplit:
+        for split in self.splits:
+            if split.name == name:
+                return split
+        named = ", ".join(s.name for s in self.splits) or "none"
+        raise InvalidInputError(f"dataset {self.dataset} has no split {name!r}; its splits are {named}")
+
+
+def reset_options(row: dict[str, Any], reset_key: str | None) -> dict[str, Any] | None:
+    """The reset options one row stands for, or None when it names none."""
+    value = row.get(RESET_COLUMN)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if isinstance(value, dict):
+        return value
+    return {reset_key: row} if reset_key else None
+
+
+def _resets_by(columns: tuple[str, ...], reset_key: str | None) -> str | None:
+    if RESET_COLUMN in columns:
+        return f"each row's `{RESET_COLUMN}` column, as the reset's options"
+    if reset_key:
+        return f"each whole row, as the reset option `{reset_key}` (the environment's README names it)"
+    return None
+
+
+def _split_of(path: str) -> str:
+    """The split a data file belongs to by the Hub's naming conventions; `train` when none is named."""
+    for part in PurePosixPath(path).with_suffix("").parts:
+        for token in re.split(r"[-_.]", part.lower()):
+            if token in SPLIT_NAMES:
+                return token
+    return "train"
+
+
+def _configured(card: dict[str, Any], paths: list[str]) -> dict[str, list[str]] | None:
+    """The splits the card's `configs` declare (its default config, else its first), matched to files."""
+    configs = card.get("configs")
+    if not isinstance(configs, list) or not configs:
+        return None
+    chosen = next((c for c in configs if isinstance(c, dict) and c.get("config_name") == "default"), configs[0])
+    data_files = chosen.get("data_files") if isinstance(chosen, dict) else None
+    if isinstance(data_files, str):
+        data_files = [data_files]
+    if not isinstance(data_files, list):
+        return None
+    patterns: dict[str, list[str]] = {}
+    for entry in data_files:
+        if isinstance(entry, str):
+            patterns.setdefault("train", []).append(entry)
+        elif isinstance(entry, dict) and isinstance(entry.get("split"), str):
+            listed = entry.get("path")
+            patterns.setdefault(entry["split"], []).extend([listed] if isinstance(listed, str) else listed or [])
+    splits = {
+        name: [p for p in paths if any(fnmatch.fnmatch(p, str(pattern)) for pattern in globs)]
+        for name, globs in patterns.items()
+    }
+    return {name: files for name, files in splits.items() if files} or None
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of one data file, in order."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    elif suffix == ".jsonl":
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if line.strip():
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError(f"line {number} is not a JSON object")
+                    yield row
+    elif suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data = data.get("data", data) if isinstance(data, dict) else data
+        if not isinstance(data, list):
+            raise ValueError("holds neither a list of rows nor {'data': [...]}")
+        yield from (row for row in data if isinstance(row, dict))
+    else:
+        with path.open(encoding="utf-8", newline="") as text:
+            yield from csv.DictReader(text)
+
+
+def _count(path: Path) -> int:
+    if path.suffix.lower() == ".parquet":
+        return int(pq.read_metadata(path).num_rows)
+    return sum(1 for _ in _rows(path))
+
+
+def _plain(value: Any) -> Any:
+    """A row value as JSON can carry it: bytes and dates as text."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _shortened(row: dict[str, Any]) -> dict[str, Any]:
+    def cut(value: Any) -> Any:
+        text = value if isinstance(value, str) else json.dumps(value)
+        return value if len(text) <= PREVIEW_VALUE_CHARS else text[:PREVIEW_VALUE_CHARS] + "…"
+
+    return {key: cut(value) for key, value in row.items()}
+
+
+class Tasksets:
+    """Reads linked datasets from the Hub (or anything speaking its API at `endpoint`); a revision read once
+    is kept, since a pinned revision never changes."""
+
+    def __init__(self, endpoint: str, token: str | None, cache_dir: Path) -> None:
+        self._api = HfApi(endpoint=endpoint, token=token or False, library_name="envhub")
+        self._cache_dir = cache_dir
+        self._read: dict[tuple[str, str], DatasetTaskset] = {}
+        self._sizes: dict[tuple[str, str], int] = {}  # (dataset, path) → bytes
+        self._lock = threading.Lock()
+
+    def read(
+        self, dataset_id: str, revision: str | None, card: dict[str, Any], reset_key: str | None
+    ) -> DatasetTaskset:
+        """The dataset's splits, row counts and first rows at `revision` (its current one when None), and
+        how its rows reset an environment whose README names `reset_key`."""
+        revision = revision or self._current(dataset_id)
+        with self._lock:
+            taskset = self._read.get((dataset_id, revision))
+        if taskset is None:
+            taskset = self._load(dataset_id, revision, card)
+            with self._lock:
+                self._read[(dataset_id, revision)] = taskset
+        resets_by = _resets_by(taskset.columns, reset_key)
+        if resets_by is None and taskset.splits and taskset.problem is None:
+            problem = (
+                f"its rows have no `{RESET_COLUMN}` column and the environment's README names no `reset_key`, "
+                "so envhub cannot tell what to reset with"
+            )
+            return replace(taskset, problem=problem)
+        return replace(taskset, resets_by=resets_by)
+
+    def rows(self, taskset: DatasetTaskset, split: str, indices: list[int]) -> list[dict[str, Any]]:
+        """The rows at `indices` of one of the taskset's splits, in the order asked."""
+        chosen = taskset.split(split)
+        if chosen.rows is None:
+            raise InvalidInputError(
+                f"{taskset.dataset} split {split} is too large to read here (over {MAX_SPLIT_BYTES // 2**20} MiB, "
+                f"or a file over {MAX_FILE_BYTES // 2**20} MiB); play a smaller split"
+            )
+        last = max(indices)
+        if last >= chosen.rows or min(indices) < 0:
+            raise InvalidInputError(f"{taskset.dataset} split {split} has rows 0 to {chosen.rows - 1}; not {last}")
+        found: dict[int, dict[str, Any]] = {}
+        wanted = set(indices)
+        for number, row in enumerate(self._split_rows(taskset.dataset, taskset.revision, chosen)):
+            if number in wanted:
+                found[number] = _plain(row)
+            if number >= last:
+                break
+        return [found[i] for i in indices]
+
+    def _current(self, dataset_id: str) -> str:
+        try:
+            sha = self._api.dataset_info(dataset_id).sha
+        except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
+            raise NotFoundError(f"dataset {dataset_id} is not on the Hub (or is private)") from exc
+        except (HfHubHTTPError, OSError) as exc:
+            raise HubUnavailableError(f"could not read dataset {dataset_id} from the Hub: {exc}") from exc
+        if not sha:
+            raise HubUnavailableError(f"the Hub gave no revision for dataset {dataset_id}; try again")
+        return sha
+
+    def _download(self, dataset_id: str, revision: str, path: str) -> Path:
+        try:
+            return Path(
+                self._api.hf_hub_download(
+                    dataset_id, path, repo_type="dataset", revision=revision, cache_dir=self._cache_dir
+                )
+            )
+        except EntryNotFoundError as exc:
+            raise NotFoundError(f"{path} is not in dataset {dataset_id} at {revision[:12]}") from exc
+        except (HfHubHTTPError, OSError) as exc:
+            raise HubUnavailableError(f"could not download {path} of dataset {dataset_id}: {exc}") from exc
+
+    def _data_files(self, dataset_id: str, revision: str) -> dict[str, int]:
+        """The dataset's data files at `revision`, with their sizes."""
+        try:
+            listed = list(self._api.list_repo_tree(dataset_id, repo_type="dataset", revision=revision, recursive=True))
+        except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
+            raise NotFoundError(f"dataset {dataset_id} has no revision {revision[:12]} on the Hub") from exc
+        except (HfHubHTTPError, OSError) as exc:
+            raise HubUnavailableError(f"could not list dataset {dataset_id}'s files on the Hub: {exc}") from exc
+        files = {
+            entry.path: int(entry.size)
+            for entry in listed
+            if isinstance(entry, RepoFile)
+            and entry.path.lower().endswith(DATA_SUFFIXES)
+            and not any(part.startswith(".") for part in entry.path.split("/"))
+        }
+        return {path: files[path] for path in sorted(files)[:MAX_FILES]}
+
+    def _load(self, dataset_id: str, revision: str, card: dict[str, Any]) -> DatasetTaskset:
+        sizes = self._data_files(dataset_id, revision)
+        if not sizes:
+            return DatasetTaskset(dataset_id, revision, problem="it holds no parquet, JSONL, JSON or CSV files")
+        with self._lock:
+            self._sizes.update({(dataset_id, path): size for path, size in sizes.items()})
+        grouped = _configured(card, list(sizes))
+        if grouped is None:
+            grouped = {}
+            for path in sizes:
+                grouped.setdefault(_split_of(path), []).append(path)
+        splits, columns, problems = [], [], []
+        for name, files in grouped.items():
+            split = DatasetSplit(name, tuple(files))
+            try:
+                small = (
+                    all(sizes[f] <= MAX_FILE_BYTES for f in files) and sum(sizes[f] for f in files) <= MAX_SPLIT_BYTES
+                )
+                rows = sum(_count(self._download(dataset_id, revision, f)) for f in files) if small else None
+                first = [
+                    _shortened(_plain(row))
+                    for row in islice(self._split_rows(dataset_id, revision, split), PREVIEW_ROWS)
+                ]
+            except (ValueError, csv.Error, pa.ArrowException) as exc:
+                problems.append(f"split {name} could not be read: {exc}")
+                continue
+            columns += [c for row in first for c in row if c not in columns]
+            splits.append(DatasetSplit(name, tuple(files), rows, tuple(first)))
+        return DatasetTaskset(dataset_id, revision, tuple(splits), tuple(columns), problem="; ".join(problems) or None)
+
+    def _split_rows(self, dataset_id: str, revision: str, split: DatasetSplit) -> Iterator[dict[str, Any]]:
+        """The split's rows in order, from its files small enough to read here."""
+        for path in split.files:
+            with self._lock:
+                size = self._sizes.get((dataset_id, path), 0)
+            if size > MAX_FILE_BYTES:
+                return
+            try:
+                yield from _rows(self._download(dataset_id, revision, path))
+            except (UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
+                raise ValueError(f"{path}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class EnvironmentTasksets:
+    """What an environment can be evaluated on: its Task API splits and its linked datasets."""
+
+    environment: str
+    takes_tasks: bool
+    task_api: tuple[Split, ...] = ()
+    datasets: tuple[DatasetTaskset, ...] = ()
+    reset_key: str | None = None
+    note: str | None = None  # what is unknown, and how to learn it
+
+
+def reset_key_of(environment: EnvironmentDetail) -> str | None:
+    """The reset option a dataset row goes under, as the README's front matter names it (`reset_key`)."""
+    key = environment.card.get("reset_key")
+    return key if isinstance(key, str) and key else None
+
+
+def read_linked(
+    session: Session, tasksets: Tasksets, environment: EnvironmentDetail, dataset_id: str
+) -> DatasetTaskset:
+    """One of the environment's linked datasets, at the revision the catalog last synced."""
+    if dataset_id not in environment.datasets:
+        linked = ", ".join(environment.datasets) or "none"
+        raise InvalidInputError(f"{environment.id} is not linked to dataset {dataset_id}; its datasets are {linked}")
+    row = session.get(Dataset, dataset_id)
+    revision, card = (row.sha, row.card) if row is not None else (None, {})
+    return tasksets.read(dataset_id, revision, card, reset_key_of(environment))
+
+
+def environment_tasksets(
+    session: Session, tasksets: Tasksets, environment: EnvironmentDetail, interface: Interface
+) -> EnvironmentTasksets:
+    """Read every linked dataset (a failure is that dataset's problem, not the answer's) beside the Task API
+    splits `interface` lists."""
+    datasets = []
+    for dataset_id in environment.datasets[:MAX_DATASETS]:
+        try:
+            datasets.append(read_linked(session, tasksets, environment, dataset_id))
+        except EnvhubError as exc:
+            datasets.append(DatasetTaskset(dataset_id, "", problem=exc.message))
+    takes = bool(interface.splits) or any(d.resets_by for d in datasets)
+    note = None
+    if not takes:
+        note = (
+            "It takes no tasks: its server lists no Task API splits and no linked dataset can reset it. "
+            "Evaluate it on seeds."
+        )
+        if interface.schema is None:
+            note += " Launch it (or connect to a running one) to read its Task API."
+    return EnvironmentTasksets(
+        environment.id, takes, interface.splits, tuple(datasets), reset_key_of(environment), note
+    )
+
+
+def dataset_resets(
+    session: Session,
+    tasksets: Tasksets,
+    environment: EnvironmentDetail,
+    dataset_id: str,
+    split: str,
+    indices: list[int],
+) -> tuple[list[dict[str, Any]], str]:
+    """The reset options of rows `indices` of a linked dataset's split, and the revision they were read at."""
+    taskset = read_linked(session, tasksets, environment, dataset_id)
+    if taskset.resets_by is None:
+        raise InvalidInputError(f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}")
+    resets = []
+    for index, row in zip(indices, tasksets.rows(taskset, split, indices), strict=True):
+        options = reset_options(row, reset_key_of(environment))
+        if options is None:
+            raise InvalidInputError(f"row {index} of {dataset_id} split {split} has no `{RESET_COLUMN}` object")
+        resets.append(options)
+    return resets, taskset.revision
