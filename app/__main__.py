@@ -15,6 +15,7 @@ from app.settings import Settings
 from catalog.models import SyncStatus
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from conformance import ConformanceReport, Outcome, check_url
+from conformance.quality import QualityReport, QualityTarget, Verdict, check_quality
 from core.errors import ConflictError, EnvhubError, RefusedURLError
 from core.outbound import OutboundGuard
 
@@ -115,18 +116,60 @@ def print_report(report: ConformanceReport) -> None:
     )
 
 
+def _figures(report: QualityReport) -> str:
+    figures = report.figures
+    parts = []
+    if figures.cold_start_s is not None:
+        parts.append(f"cold start {figures.cold_start_s:g} s (from the {figures.cold_start_from})")
+    for sessions, rate in figures.steps_per_s.items():
+        parts.append(f"{rate:g} steps/s at {sessions} session(s)")
+    if figures.capacity is not None:
+        parts.append(f"{figures.capacity}{'' if figures.capacity_reached else '+'} sessions at once")
+    if figures.memory_per_session_mb is not None:
+        parts.append(f"{figures.memory_per_session_mb:g} MiB per session")
+    return "; ".join(parts) or "none measured"
+
+
+def print_quality(report: QualityReport) -> None:
+    """The quality report as a table: one line per check, its evidence and fix under each that did not pass."""
+    print(f"{report.target}: quality report" + (f" of {report.environment}" if report.environment else "") + "\n")
+    print(f"{'check':<31} {'result':<6} {'s':>6}  evidence")
+    for result in report.results:
+        first, *rest = result.evidence or [""]
+        print(f"{result.check_id:<31} {_MARKS[result.status]:<6} {result.duration_s:>6.2f}  {first}")
+        if result.status != Outcome.PASS:
+            for line in rest:
+                print(f"{'':<47}{line}")
+            if result.remediation:
+                print(f"{'':<45}↳ fix: {result.remediation}")
+    print(f"\nfigures: {_figures(report)}")
+    for note in report.figures.notes:
+        print(f"  {note}")
+    print(f"\nverdict: {report.verdict.value.upper()}, in {report.duration_s:.1f} s")
+
+
 def check(settings: Settings, args: argparse.Namespace) -> int:
     # The command runs with its user's own network access, so private addresses are allowed unless asked not to.
     guard = OutboundGuard(allow_private=not args.public_only)
+    quality = args.suite == "quality"
+    deadline = args.deadline or (60 if quality else 30)
     try:
-        report = asyncio.run(check_url(args.url, guard, timeout_s=args.timeout, deadline_s=args.deadline))
+        if quality:
+            target = QualityTarget(args.url)
+            found = asyncio.run(check_quality(target, guard, timeout_s=args.timeout, deadline_s=deadline))
+        else:
+            report = asyncio.run(check_url(args.url, guard, timeout_s=args.timeout, deadline_s=deadline))
     except RefusedURLError as exc:
         print(f"envhub: {exc.message}", file=sys.stderr)
         return 1
     if args.json:
-        print(report.model_dump_json(indent=2))
+        print((found if quality else report).model_dump_json(indent=2))
+    elif quality:
+        print_quality(found)
     else:
         print_report(report)
+    if quality:
+        return 1 if found.verdict == Verdict.FAIL else 0  # as openenv validate: 0 for pass or warn
     return 0 if report.conforms else 1
 
 
@@ -297,11 +340,21 @@ def parser() -> argparse.ArgumentParser:
     search_cmd.add_argument("--json", action="store_true", help="print JSON as the API returns it")
     search_cmd.set_defaults(handler=search)
 
-    check_cmd = commands.add_parser("check", help="check an endpoint URL against the OpenEnv protocol")
+    check_cmd = commands.add_parser(
+        "check", help="check an endpoint URL against the OpenEnv protocol, or run a quality report of it"
+    )
     check_cmd.add_argument("url", help="the base URL of an OpenEnv server, e.g. http://127.0.0.1:8000")
+    check_cmd.add_argument(
+        "--suite",
+        choices=["protocol", "quality"],
+        default="protocol",
+        help="protocol: the conformance checklist (default); quality: determinism, isolation, rewards, floor",
+    )
     check_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     check_cmd.add_argument("--timeout", type=float, default=10, help="seconds per request (default 10)")
-    check_cmd.add_argument("--deadline", type=float, default=30, help="seconds for the whole check (default 30)")
+    check_cmd.add_argument(
+        "--deadline", type=float, help="seconds for the whole check (default 30; 60 for a quality report)"
+    )
     check_cmd.add_argument(
         "--public-only", action="store_true", help="refuse loopback and private addresses, as a hosted envhub does"
     )

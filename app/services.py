@@ -166,6 +166,7 @@ class Services:
             guard,
             timeout_s=settings.check_timeout_s,
             deadline_s=settings.check_deadline_s,
+            quality_deadline_s=settings.quality_deadline_s,
             max_running=settings.max_concurrent_checks,
         )
         # Publishing always acts with the user's token, never the server's HF_TOKEN.

@@ -33,6 +33,22 @@ class ConformanceSummary(BaseModel):
     report_id: int | None = None
 
 
+class QualitySummary(BaseModel):
+    """What a catalog entry shows of its last quality report (conformance.quality): the verdict and its counts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    verdict: str = Field(description="pass, warn or fail")
+    passed: int
+    failed: int
+    skipped: int
+    errors: int
+    failing: list[str] = Field(default_factory=list, description="check ids that failed or could not run")
+    revision: str | None = Field(default=None, description="the environment's sha the report ran on")
+    checked_at: datetime
+    report_id: int | None = None
+
+
 class Health(SQLModel):
     """What the health monitor last saw of an environment or endpoint."""
 
@@ -91,6 +107,7 @@ class EnvironmentFull(EnvironmentBase):
     tasks: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
     conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    quality: dict[str, Any] | None = Field(default=None, sa_type=JSON, description="the last quality report's summary")
     indexed_at: datetime = Field(default_factory=utcnow)
 
 
@@ -121,12 +138,14 @@ class EnvironmentDataset(SQLModel, table=True):
 class EnvironmentPublic(EnvironmentBase):
     health: Health | None = None
     conformance: ConformanceSummary | None = None
+    quality: QualitySummary | None = None
 
 
 class EnvironmentDetail(EnvironmentFull):
     datasets: list[str] = Field(default_factory=list)
     health: Health | None = None  # type: ignore[assignment]
     conformance: ConformanceSummary | None = None  # type: ignore[assignment]
+    quality: QualitySummary | None = None  # type: ignore[assignment]
 
 
 class EnvironmentsPublic(SQLModel):

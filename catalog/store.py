@@ -21,6 +21,7 @@ from catalog.models import (
     EnvironmentTag,
     HealthRecord,
     LinkOrigin,
+    QualitySummary,
     Source,
 )
 from core.clock import utcnow
@@ -41,6 +42,7 @@ __all__ = [
     "interface_columns",
     "list_tags",
     "note_conformance",
+    "note_quality",
     "replace_tags",
     "save_health",
     "save_registered",
@@ -146,6 +148,14 @@ def note_conformance(session: Session, environment_id: str, summary: Conformance
     row = session.get(Environment, environment_id)
     if row is not None:
         row.conformance = summary.model_dump(mode="json")
+        session.add(row)
+
+
+def note_quality(session: Session, environment_id: str, summary: QualitySummary) -> None:
+    """The summary of an environment's last quality report, on its row."""
+    row = session.get(Environment, environment_id)
+    if row is not None:
+        row.quality = summary.model_dump(mode="json")
         session.add(row)
 
 

@@ -1,13 +1,22 @@
-"""Checks run on request, a few at a time, and their reports: filed under environments and endpoints, and read."""
+"""Checks run on request, a few at a time, and their reports: filed under environments and endpoints, and read.
+
+Two suites share the limit and the table: the protocol checklist (conformance) and quality reports
+(conformance.quality), which also read what the catalog holds of the environment (manifest, README, sha).
+"""
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from sqlalchemy import Engine, func, select
 from sqlmodel import Session, col
 
-from catalog.store import environment_at, note_conformance
+from catalog.models import Environment
+from catalog.store import environment_at, note_conformance, note_quality
 from conformance import ConformanceReport, check_url
-from conformance.models import CheckReport, CheckReportPublic
+from conformance.models import CheckReport, CheckReportPublic, QualityReportPublic, Suite, public
+from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, check_quality
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard
 
@@ -24,27 +33,34 @@ class Checker:
         *,
         timeout_s: float = 10,
         deadline_s: float = 30,
+        quality_deadline_s: float = 60,
         max_running: int = 4,
     ) -> None:
         self.engine = engine
         self.guard = guard
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
+        self.quality_deadline_s = quality_deadline_s
         self.max_running = max_running
         self._running = 0
 
-    async def run(self, url: str, *, trusted: tuple[str, ...] = ()) -> ConformanceReport:
-        """Check a URL without filing the report."""
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
         if self._running >= self.max_running:
             raise TooManyRequestsError(
                 f"{self._running} checks are running, the most this server runs at once; try again in a minute"
             )
         self._running += 1
         try:
-            guard = self.guard.with_trusted(*trusted) if trusted else self.guard
-            return await check_url(url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s)
+            yield
         finally:
             self._running -= 1
+
+    async def run(self, url: str, *, trusted: tuple[str, ...] = ()) -> ConformanceReport:
+        """Check a URL without filing the report."""
+        async with self._slot():
+            guard = self.guard.with_trusted(*trusted) if trusted else self.guard
+            return await check_url(url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s)
 
     async def check(
         self,
@@ -75,6 +91,7 @@ class Checker:
             environment=environment,
             endpoint=endpoint,
             created_at=report.checked_at,
+            verdict="pass" if report.conforms else "fail",
             conforms=report.conforms,
             core_passed=report.core_passed,
             core_total=report.core_total,
@@ -91,12 +108,72 @@ class Checker:
             session.refresh(row)
             return CheckReportPublic.model_validate(row)
 
+    async def check_quality(
+        self,
+        url: str,
+        *,
+        environment: str | None = None,
+        endpoint: str | None = None,
+        trusted: tuple[str, ...] = (),
+        replicas: tuple[ReplicaTarget, ...] | None = None,
+        cold_start_s: float | None = None,
+        memory: Callable[[], int | None] | None = None,
+    ) -> QualityReportPublic:
+        """Run a quality report of a URL and file it under its environment (found by host when not given) and
+        endpoint; replicas, cold start and memory are what hosting knows of an endpoint."""
+        url = self.guard.normalize(url)
+        if environment is None:
+            environment = await asyncio.to_thread(self._environment_at, url)
+        known = await asyncio.to_thread(self._target, url, environment)
+        target = replace(known, replicas=replicas, cold_start_s=cold_start_s, memory=memory)
+        async with self._slot():
+            guard = self.guard.with_trusted(*trusted, *(r.url for r in replicas or ()))
+            report = await check_quality(target, guard, timeout_s=self.timeout_s, deadline_s=self.quality_deadline_s)
+        return await asyncio.to_thread(self.file_quality, report, endpoint)
+
+    def _target(self, url: str, environment: str | None) -> QualityTarget:
+        """What the catalog declares of the environment at this URL: its manifest, README and revision."""
+        with Session(self.engine) as session:
+            row = session.get(Environment, environment) if environment is not None else None
+        if row is None:
+            return QualityTarget(url, environment)
+        return QualityTarget(url, environment, row.sha, row.manifest, row.readme or None)
+
+    def file_quality(self, report: QualityReport, endpoint: str | None) -> QualityReportPublic:
+        """Store a quality report, and its summary on the environment it ran on."""
+        row = CheckReport(
+            url=report.target,
+            environment=report.environment,
+            endpoint=endpoint,
+            created_at=report.checked_at,
+            seconds=report.duration_s,
+            verdict=report.verdict.value,
+            suite=Suite.QUALITY.value,
+            report=report.model_dump(mode="json"),
+        )
+        with Session(self.engine) as session:
+            session.add(row)
+            session.flush()
+            assert row.id is not None
+            if report.environment is not None:
+                note_quality(session, report.environment, report.summary(row.id))
+            session.commit()
+            session.refresh(row)
+            return QualityReportPublic.model_validate(row)
+
 
 def list_reports(
-    session: Session, *, environment: str | None = None, endpoint: str | None = None, limit: int = 10
-) -> tuple[list[CheckReportPublic], int]:
-    """Reports newest first, of one environment or endpoint (or all)."""
+    session: Session,
+    *,
+    environment: str | None = None,
+    endpoint: str | None = None,
+    suite: Suite | None = None,
+    limit: int = 10,
+) -> tuple[list[CheckReportPublic | QualityReportPublic], int]:
+    """Reports newest first, of one environment or endpoint (or all), of one suite (or both)."""
     statement = select(CheckReport)
+    if suite is not None:
+        statement = statement.where(col(CheckReport.suite) == suite.value)
     if environment is not None:
         statement = statement.where(col(CheckReport.environment) == environment)
     if endpoint is not None:
@@ -107,11 +184,11 @@ def list_reports(
             min(limit, _MAX_LISTED)
         )
     ).scalars()
-    return [CheckReportPublic.model_validate(r) for r in rows], count
+    return [public(r) for r in rows], count
 
 
-def get_report(session: Session, report_id: int) -> CheckReportPublic:
+def get_report(session: Session, report_id: int) -> CheckReportPublic | QualityReportPublic:
     row = session.get(CheckReport, report_id)
     if row is None:
         raise NotFoundError(f"no check report {report_id}; list them with GET /api/checks")
-    return CheckReportPublic.model_validate(row)
+    return public(row)

@@ -1,37 +1,74 @@
-"""Conformance reports as they are filed, and the public shapes the API returns of them."""
+"""Check reports as they are filed (protocol checks and quality reports, one table), and the public shapes the
+API returns of them."""
 
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
+from pydantic import Field as PydanticField
 from sqlmodel import JSON, Field, SQLModel
 
+from conformance.quality.report import QualityReport
 from conformance.report import ConformanceReport
 from core.clock import utcnow
 
 
+class Suite(StrEnum):
+    PROTOCOL = "protocol"  # the conformance checklist (conformance.report)
+    QUALITY = "quality"  # the quality report (conformance.quality)
+
+
 class CheckReportBase(SQLModel):
-    """A conformance check of one URL, and the catalog entries it is filed under."""
+    """A check of one URL, and the catalog entries it is filed under."""
 
     url: str
     environment: str | None = Field(default=None, index=True)
     endpoint: str | None = Field(default=None, index=True)
     created_at: datetime = Field(default_factory=utcnow, index=True)
-    conforms: bool = False
-    core_passed: int = 0
-    core_total: int = 0
     seconds: float = 0
+    verdict: str | None = Field(
+        default=None, description="pass, warn or fail; a protocol check passes when it conforms"
+    )
 
 
 class CheckReport(CheckReportBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(default=Suite.PROTOCOL.value, index=True)
+    conforms: bool = False  # protocol checks only, as the three below
+    core_passed: int = 0
+    core_total: int = 0
     report: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
 
 
 class CheckReportPublic(CheckReportBase):
+    """A filed protocol check."""
+
     id: int
+    suite: Literal["protocol"] = "protocol"
+    conforms: bool
+    core_passed: int
+    core_total: int
     report: ConformanceReport
 
 
+class QualityReportPublic(CheckReportBase):
+    """A filed quality report."""
+
+    id: int
+    suite: Literal["quality"] = "quality"
+    report: QualityReport
+
+
+AnyReportPublic = Annotated[CheckReportPublic | QualityReportPublic, PydanticField(discriminator="suite")]
+
+
+def public(row: CheckReport) -> CheckReportPublic | QualityReportPublic:
+    """The public shape of a filed report, by its suite."""
+    if row.suite == Suite.QUALITY:
+        return QualityReportPublic.model_validate(row)
+    return CheckReportPublic.model_validate(row)
+
+
 class CheckReportsPublic(SQLModel):
-    data: list[CheckReportPublic]
+    data: list[AnyReportPublic]
     count: int

@@ -34,8 +34,9 @@ from hosting.models import (
 from hosting.options import ReplicaRange
 from hosting.pools import Pool
 from hosting.routing import Routes
-from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, Report, Task, handle_of, is_service
+from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, ProcessHandle, Report, Task, handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY, death_note
+from hosting.runtimes.processes import resident_bytes
 
 __all__ = ["Replicas", "capacity_of", "replica_id"]
 
@@ -77,6 +78,17 @@ class Replicas:
     def handle(self, endpoint: Endpoint, replica: Replica) -> Handle | None:
         runtime = self.runtimes.get(endpoint.backend)
         return handle_of(runtime, replica.handle) if runtime is not None else None
+
+    def resident_bytes(self, endpoint: Endpoint) -> int | None:
+        """The memory the endpoint's ready servers hold together, where envhub can see it: process servers only."""
+        total = None
+        for row in self.rows(endpoint.id, ready_only=True):
+            handle = self.handle(endpoint, row)
+            held = resident_bytes(handle.pid) if isinstance(handle, ProcessHandle) else None
+            if held is None:
+                return None
+            total = (total or 0) + held
+        return total
 
     # -- one server per replica (process, docker)
 

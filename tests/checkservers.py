@@ -5,18 +5,19 @@ route replaced, removed or wrapped, and runs on loopback with uvicorn in a threa
 """
 
 import asyncio
+import itertools
 import json
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import uvicorn
 from fastapi import FastAPI
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -89,9 +90,92 @@ class ForgetfulEnvironment(CountEnvironment):
         return super().reset(seed=seed, episode_id=None)
 
 
+class NoisyEnvironment(CountEnvironment):
+    """Starts each episode where the last one started plus one (mod 5), whatever the seed: state left by earlier
+    episodes, so no two resets in a row agree."""
+
+    resets: ClassVar[Iterator[int]] = itertools.count()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> CountObservation:
+        super().reset(seed=seed, episode_id=episode_id)
+        self._total = next(self.resets) % 5  # deliberately not from the seed
+        return CountObservation(total=self._total, reward=0.0)
+
+
+class SharedEnvironment(CountEnvironment):
+    """Counts on one total for all its sessions (a class attribute): sessions see each other's steps."""
+
+    shared: ClassVar[dict[str, int]] = {"total": 0}
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> CountObservation:
+        super().reset(seed=seed, episode_id=episode_id)
+        self.shared["total"] = 0
+        return CountObservation(total=0, reward=0.0)
+
+    def step(self, action: CountAction, timeout_s: float | None = None, **kwargs: Any) -> CountObservation:
+        self._state.step_count += 1
+        self.shared["total"] += action.add
+        done = self.shared["total"] >= 10
+        return CountObservation(total=self.shared["total"], done=done, reward=1.0 if done else 0.0)
+
+
+class EndlessEnvironment(CountEnvironment):
+    """Never ends an episode."""
+
+    def step(self, action: CountAction, timeout_s: float | None = None, **kwargs: Any) -> CountObservation:
+        observation = super().step(action)
+        return CountObservation(total=observation.total, done=False, reward=0.0)
+
+
 def count_app(*, max_sessions: int = 4, mode: str | None = None, environment: type = CountEnvironment) -> FastAPI:
     app: FastAPI = create_app(
         environment, CountAction, CountObservation, env_name="count", max_concurrent_envs=max_sessions, mode=mode
+    )
+    return app
+
+
+class AnswerAction(Action):  # type: ignore[misc]
+    answer: str = Field(default="", description="the answer")
+
+
+class QuestionObservation(Observation):  # type: ignore[misc]
+    question: str = "What is six times seven?"
+
+
+class VerifierEnvironment(Environment):  # type: ignore[misc]
+    """One question, one answer: reward 1.0 for 42, EMPTY_REWARD for an empty answer, 0.0 otherwise. Its README
+    (in /metadata) declares the range."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    EMPTY_REWARD: ClassVar[float] = 0.0
+
+    def __init__(self) -> None:
+        self._state = State(episode_id=str(uuid.uuid4()), step_count=0)
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> QuestionObservation:
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+        return QuestionObservation(reward=0.0)
+
+    def step(self, action: AnswerAction, timeout_s: float | None = None, **kwargs: Any) -> QuestionObservation:
+        self._state.step_count += 1
+        answer = action.answer.strip()
+        reward = 1.0 if answer == "42" else 0.0 if answer else self.EMPTY_REWARD
+        return QuestionObservation(done=True, reward=reward)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        readme = "# Verifier\n\nAnswer the question. Rewards lie in [0, 1].\n"
+        return EnvironmentMetadata(name="verifier", description="one question", readme_content=readme)
+
+
+def verifier_app(empty_reward: float) -> FastAPI:
+    """A verifier whose reward for an empty answer is empty_reward (the bug RFC 008 begins with, at 1.0)."""
+    environment = type("Verifier", (VerifierEnvironment,), {"EMPTY_REWARD": empty_reward})
+    app: FastAPI = create_app(
+        environment, AnswerAction, QuestionObservation, env_name="verifier", max_concurrent_envs=4
     )
     return app
 
@@ -200,6 +284,18 @@ def ws_huge_frame() -> FastAPI:
 
 def forgets_episode_id() -> FastAPI:
     return count_app(environment=ForgetfulEnvironment)
+
+
+def noisy() -> FastAPI:
+    return count_app(environment=NoisyEnvironment)
+
+
+def shared_state() -> FastAPI:
+    return count_app(environment=SharedEnvironment)
+
+
+def endless() -> FastAPI:
+    return count_app(environment=EndlessEnvironment)
 
 
 def mcp_bad_errors() -> FastAPI:

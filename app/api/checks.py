@@ -1,7 +1,8 @@
-"""POST /api/checks: check a URL, an endpoint or an environment against the OpenEnv protocol; GET: the reports."""
+"""POST /api/checks: check a URL, an endpoint or an environment against the OpenEnv protocol, or run a quality
+report of it; GET: the reports."""
 
 import asyncio
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -12,9 +13,11 @@ from app.urls import own_endpoint, own_gateway
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import get_environment
 from conformance.checker import get_report, list_reports
-from conformance.models import CheckReportPublic, CheckReportsPublic
+from conformance.models import CheckReportPublic, CheckReportsPublic, QualityReportPublic, Suite
+from conformance.quality import ReplicaTarget
 from core.errors import ConflictError, InvalidInputError
-from hosting.models import EndpointStatus
+from hosting.endpoints import EndpointManager
+from hosting.models import Endpoint, EndpointStatus
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
 
@@ -27,6 +30,7 @@ class CheckRequest(BaseModel):
     url: str | None = Field(default=None, max_length=2048, description="the base URL of an OpenEnv server")
     endpoint: str | None = Field(default=None, max_length=64, description="an endpoint launched by envhub")
     environment: str | None = Field(default=None, max_length=300, description="a Hub Space or registered URL")
+    suite: Suite = Field(default=Suite.PROTOCOL, description="protocol: the conformance checklist; quality: a report")
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -36,15 +40,23 @@ class CheckRequest(BaseModel):
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-async def create_check(body: CheckRequest, request: Request, services: ServicesDep) -> CheckReportPublic:
-    """Run the conformance checklist now (up to 30 s) and file the report."""
+async def create_check(
+    body: CheckRequest, request: Request, services: ServicesDep
+) -> CheckReportPublic | QualityReportPublic:
+    """Run the conformance checklist (up to 30 s) or a quality report (up to 60 s) now, and file the report."""
     checker, manager = services.checker, services.endpoints
+    quality = body.suite == Suite.QUALITY
     endpoint_id = body.endpoint or (own_endpoint(body.url, services.settings, request) if body.url else None)
     if endpoint_id is not None:
         endpoint = await asyncio.to_thread(manager.get, endpoint_id)
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
         url = own_gateway(request, endpoint.id)
+        if quality:
+            hosted = await asyncio.to_thread(_hosted, manager, endpoint)
+            return await checker.check_quality(
+                url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,), **hosted
+            )
         filed = await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed
@@ -54,9 +66,24 @@ async def create_check(body: CheckRequest, request: Request, services: ServicesD
             raise InvalidInputError(
                 f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint"
             )
+        if quality:
+            return await checker.check_quality(environment.host, environment=environment.id)
         return await checker.check(environment.host, environment=environment.id)
     assert body.url is not None
-    return await checker.check(body.url)
+    return await (checker.check_quality(body.url) if quality else checker.check(body.url))
+
+
+def _hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
+    """What hosting knows of a running endpoint that a quality report uses: its ready replicas (to compare them),
+    its cold start, and the memory its servers hold."""
+    pool = manager.routes.resolve(endpoint.id)
+    slots = sorted((s for s in pool.slots.values() if s.accepting), key=lambda s: s.id) if pool is not None else []
+    cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
+    return {
+        "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
+        "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
+        "memory": lambda: manager.replicas.resident_bytes(endpoint),
+    }
 
 
 def _environment(services: Services, environment_id: str) -> EnvironmentDetail:
@@ -69,13 +96,14 @@ def read_checks(
     session: SessionDep,
     environment: str | None = None,
     endpoint: str | None = None,
+    suite: Suite | None = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 10,
 ) -> CheckReportsPublic:
-    """Reports, newest first, of one environment or endpoint."""
-    data, count = list_reports(session, environment=environment, endpoint=endpoint, limit=limit)
+    """Reports, newest first, of one environment or endpoint, of one suite or both."""
+    data, count = list_reports(session, environment=environment, endpoint=endpoint, suite=suite, limit=limit)
     return CheckReportsPublic(data=data, count=count)
 
 
 @router.get("/{report_id}")
-def read_check(session: SessionDep, report_id: int) -> CheckReportPublic:
+def read_check(session: SessionDep, report_id: int) -> CheckReportPublic | QualityReportPublic:
     return get_report(session, report_id)

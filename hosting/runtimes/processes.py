@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["STOP_GRACE_S", "end_group", "environ_names", "free_port", "started_at"]
+__all__ = ["STOP_GRACE_S", "end_group", "environ_names", "free_port", "resident_bytes", "started_at"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,16 @@ def started_at(pid: int) -> str | None:
     if fields[0] in ("Z", "X"):
         return None  # exited, waiting to be reaped
     return f"{boot}/{fields[19]}"
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The memory a live process holds (its resident set); None when it is gone or /proc cannot tell."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    line = next((line for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return int(line.split()[1]) * 1024 if line is not None else None  # the kernel writes kB
 
 
 def environ_names(pid: int, assignment: str) -> bool:

@@ -1,0 +1,268 @@
+"""Sessions and episodes as the quality checks play them: a raw /ws session, episodes played by a policy's
+player or replayed action by action, and where two episodes first differ, in canonical JSON.
+
+Like the checklist, the quality suite speaks the wire itself (protocol.frames), so that it sees every frame
+as sent; openenv's client would also cost seconds of imports. Every reply is bounded by the session's timeout.
+"""
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from conformance.context import excerpt
+from core.outbound import OutboundSession
+from evals.policies import Move, Player
+from protocol import frames
+from protocol.frames import error_code
+
+__all__ = [
+    "AtCapacity",
+    "Constant",
+    "Episode",
+    "Lost",
+    "Session",
+    "SessionError",
+    "Turn",
+    "canonical",
+    "first_difference",
+    "play",
+    "replay",
+]
+
+RETRIES = 3  # refused actions in a row before an episode is given up
+
+
+class SessionError(Exception):
+    """The session could not go on: what happened, in a sentence."""
+
+
+class Lost(SessionError):
+    """The server closed the session, stopped answering, or could not be reached."""
+
+
+class AtCapacity(SessionError):
+    """The server refused the session: it holds all it can (CAPACITY_REACHED)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        super().__init__(f"the server refused the session at capacity: {excerpt(data.get('message'), 160)}")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one reset or step got: an observation with its reward and done flag, or the error frame sent instead."""
+
+    observation: Any = None
+    reward: Any = None
+    done: bool = False
+    error: str | None = None
+
+    def comparable(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        return {"observation": self.observation, "reward": self.reward, "done": self.done}
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _error_text(frame: dict[str, Any]) -> str:
+    data = frame.get("data")
+    data = data if isinstance(data, dict) else {}
+    return f"{data.get('code') or 'ERROR'}: {excerpt(data.get('message'), 200)}"
+
+
+class Session:
+    """One WebSocket session on /ws."""
+
+    def __init__(self, conn: ClientConnection, timeout_s: float, name: str) -> None:
+        self.conn = conn
+        self.timeout_s = timeout_s
+        self.name = name
+
+    @classmethod
+    async def open(cls, outbound: OutboundSession, base: str, *, timeout_s: float, name: str = "") -> "Session":
+        url = "ws" + base.rstrip("/").removeprefix("http") + "/ws"
+        try:
+            conn = await outbound.websocket(url, open_timeout_s=timeout_s)
+        except InvalidStatus as exc:
+            raise Lost(f"opening {url} was answered with HTTP {exc.response.status_code}") from exc
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            raise Lost(f"opening {url} failed: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
+        return cls(conn, timeout_s, name or url)
+
+    async def _exchange(self, frame: dict[str, Any], what: str) -> dict[str, Any]:
+        # A refused session sends its error frame, then closes: the frame may still be there to read.
+        with contextlib.suppress(ConnectionClosed):
+            await self.conn.send(json.dumps(frame))
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                raw = await self.conn.recv()
+        except TimeoutError as exc:
+            raise Lost(f"the server sent no reply to {what} within {self.timeout_s:g} s") from exc
+        except ConnectionClosed as exc:
+            code = (
+                f" (code {exc.rcvd.code}{' ' + repr(exc.rcvd.reason) if exc.rcvd.reason else ''})" if exc.rcvd else ""
+            )
+            raise Lost(f"the server closed the session{code} instead of answering {what}") from exc
+        try:
+            reply = json.loads(raw)
+        except ValueError as exc:
+            raise SessionError(f"the reply to {what} is not JSON: {excerpt(raw, 120)}") from exc
+        if not isinstance(reply, dict):
+            raise SessionError(f"the reply to {what} is not a JSON object: {excerpt(raw, 120)}")
+        capacity = frames.capacity(reply)
+        if capacity is not None:
+            raise AtCapacity(capacity)
+        return reply
+
+    @staticmethod
+    def _turn(reply: dict[str, Any], what: str) -> Turn:
+        if error_code(reply) is not None:
+            return Turn(error=_error_text(reply))
+        data = reply.get("data")
+        if reply.get("type") != "observation" or not isinstance(data, dict):
+            raise SessionError(f"{what} got {excerpt(reply, 160)}, not an observation frame")
+        return Turn(data.get("observation"), data.get("reward"), data.get("done") is True)
+
+    async def reset(self, **options: Any) -> Turn:
+        """Reset with these options (seed, episode_id); SessionError when the server refuses it."""
+        turn = self._turn(await self._exchange(frames.reset_frame(options), "reset"), "reset")
+        if turn.error is not None:
+            raise SessionError(f"reset with {excerpt(options, 120)} was refused: {turn.error}")
+        return turn
+
+    async def step(self, action: dict[str, Any]) -> Turn:
+        """One step; an error frame (a refused action) is a turn too."""
+        return self._turn(await self._exchange(frames.step_frame(action), "a step"), "a step")
+
+    async def state(self) -> dict[str, Any]:
+        reply = await self._exchange(frames.STATE, "state")
+        data = reply.get("data")
+        if reply.get("type") != "state" or not isinstance(data, dict):
+            raise SessionError(f"state got {excerpt(reply, 160)}, not a state frame")
+        return data
+
+    async def close(self) -> None:
+        try:
+            async with asyncio.timeout(2):
+                await self.conn.send(json.dumps(frames.CLOSE))
+                await self.conn.close()
+        except (TimeoutError, ConnectionClosed, OSError):
+            pass
+
+
+@dataclass
+class Episode:
+    """One episode: the reset's turn, then one per action sent (refused ones too), and why it stopped early."""
+
+    seed: int | None
+    episode_id: str
+    turns: list[Turn]
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    ended: str | None = None  # why it stopped before done: its step budget, refusals, no action
+
+    @property
+    def done(self) -> bool:
+        return self.turns[-1].done
+
+    @property
+    def steps(self) -> int:
+        return sum(t.error is None for t in self.turns[1:])
+
+    @property
+    def refused(self) -> int:
+        return sum(t.error is not None for t in self.turns[1:])
+
+    @property
+    def step_rewards(self) -> list[Any]:
+        return [t.reward for t in self.turns[1:] if t.error is None]
+
+    @property
+    def total(self) -> float:
+        """The return: the sum of the numeric step rewards."""
+        return sum(float(r) for r in self.step_rewards if isinstance(r, int | float) and not isinstance(r, bool))
+
+
+@dataclass
+class Constant:
+    """A player that sends the same action every step."""
+
+    action: dict[str, Any]
+
+    async def act(self, observation: Any, reward: Any) -> Move:
+        return Move(self.action)
+
+    async def retry(self, problem: str) -> Move:
+        return Move(None, problem=f"the same action again would be refused again ({problem})")
+
+
+async def play(
+    session: Session, player: Player, *, seed: int | None, episode_id: str, max_steps: int, retries: int = RETRIES
+) -> Episode:
+    """Reset, then step with the player's moves until done, the step budget, or `retries` refusals in a row."""
+    episode = Episode(seed, episode_id, [await session.reset(seed=seed, episode_id=episode_id)])
+    observation, reward = episode.turns[0].observation, None
+    while not episode.done:
+        if episode.steps >= max_steps:
+            episode.ended = f"it had not ended after {max_steps} steps"
+            return episode
+        move = await player.act(observation, reward)
+        for _ in range(retries + 1):
+            if move.action is None:
+                episode.ended = f"the policy had no action: {move.problem or 'none given'}"
+                return episode
+            turn = await session.step(move.action)
+            episode.actions.append(move.action)
+            episode.turns.append(turn)
+            if turn.error is None:
+                break
+            move = await player.retry(turn.error)
+        else:
+            episode.ended = f"{retries + 1} actions in a row were refused; the last got {turn.error}"
+            return episode
+        observation, reward = turn.observation, turn.reward
+    return episode
+
+
+async def replay(session: Session, *, seed: int | None, episode_id: str, actions: list[dict[str, Any]]) -> Episode:
+    """Reset, then send these actions in order (until done): an episode to compare with the one that chose them."""
+    episode = Episode(seed, episode_id, [await session.reset(seed=seed, episode_id=episode_id)])
+    for action in actions:
+        if episode.done:
+            break
+        episode.actions.append(action)
+        episode.turns.append(await session.step(action))
+    return episode
+
+
+def _where(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
+    """The first path at which two JSON values differ, and the two values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b or canonical(a[key]) != canonical(b[key]):
+                return _where(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            if canonical(x) != canonical(y):
+                return _where(x, y, f"{path}[{index}]")
+    return path or "the whole turn", a, b
+
+
+def first_difference(a: Episode, b: Episode) -> str | None:
+    """Where two episodes first differ, in a sentence; None when every turn is the same."""
+    for index, (x, y) in enumerate(zip(a.turns, b.turns, strict=False)):
+        if canonical(x.comparable()) != canonical(y.comparable()):
+            where, first, second = _where(x.comparable(), y.comparable(), "")
+            turn = "the reset" if index == 0 else f"step {index}"
+            return f"{turn}, {where}: {excerpt(first, 80)} vs {excerpt(second, 80)}"
+    if len(a.turns) != len(b.turns):
+        shorter = min(len(a.turns), len(b.turns)) - 1
+        return f"after step {shorter} one episode was done and the other went on"
+    return None

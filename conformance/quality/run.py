@@ -1,0 +1,146 @@
+"""What the checks of one quality report share: the target, its outbound session, the deadline, what the
+server says about itself and declares, and the episodes played so far (later checks read earlier ones')."""
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.quality.declared import DEFAULT_MAX_STEPS, Declared
+from conformance.quality.episodes import Episode, Session
+from conformance.quality.report import Severity
+from conformance.report import Outcome
+from core.outbound import OutboundGuard, OutboundSession
+from evals.harness import Brief
+from evals.policies import Player, RandomPolicy
+from protocol.interface import Interface
+from protocol.tools import example_action
+
+__all__ = ["Finding", "QualityTarget", "ReplicaTarget", "Run"]
+
+
+@dataclass(frozen=True)
+class ReplicaTarget:
+    """One server of a pool, reached directly (not through the gateway), to compare replicas."""
+
+    id: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class QualityTarget:
+    """What a report runs against, and what the catalog and hosting know of it."""
+
+    url: str
+    environment: str | None = None
+    revision: str | None = None
+    manifest: dict[str, Any] | None = None
+    readme: str | None = None  # the catalog's; the server's own /metadata readme_content otherwise
+    replicas: tuple[ReplicaTarget, ...] | None = None  # a pool's ready replicas; None: not known (a bare URL)
+    cold_start_s: float | None = None  # from the launch to the first healthy answer, when the caller saw it
+    memory: Callable[[], int | None] | None = None  # bytes the servers hold now, where the backend can see it
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a check found: the fields of its result besides its id and duration."""
+
+    status: Outcome
+    evidence: list[str]
+    measured: dict[str, Any] = field(default_factory=dict)
+    remediation: str | None = None
+    severity: Severity | None = None  # only when the finding sets the severity of its own failure
+
+    @classmethod
+    def passed(cls, *evidence: str, **measured: Any) -> "Finding":
+        return cls(Outcome.PASS, list(evidence), measured)
+
+    @classmethod
+    def failed(cls, evidence: list[str], remediation: str, **measured: Any) -> "Finding":
+        return cls(Outcome.FAIL, evidence, measured, remediation)
+
+    @classmethod
+    def skipped(cls, reason: str, remediation: str | None = None, **measured: Any) -> "Finding":
+        return cls(Outcome.SKIP, [reason], measured, remediation)
+
+
+NO_ACTION_FIX = "serve GET /schema with an action schema (openenv's create_app does), or MCP tools"
+
+
+class Run:
+    """One report: the target, the outbound session, the deadline, and what earlier checks learned."""
+
+    def __init__(
+        self,
+        target: QualityTarget,
+        base: str,
+        guard: OutboundGuard,
+        outbound: OutboundSession,
+        *,
+        timeout_s: float,
+        deadline_s: float,
+    ) -> None:
+        self.target = target
+        self.base = base
+        self.guard = guard
+        self.outbound = outbound
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + deadline_s
+        self.deadline_s = deadline_s
+        self.interface = Interface()
+        self.brief = Brief(name=base)
+        self.declared = Declared()
+        self.token = uuid.uuid4().hex[:8]
+        self.episodes: list[Episode] = []  # every episode played, for the reward check
+        self.reference: Episode | None = None  # the seeded random-policy episode of the determinism check
+        self.deterministic: bool | None = None
+        self.random_episodes: list[Episode] = []  # the termination check's, for the floor check
+        self.state_max_steps: int | None = None  # the budget the environment's state reports
+        self.first_reset_s: float | None = None
+        self.dead: str | None = None  # why the server is gone: the checks after it are not run
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def episode_id(self, label: str) -> str:
+        return f"envhub-quality-{self.token}-{label}"
+
+    @property
+    def max_steps(self) -> int:
+        return self.state_max_steps or DEFAULT_MAX_STEPS
+
+    @property
+    def budget_source(self) -> str:
+        return "the max_steps its state reports" if self.state_max_steps else "envhub's default: RFC 008 declares none"
+
+    @property
+    def no_action(self) -> str | None:
+        """Why no action can be built, or None when one can."""
+        if example_action(self.brief.action_schema, list(self.brief.tools)) is not None:
+            return None
+        if self.brief.action_schema is not None:
+            return "the action schema of GET /schema describes no object, and the server lists no MCP tools"
+        return "GET /schema gave no action schema and the server lists no MCP tools: no action can be built"
+
+    def random(self, seed: int) -> Player:
+        """The random baseline of evaluations, seeded."""
+        return RandomPolicy.player(self.brief, seed)
+
+    def keep(self, *episodes: Episode) -> None:
+        self.episodes.extend(episodes)
+
+    @asynccontextmanager
+    async def session(
+        self, name: str, *, base: str | None = None, outbound: OutboundSession | None = None, timeout_s: float = 0
+    ) -> AsyncIterator[Session]:
+        """A /ws session, closed after."""
+        opened = await Session.open(
+            outbound or self.outbound, base or self.base, timeout_s=timeout_s or self.timeout_s, name=name
+        )
+        try:
+            yield opened
+        finally:
+            await opened.close()
