@@ -9,6 +9,7 @@ held at once, so tests can check the bearer token, the messages sent and the con
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +60,13 @@ class FakeModel:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as model servers do: a client reuses its connections
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, the second waits for a delayed ACK.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
