@@ -20,6 +20,14 @@ class Source(StrEnum):
     URL = "url"
 
 
+class Verdict(StrEnum):
+    """A quality report's overall verdict (conformance.quality), by openenv's validator's policy."""
+
+    PASS = "pass"  # noqa: S105  (a verdict, not a password)
+    WARN = "warn"
+    FAIL = "fail"
+
+
 class ConformanceSummary(BaseModel):
     """The few numbers a catalog entry shows of its last conformance check."""
 
@@ -38,7 +46,7 @@ class QualitySummary(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    verdict: str = Field(description="pass, warn or fail")
+    verdict: Verdict
     passed: int
     failed: int
     skipped: int

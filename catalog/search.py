@@ -12,6 +12,7 @@ from sqlalchemy import (
     Select,
     String,
     and_,
+    case,
     cast,
     column,
     desc,
@@ -32,6 +33,7 @@ from catalog.models import (
     EnvironmentPublic,
     EnvironmentTag,
     Source,
+    Verdict,
 )
 from core.db import is_sqlite
 from protocol.health import HealthStatus
@@ -46,6 +48,7 @@ class Sort(StrEnum):
     LIKES = "likes"
     TRENDING = "trending"
     UPDATED = "updated"
+    QUALITY = "quality"  # the last quality report's verdict: pass, warn, fail, then none
 
 
 class EnvironmentQuery(BaseModel):
@@ -63,6 +66,9 @@ class EnvironmentQuery(BaseModel):
     has_tasks: bool = Field(default=False, description="only environments serving the Task API")
     conforms: bool = Field(default=False, description="only environments whose last check passed every core check")
     up: bool = Field(default=False, description="only environments the health monitor last saw up")
+    quality: list[Verdict] = Field(
+        default_factory=list, max_length=3, description="only environments whose last quality report has one of these"
+    )
     sort: Sort = Sort.RELEVANCE
     limit: int = Field(default=20, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=100_000)
@@ -101,6 +107,11 @@ def _tagged(tags: tuple[str, ...]) -> ColumnElement[bool]:
     return col(Environment.id).in_(tagged)
 
 
+# A JSON path that SQLite (json_extract) and Postgres (->> on json) both read; no index serves it, so a
+# quality sort orders every match (the filters and words narrow them first).
+_VERDICT = col(Environment.quality)["verdict"].as_string()
+
+
 def _json_present(column: Any, empty: tuple[str, ...]) -> ColumnElement[bool]:
     """A JSON column holding something: not SQL NULL, JSON null or an empty container (any database)."""
     return and_(column.is_not(None), cast(column, String).not_in(["null", *empty]))
@@ -136,6 +147,8 @@ def _filters(query: EnvironmentQuery, *, sqlite_page: bool = False) -> list[Colu
         conditions.append(col(Environment.conformance)["conforms"].as_boolean().is_(True))
     if query.up:
         conditions.append(col(Environment.health)["status"].as_string() == HealthStatus.UP.value)
+    if query.quality:
+        conditions.append(_VERDICT.in_([v.value for v in query.quality]))
     return conditions
 
 
@@ -145,10 +158,16 @@ def _portable_match(q: str) -> list[ColumnElement[bool]]:
     return [or_(*(col(f).ilike(f"%{term}%") for f in fields)) for term in query_terms(q)]
 
 
+_TRENDING = [desc(col(Environment.trending_score)), desc(col(Environment.likes))]
 _ORDER: dict[Sort, list[Any]] = {
     Sort.LIKES: [desc(col(Environment.likes))],
-    Sort.TRENDING: [desc(col(Environment.trending_score)), desc(col(Environment.likes))],
+    Sort.TRENDING: _TRENDING,
     Sort.UPDATED: [desc(col(Environment.last_modified))],
+    # Best verdict first, the unreported last; ties as the default order (trending) has them.
+    Sort.QUALITY: [
+        case({v.value: rank for rank, v in enumerate(Verdict)}, value=_VERDICT, else_=len(Verdict)),
+        *_TRENDING,
+    ],
 }
 
 

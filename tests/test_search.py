@@ -4,12 +4,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text, update
 from sqlmodel import Session, col
 
-from catalog.models import Environment, Source
+from catalog.models import Environment, QualitySummary, Source, Verdict
 from catalog.search import EnvironmentQuery, Sort, fts_match, search_environments
-from catalog.store import write_environments
+from catalog.store import note_quality, write_environments
 
 pytestmark = pytest.mark.databases
 
@@ -223,3 +224,39 @@ def test_a_search_leaves_the_session_as_it_found_it(engine: Engine) -> None:
         assert (len(found), count) == (2, 2)
         if engine.dialect.name == "postgresql":  # the count turns sequential scans off for itself only
             assert session.execute(text("SHOW enable_seqscan")).scalar_one() == "on"
+
+
+def note(engine: Engine, verdicts: dict[str, Verdict]) -> None:
+    with Session(engine) as session, session.begin():
+        for environment_id, verdict in verdicts.items():
+            failing = [] if verdict == Verdict.PASS else ["runtime.seed_control"]
+            summary = QualitySummary(
+                verdict=verdict, passed=6, failed=len(failing), skipped=0, errors=0, failing=failing,
+                checked_at=BASE_TIME,
+            )  # fmt: skip
+            note_quality(session, environment_id, summary)
+
+
+def listed(client: TestClient, **params: Any) -> list[str]:
+    response = client.get("/api/environments", params=params)
+    assert response.status_code == 200, response.text
+    return [e["id"] for e in response.json()["data"]]
+
+
+def test_quality_filter_and_sort_through_the_api(engine: Engine, client: TestClient) -> None:
+    note(engine, {"words/wordle": Verdict.PASS, "games/chess": Verdict.WARN, "tools/calculator": Verdict.FAIL})
+    note(engine, {"games/connect4": Verdict.PASS})
+    assert listed(client, quality="pass", sort="likes") == ["games/connect4", "words/wordle"]
+    assert listed(client, quality=["pass", "warn"], sort="likes") == ["games/connect4", "games/chess", "words/wordle"]
+    assert listed(client, quality="fail") == ["tools/calculator"]
+    assert listed(client, quality="warn", q="chess") == ["games/chess"]  # with words: the full-text path
+    assert listed(client, quality="pass", q="chess") == ["games/connect4"]
+    # Pass, then warn, then fail, then no report; ties by trending (then likes), as the default order.
+    # (The app's start-up found no template folder, so template:maze is listed no more.)
+    assert listed(client, sort="quality") == [
+        "games/connect4", "words/wordle", "games/chess", "tools/calculator", "words/wordsmith"
+    ]  # fmt: skip
+    assert listed(client, sort="quality", q="chess") == ["games/connect4", "games/chess"]
+    row = client.get("/api/environments", params={"quality": "fail"}).json()["data"][0]
+    assert row["quality"]["verdict"] == "fail" and row["quality"]["failing"] == ["runtime.seed_control"]
+    assert client.get("/api/environments", params={"quality": "great"}).status_code == 422

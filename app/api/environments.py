@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CheckerDep, MonitorDep, ServicesDep, SessionDep, SettingsDep
-from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source
+from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.store import cached_interface, get_environment
 from catalog.tasksets import EnvironmentTasksets, environment_tasksets
@@ -34,6 +34,9 @@ def list_environments(
     up: Annotated[bool, Query(description="only environments the health monitor last saw up")] = False,
     has_tools: Annotated[bool, Query(description="only environments with MCP tools")] = False,
     has_tasks: Annotated[bool, Query(description="only environments serving the Task API")] = False,
+    quality: Annotated[
+        list[Verdict], Query(max_length=3, description="the last quality report's verdict; repeat for several")
+    ] = [],  # noqa: B006
     sort: Sort = Sort.RELEVANCE,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
@@ -49,6 +52,7 @@ def list_environments(
         has_tasks=has_tasks,
         conforms=conforms,
         up=up,
+        quality=quality,
         sort=sort,
         limit=limit,
         offset=offset,

@@ -8,12 +8,20 @@ import gradio as gr
 
 from app.services import Services
 from app.ui.cards import pages, results_html, summary
-from catalog.models import Source
+from catalog.models import Source, Verdict
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.store import list_tags
 
 PAGE_SIZE = 12
-SORTS = [("Relevance", "relevance"), ("Likes", "likes"), ("Trending", "trending"), ("Recently updated", "updated")]
+SORTS = [
+    ("Relevance", "relevance"),
+    ("Likes", "likes"),
+    ("Trending", "trending"),
+    ("Recently updated", "updated"),
+    ("Quality", "quality"),
+]
+# A set of verdicts rather than a minimum: "pass", "pass or warn", and also "fail" (what an author fixes).
+VERDICTS = [("Passes", "pass"), ("Warns", "warn"), ("Fails", "fail")]
 SOURCES = [("Any source", ""), ("Hub Spaces", "hub"), ("Built-in", "template"), ("Added by URL", "url")]
 STAGES = [
     ("Any status", ""),
@@ -43,6 +51,7 @@ class Browse:
     status: gr.Dropdown
     has_tools: gr.Checkbox
     has_tasks: gr.Checkbox
+    quality: gr.Dropdown
     summary: gr.Markdown
     results: gr.HTML
     previous: gr.Button
@@ -52,7 +61,9 @@ class Browse:
 
     @property
     def filters(self) -> list[Any]:
-        return [self.query, self.sort, self.tags, self.source, self.status, self.has_tools, self.has_tasks]
+        return [
+            self.query, self.sort, self.tags, self.source, self.status, self.has_tools, self.has_tasks, self.quality
+        ]  # fmt: skip
 
     @property
     def outputs(self) -> list[Any]:
@@ -73,6 +84,7 @@ def build() -> Browse:
         tags = gr.Dropdown([], multiselect=True, label="Tags", scale=3, elem_id="tags")
         source = gr.Dropdown(SOURCES, value="", label="Source", scale=1, elem_id="source")
         status = gr.Dropdown(STAGES, value="", label="Status", scale=1, elem_id="status")
+        quality = gr.Dropdown(VERDICTS, value=[], multiselect=True, label="Quality report", scale=1, elem_id="quality")
         with gr.Column(scale=1, min_width=140):
             has_tools = gr.Checkbox(label="Has MCP tools", elem_id="has-tools")
             has_tasks = gr.Checkbox(label="Has tasks", elem_id="has-tasks")
@@ -83,14 +95,14 @@ def build() -> Browse:
         page_label = gr.Markdown(elem_id="page-label")
         following = gr.Button("Next →", size="sm", interactive=False, elem_id="next")
     return Browse(
-        query, sort, tags, source, status, has_tools, has_tasks, result_summary, results, previous, page_label,
+        query, sort, tags, source, status, has_tools, has_tasks, quality, result_summary, results, previous, page_label,
         following, gr.State(0),
     )  # fmt: skip
 
 
 def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
     """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
-    q, sort, tags, source, status, has_tools, has_tasks = filters
+    q, sort, tags, source, status, has_tools, has_tasks, quality = filters
     query = EnvironmentQuery(
         q=(q or "")[:500],
         tags=(tags or [])[:20],
@@ -98,6 +110,7 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
         stage=status or None,
         has_tools=bool(has_tools),
         has_tasks=bool(has_tasks),
+        quality=[Verdict(v) for v in quality or []][:3],
         sort=Sort(sort or "relevance"),
         limit=PAGE_SIZE,
         offset=max(0, page) * PAGE_SIZE,

@@ -2,8 +2,9 @@
 
 import html
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from catalog.models import EnvironmentPublic, Source
+from catalog.models import EnvironmentPublic, QualitySummary, Source, Verdict
 from catalog.search import TASK_TAGS, TOOL_TAGS
 
 _STAGES = {
@@ -21,31 +22,59 @@ _STAGES = {
     "NO_APP_FILE": ("No app", "bad"),
 }
 _SOURCES = {Source.HUB: "Hub Space", Source.TEMPLATE: "Built-in", Source.URL: "URL"}
+_VERDICTS = {Verdict.PASS: "ok", Verdict.WARN: "busy", Verdict.FAIL: "bad"}
 MAX_TAGS = 5
 
 
-def badges(environment: EnvironmentPublic, launched: str | None = None) -> list[tuple[str, str]]:
-    """(text, kind) pairs; kind is ok, idle, busy, bad or info and picks the colour."""
-    found = [(_SOURCES.get(environment.source, str(environment.source)), "info")]
+class Badge(NamedTuple):
+    """A badge's text, its kind (ok, idle, busy, bad or info: the colour) and what hovering it says."""
+
+    text: str
+    kind: str
+    title: str = ""
+
+
+def badges(environment: EnvironmentPublic, launched: str | None = None) -> list[Badge]:
+    found = [Badge(_SOURCES.get(environment.source, str(environment.source)), "info")]
     if environment.runtime_stage:
-        found.append(_STAGES.get(environment.runtime_stage, (environment.runtime_stage.title(), "info")))
+        found.append(Badge(*_STAGES.get(environment.runtime_stage, (environment.runtime_stage.title(), "info"))))
     if launched:
-        found.append(
-            ("Launched here" if launched == "running" else "Launching", "ok" if launched == "running" else "busy")
-        )
+        running = launched == "running"
+        found.append(Badge("Launched here", "ok") if running else Badge("Launching", "busy"))
     tags = set(environment.tags)
     if tags & set(TOOL_TAGS):
-        found.append(("MCP tools", "info"))
+        found.append(Badge("MCP tools", "info"))
     if tags & set(TASK_TAGS):
-        found.append(("Task API", "info"))
+        found.append(Badge("Task API", "info"))
+    if environment.quality:
+        found.append(quality_badge(environment.quality))
     if environment.problems:
         count = len(environment.problems)
-        found.append((f"{count} problem{'s' if count != 1 else ''}", "bad"))
+        found.append(Badge(f"{count} problem{'s' if count != 1 else ''}", "bad"))
     return found
 
 
-def badges_html(pairs: Sequence[tuple[str, str]]) -> str:
-    return "".join(f'<span class="badge badge-{kind}">{html.escape(text)}</span>' for text, kind in pairs)
+def quality_badge(summary: QualitySummary) -> Badge:
+    """The last quality report's verdict; hovering it names the checks that failed or could not run."""
+    checked = f"quality report of {summary.checked_at:%Y-%m-%d}" + (
+        f" on {summary.revision[:7]}" if summary.revision else ""
+    )
+    if summary.failing:
+        said = f"{checked}: failing {', '.join(summary.failing)}"
+    elif summary.skipped:
+        said = f"{checked}: {summary.skipped} check{'s' if summary.skipped != 1 else ''} skipped"
+    else:
+        said = f"{checked}: every check passed"
+    return Badge(f"Quality: {summary.verdict.value}", _VERDICTS[summary.verdict], said[0].upper() + said[1:])
+
+
+def badges_html(found: Sequence[Badge]) -> str:
+    return "".join(
+        f'<span class="badge badge-{b.kind}"'
+        + (f' title="{html.escape(b.title, quote=True)}"' if b.title else "")
+        + f">{html.escape(b.text)}</span>"
+        for b in found
+    )
 
 
 def card_html(environment: EnvironmentPublic, launched: str | None = None) -> str:

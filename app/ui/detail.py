@@ -1,4 +1,4 @@
-"""The environment page: header, README, schemas and tools, status, and the Connect panel."""
+"""The environment page: header, README, schemas and tools, its quality report, status, and the Connect panel."""
 
 import html
 from collections.abc import Sequence
@@ -11,6 +11,7 @@ from app.services import Services
 from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
+from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
 from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
 from catalog.models import EnvironmentDetail
@@ -26,6 +27,7 @@ class Detail:
     readme: gr.HTML
     api: gr.HTML
     tasks: gr.HTML
+    quality: gr.HTML
     status: gr.HTML
     board: gr.HTML
     play: gr.Button
@@ -37,7 +39,7 @@ class Detail:
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.header, self.readme, self.wake, *self.live_outputs]
+        return [self.header, self.readme, self.quality, self.wake, *self.live_outputs]
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -61,6 +63,8 @@ def build() -> Detail:
                 api = gr.HTML(elem_id="env-api")
             with gr.Tab("Tasks", elem_id="tasks-tab"):
                 tasks = gr.HTML(elem_id="env-tasks")
+            with gr.Tab("Quality", elem_id="quality-tab"):
+                quality = gr.HTML(elem_id="env-quality")
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
             with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
@@ -72,13 +76,14 @@ def build() -> Detail:
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
-    return Detail(header, readme, api, tasks, status, board, play, evaluate, launch, wake, panel, deploy)
+    return Detail(header, readme, api, tasks, quality, status, board, play, evaluate, launch, wake, panel, deploy)
 
 
 def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """Everything the catalog knows, at once; the live part follows in refresh()."""
     with services.db() as session:
         environment = find_environment(session, environment_id) if environment_id else None
+        report = latest_report(session, environment.id) if environment is not None else None
     if environment is None:
         missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
         return {
@@ -86,6 +91,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
             detail.readme: "",
             detail.api: "",
             detail.tasks: "",
+            detail.quality: "",
             detail.status: "",
             detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", Interface())
@@ -99,6 +105,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
+        detail.quality: quality_html(environment, report),
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
     } | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))

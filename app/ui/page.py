@@ -82,7 +82,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         def start_page(request: gr.Request) -> dict[Any, Any]:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
-            filters = [q, "relevance", [], "", "", False, False]
+            filters = [q, "relevance", [], "", "", False, False, []]
             values = dict(zip(b.outputs, browse.run_search(services, filters, 0), strict=True))
             values |= {
                 b.query: q,

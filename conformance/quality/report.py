@@ -13,16 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from catalog.models import QualitySummary
+from catalog.models import QualitySummary, Verdict
 from conformance.report import Outcome
 
 __all__ = ["Figures", "QualityReport", "QualityResult", "Severity", "Verdict", "verdict_of"]
-
-
-class Verdict(StrEnum):
-    PASS = "pass"  # noqa: S105  (a verdict, not a password)
-    WARN = "warn"
-    FAIL = "fail"
 
 
 class Severity(StrEnum):
@@ -89,7 +83,7 @@ class QualityReport(_Frozen):
     def summary(self, report_id: int | None = None) -> QualitySummary:
         counted = {status: sum(r.status == status for r in self.results) for status in Outcome}
         return QualitySummary(
-            verdict=self.verdict.value,
+            verdict=self.verdict,
             passed=counted[Outcome.PASS],
             failed=counted[Outcome.FAIL],
             skipped=counted[Outcome.SKIP],

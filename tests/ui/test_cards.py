@@ -1,6 +1,8 @@
 """Result cards: escaped text, badges, the empty state and the summary line."""
 
-from app.ui.cards import badges, card_html, empty_state, pages, results_html, summary
+from datetime import UTC, datetime
+
+from app.ui.cards import Badge, badges, card_html, empty_state, pages, results_html, summary
 from catalog.models import EnvironmentPublic, Source
 
 
@@ -24,10 +26,30 @@ def test_card_text_is_escaped() -> None:
 
 
 def test_badges() -> None:
-    assert badges(environment(runtime_stage="RUNNING")) == [("Hub Space", "info"), ("Running", "ok")]
-    assert ("Runtime error", "bad") in badges(environment(runtime_stage="RUNTIME_ERROR"))
-    assert ("Task API", "info") in badges(environment(source=Source.TEMPLATE, tags=["task-api"]))
-    assert ("2 problems", "bad") in badges(environment(problems=["a", "b"]))
+    assert badges(environment(runtime_stage="RUNNING")) == [Badge("Hub Space", "info"), Badge("Running", "ok")]
+    assert Badge("Runtime error", "bad") in badges(environment(runtime_stage="RUNTIME_ERROR"))
+    assert Badge("Task API", "info") in badges(environment(source=Source.TEMPLATE, tags=["task-api"]))
+    assert Badge("2 problems", "bad") in badges(environment(problems=["a", "b"]))
+
+
+def quality(verdict: str, failing: list[str], skipped: int = 0) -> dict[str, object]:
+    checked_at = datetime(2026, 12, 1, tzinfo=UTC)
+    counts = {"passed": 5, "failed": len(failing), "skipped": skipped, "errors": 0}
+    return {"verdict": verdict, "failing": failing, "revision": "abcdef0123", "checked_at": checked_at} | counts
+
+
+def test_the_quality_badge_names_the_failing_checks() -> None:
+    failed = badges(environment(quality=quality("fail", ["runtime.seed_control", "runtime.episode_isolation"])))
+    assert failed[-1] == Badge(
+        "Quality: fail",
+        "bad",
+        "Quality report of 2026-12-01 on abcdef0: failing runtime.seed_control, runtime.episode_isolation",
+    )
+    assert badges(environment(quality=quality("warn", [], skipped=1)))[-1][:2] == ("Quality: warn", "busy")
+    assert badges(environment(quality=quality("pass", [])))[-1].title.endswith("every check passed")
+    assert not any(b.text.startswith("Quality") for b in badges(environment()))  # no report, no badge
+    html = card_html(environment(quality=quality("fail", ['<b id="x">'])))
+    assert 'title="Quality report of 2026-12-01 on abcdef0: failing &lt;b id=&quot;x&quot;&gt;"' in html
 
 
 def test_empty_state_and_summary() -> None:

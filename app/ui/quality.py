@@ -1,0 +1,93 @@
+"""The environment page's Quality section: the last quality report's verdict, each check with its evidence and
+remediation, and the operational figures; or how to get a report when there is none."""
+
+import html
+import json
+from typing import Any
+
+from sqlmodel import Session
+
+from app.ui.cards import badges_html, quality_badge
+from catalog.models import EnvironmentDetail
+from conformance.checker import list_reports
+from conformance.models import QualityReportPublic, Suite
+from conformance.quality import Figures, QualityResult
+from conformance.report import Outcome
+
+_OUTCOMES = {Outcome.PASS: "ok", Outcome.FAIL: "bad", Outcome.SKIP: "idle", Outcome.ERROR: "bad"}
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def latest_report(session: Session, environment_id: str) -> QualityReportPublic | None:
+    """The environment's last filed quality report, whose summary its row carries."""
+    found, _ = list_reports(session, environment=environment_id, suite=Suite.QUALITY, limit=1)
+    return next((r for r in found if isinstance(r, QualityReportPublic)), None)
+
+
+def quality_html(environment: EnvironmentDetail, filed: QualityReportPublic | None) -> str:
+    summary = environment.quality
+    if summary is None:
+        return (
+            '<div class="quality"><p>No quality report yet. A report plays seeded episodes against a running '
+            "server and says whether it can be trusted as a reward signal (RFC 008's checks). Launch it, then "
+            '<code>POST /api/checks {"endpoint": "ENDPOINT_ID", "suite": "quality"}</code>, or run '
+            "<code>python -m app check URL --suite quality</code>.</p></div>"
+        )
+    revision = f" on revision <code>{_e(summary.revision[:12])}</code>" if summary.revision else ""
+    newer = (
+        f'<p class="muted">The catalog has a newer revision, <code>{_e(environment.sha[:12])}</code>: this report '
+        "is of the one before.</p>"
+        if summary.revision and environment.sha and environment.sha != summary.revision
+        else ""
+    )
+    counts = f"{summary.passed} passed, {summary.failed} failed, {summary.skipped} skipped, {summary.errors} errors"
+    head = (
+        f'<p class="quality-verdict">{badges_html([quality_badge(summary)])} '
+        f"checked {summary.checked_at:%Y-%m-%d %H:%M} UTC{revision} · {_e(counts)}</p>{newer}"
+    )
+    if filed is None:
+        return f'<div class="quality">{head}<p class="muted">The full report is not stored here.</p></div>'
+    report = filed.report
+    link = f'<p class="muted">Against <code>{_e(report.target)}</code> in {report.duration_s:.1f} s · '
+    link += f'<a href="/api/checks/{filed.id}" target="_blank">the report as JSON</a></p>'
+    return f'<div class="quality">{head}{link}{_results(report.results)}{_figures(report.figures)}</div>'
+
+
+def _results(results: tuple[QualityResult, ...]) -> str:
+    rows = "".join(
+        f'<tr data-check="{_e(r.check_id)}"><td><code>{_e(r.check_id)}</code></td>'
+        f'<td><span class="badge badge-{_OUTCOMES[r.status]}">{_e(r.status.value)}</span></td>'
+        f"<td>{''.join(f'<div>{_e(line)}</div>' for line in r.evidence)}{_measured(r.measured)}</td>"
+        f"<td>{_e(r.remediation or '')}</td></tr>"
+        for r in results
+    )
+    return (
+        '<table class="schema quality-checks"><thead><tr><th>check</th><th>status</th><th>evidence</th>'
+        f"<th>remediation</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _measured(measured: dict[str, Any]) -> str:
+    if not measured:
+        return ""
+    shown = json.dumps(measured, indent=1, default=str)
+    return f"<details><summary>measured</summary><pre>{_e(shown)}</pre></details>"
+
+
+def _figures(figures: Figures) -> str:
+    rows = []
+    if figures.cold_start_s is not None:
+        rows.append(("Cold start", f"{figures.cold_start_s:.2f} s (from the {figures.cold_start_from or 'start'})"))
+    for sessions, rate in figures.steps_per_s.items():
+        rows.append((f"Steps per second, {sessions} session{'s' if sessions != '1' else ''}", f"{rate:,.0f}"))
+    if figures.capacity is not None:
+        bound = "" if figures.capacity_reached else " or more (the probe's bound)"
+        rows.append(("Sessions at once", f"{figures.capacity}{bound}"))
+    if figures.memory_per_session_mb is not None:
+        rows.append(("Memory per session", f"{figures.memory_per_session_mb:.1f} MB"))
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    notes = "".join(f'<p class="muted">{_e(note)}</p>' for note in figures.notes)
+    return f'<h3>Operational figures</h3><table class="kv quality-figures">{body}</table>{notes}'
