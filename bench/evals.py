@@ -57,7 +57,7 @@ def run(url: str, model_url: str, episodes: int, concurrency: int) -> dict[str, 
         current: dict[str, Any] = httpx.get(f"{url}/api/evaluations/{created['id']}", timeout=30).json()
         if current["status"] not in ("queued", "running"):
             break
-        time.sleep(0.1)
+        time.sleep(0.5)  # as a UI follows a run (each poll reads the run and its episodes)
     assert current["status"] == "finished", current["message"]
     current["end_to_end_s"] = time.perf_counter() - started
     return current
