@@ -50,7 +50,6 @@ def test_every_template_passes_every_core_check(template_urls: dict[str, str], n
     assert report.core_passed == report.core_total >= 28
     assert report.profile.generation == "0.10"
     assert report.profile.mode == "simulation"
-    assert report.seconds < 3
 
 
 @pytest.mark.slow

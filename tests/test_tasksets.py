@@ -158,6 +158,8 @@ def test_the_tasks_tab_previews_a_dataset_and_play_resets_on_one_of_its_rows(lin
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(WAIT)
         page.goto(linked.url + "/?env=template:arithmetic_tasks")
+        # The first page a fresh server builds takes a while on a loaded machine.
+        expect(page.locator("#env-header h1")).to_contain_text("Arithmetic", timeout=60_000)
         page.get_by_role("tab", name="Tasks").click()
         tasks = page.locator("#env-tasks")
         expect(tasks).to_contain_text("alice/arith")
