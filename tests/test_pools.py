@@ -251,8 +251,11 @@ def test_a_replica_that_dies_or_hangs_ends_its_sessions_with_a_reason_and_is_rep
         assert time.monotonic() - started < 10
         serving = {endpoint["id"], f"{endpoint['id']}-3"}  # the first, and the one that took the victim's place
         wait_until(lambda: {r["id"] for r in pools.ready_replicas(endpoint["id"])} == serving, timeout_s=20)
+
         # The replacement is recorded as the new replica starts; the event may land a moment after it serves.
-        kinds = lambda: {e["kind"] for e in pools.endpoint(endpoint["id"])["pool"]["events"]}  # noqa: E731
+        def kinds() -> set[str]:
+            return {e["kind"] for e in pools.endpoint(endpoint["id"])["pool"]["events"]}
+
         wait_until(lambda: {"lost", "replace"} <= kinds(), timeout_s=20)
         row = pools.endpoint(endpoint["id"])
         gone = next(r for r in row["pool"]["replicas"] if r["id"] == victim)
