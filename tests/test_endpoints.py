@@ -111,11 +111,12 @@ def test_unknown_endpoint_is_a_404_json_and_a_ws_close(envhub: Envhub) -> None:
 
 
 def _replaced(envhub: Envhub, endpoint_id: str, lost: str) -> dict[str, Any]:
-    """The endpoint once a replica other than `lost` serves it."""
+    """The endpoint once a replica other than `lost` serves it and the replacement is on record."""
 
     def serving() -> bool:
-        replicas = envhub.endpoint(endpoint_id)["pool"]["replicas"]
-        return any(r["id"] != lost and r["status"] == "ready" for r in replicas)
+        pool = envhub.endpoint(endpoint_id)["pool"]
+        ready = any(r["id"] != lost and r["status"] == "ready" for r in pool["replicas"])
+        return ready and any(e["kind"] == "replace" for e in pool["events"])
 
     wait_until(serving, timeout_s=20)
     return envhub.endpoint(endpoint_id)
