@@ -361,7 +361,10 @@ def parser() -> argparse.ArgumentParser:
     check_cmd.set_defaults(handler=check)
 
     eval_cmd = commands.add_parser("eval", help="evaluate a model or a baseline on an environment's episodes")
-    eval_cmd.add_argument("environment", help="an environment id from the catalog, e.g. template:wordle")
+    eval_cmd.add_argument(
+        "environment",
+        help="an environment id from the catalog, e.g. template:wordle, or owner/name@<sha> for a revision",
+    )
     model_cmd = eval_cmd.add_mutually_exclusive_group()
     model_cmd.add_argument("--model-url", help="an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
     model_cmd.add_argument("--preset", help="a model preset saved by the admin or without sign-in (GET /api/models)")

@@ -25,7 +25,7 @@ from evals.models import Evaluation
 from evals.policies import BASELINES, Policy
 from evals.presets import preset_owner
 from evals.runs import Play, PrepareError, new_evaluation_id
-from hosting.models import Backend, EndpointStatus
+from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import read_interface
 
@@ -133,6 +133,7 @@ async def start_evaluation(
     server reaches an endpoint's gateway at."""
     services.endpoints.access.ensure_may_launch(caller)
     manager = services.endpoints
+    endpoint: Endpoint | None = None
     if body.endpoint is not None:
         endpoint = await asyncio.to_thread(manager.get, body.endpoint)
         if endpoint.status != EndpointStatus.RUNNING:
@@ -162,7 +163,7 @@ async def start_evaluation(
     launched = None
     if body.endpoint is None:
         launched = await asyncio.to_thread(
-            manager.launch, LaunchRequest(environment=environment.id, backend=body.backend), caller
+            manager.launch, LaunchRequest(environment=environment_id, backend=body.backend), caller
         )
     endpoint_id = body.endpoint or (launched.id if launched else "")
     taskset, taskset_label = body.taskset(dataset_revision)
@@ -171,7 +172,7 @@ async def start_evaluation(
     row = Evaluation(
         id=new_evaluation_id(),
         environment=environment.id,
-        revision=environment.sha,
+        revision=launched.revision if launched is not None else endpoint.revision if endpoint is not None else None,
         endpoint=endpoint_id,
         launched=launched is not None,
         policy=policy.described(),

@@ -28,6 +28,7 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
+from app.quality import quality_round
 from app.settings import Preload, Settings
 from app.ui.sessions import PlaySessions
 from catalog.hub import Hub, HubClient
@@ -82,6 +83,8 @@ def runtimes_from_settings(
             settings.data_dir / "runtime",
             ready_timeout_s=settings.launch_timeout_s,
             preload=settings.process_preload != Preload.OFF,
+            hub_endpoint=settings.hf_endpoint,
+            hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         ),
         Backend.DOCKER: ContainerRuntime(
             base_image=settings.docker_base_image,
@@ -247,6 +250,17 @@ class Services:
             loops.append(
                 periodically(
                     "the background sync", sync_if_due(self.syncer, settings.sync_interval_s), poll_s, jitter=0.1
+                )
+            )
+        if settings.quality_interval_s > 0:
+            quality = quality_round(self.checker, self.endpoints, settings.quality_per_round)
+            loops.append(
+                periodically(
+                    "a quality round",
+                    quality,
+                    settings.quality_interval_s,
+                    jitter=0.1,
+                    first_after_s=min(settings.quality_interval_s, 30),
                 )
             )
         if settings.health_interval_s > 0:

@@ -86,6 +86,13 @@ class Settings(BaseSettings):
     check_timeout_s: float = Field(default=10, gt=0, description="per request or frame of a conformance check")
     check_deadline_s: float = Field(default=30, gt=0, description="a whole conformance check")
     quality_deadline_s: float = Field(default=60, gt=0, description="a whole quality report")
+    quality_interval_s: float = Field(
+        default=120,
+        ge=0,
+        description="seconds between background quality rounds, which report on running endpoints and then "
+        "running Spaces whose revision has no report yet; 0 turns them off",
+    )
+    quality_per_round: int = Field(default=1, ge=1, description="quality reports a background round runs at most")
     max_concurrent_checks: int = Field(default=4, ge=1, description="conformance checks running at once")
     health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
     health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")

@@ -35,6 +35,7 @@ def envhub_server(
             "ENVHUB_TEMPLATES_DIR": str(templates),
             "ENVHUB_SYNC_INTERVAL_S": "0",
             "ENVHUB_HEALTH_INTERVAL_S": "0",
+            "ENVHUB_QUALITY_INTERVAL_S": "0",
             "HF_ENDPOINT": "http://127.0.0.1:9",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "GRADIO_ANALYTICS_ENABLED": "False",

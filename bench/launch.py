@@ -92,6 +92,7 @@ def main() -> None:
                 hf_endpoint="http://127.0.0.1:9",
                 sync_interval_s=0,
                 health_interval_s=0,
+                quality_interval_s=0,
                 docker_base_image=os.environ.get("BASE_IMAGE", "envhub/python-base:3.11"),
                 launch_timeout_s=600,
                 process_preload=Preload.LAUNCH if preload else Preload.OFF,

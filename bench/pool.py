@@ -127,6 +127,7 @@ def envhub(scratch: Path, name: str, replicas: int, checkout: Path = REPO_ROOT, 
             "ENVHUB_TEMPLATES_DIR": str(checkout / "spaces_templates"),
             "ENVHUB_SYNC_INTERVAL_S": "0",
             "ENVHUB_HEALTH_INTERVAL_S": "0",
+            "ENVHUB_QUALITY_INTERVAL_S": "0",
             "ENVHUB_MAX_SERVERS": servers,
             "ENVHUB_MAX_SERVERS_PER_OWNER": servers,
             "ENVHUB_LAUNCH_TIMEOUT_S": "300",  # a pool of 64 forks at once on two cores

@@ -36,6 +36,7 @@ def first_launch(checkout: Path, templates: Path, scratch: Path, package: str) -
         "ENVHUB_TEMPLATES_DIR": str(templates),
         "ENVHUB_SYNC_INTERVAL_S": "0",
         "ENVHUB_HEALTH_INTERVAL_S": "0",
+        "ENVHUB_QUALITY_INTERVAL_S": "0",
         "ENVHUB_LAUNCH_TIMEOUT_S": "900",
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "HF_HUB_DISABLE_TELEMETRY": "1",

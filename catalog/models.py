@@ -151,6 +151,9 @@ class EnvironmentPublic(EnvironmentBase):
 
 class EnvironmentDetail(EnvironmentFull):
     datasets: list[str] = Field(default_factory=list)
+    latest: str | None = Field(
+        default=None, description="the catalog's current revision, when the id pinned an older one (`id@sha`)"
+    )
     health: Health | None = None  # type: ignore[assignment]
     conformance: ConformanceSummary | None = None  # type: ignore[assignment]
     quality: QualitySummary | None = None  # type: ignore[assignment]

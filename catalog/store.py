@@ -24,6 +24,7 @@ from catalog.models import (
     QualitySummary,
     Source,
 )
+from catalog.revisions import note_revisions, resolve_revision, split_pin
 from core.clock import utcnow
 from core.db import upsert
 from core.errors import InvalidInputError, NotFoundError
@@ -63,11 +64,18 @@ def _linked(session: Session, *, environment_id: str | None = None, dataset_id: 
 
 
 def find_environment(session: Session, environment_id: str) -> EnvironmentDetail | None:
-    environment = session.get(Environment, environment_id)
+    """An environment by id; an id pinned to a revision (`owner/name@sha`, catalog.revisions) gives it with
+    that revision as its `sha`, and the catalog's own as `latest` when that is another."""
+    base, pin = split_pin(environment_id)
+    environment = session.get(Environment, base)
     if environment is None:
         return None
     detail = EnvironmentDetail.model_validate(environment)
-    detail.datasets = _linked(session, environment_id=environment_id)
+    detail.datasets = _linked(session, environment_id=base)
+    if pin is not None:
+        revision = resolve_revision(session, base, environment.sha, pin, hub=environment.source == Source.HUB)
+        detail.latest = environment.sha if revision != environment.sha else None
+        detail.sha = revision
     return detail
 
 
@@ -120,6 +128,7 @@ def replace_tags(session: Session, rows: list[dict[str, Any]]) -> None:
 def write_environments(session: Session, rows: list[dict[str, Any]], datasets: dict[str, list[str]]) -> None:
     """Upsert full environment rows with their tags and the datasets their cards name."""
     upsert(session, Environment, rows)
+    note_revisions(session, rows)
     replace_tags(session, rows)
     session.execute(
         delete(EnvironmentDataset).where(

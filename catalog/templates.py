@@ -1,6 +1,5 @@
 """Indexing local template folders (OpenEnv environment Spaces on disk), with no network."""
 
-import hashlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +10,7 @@ from sqlmodel import Session, col
 
 from catalog.cards import MANIFEST_LIMIT, README_LIMIT, card_values, parse_manifest, parse_readme
 from catalog.models import Environment, Source
+from catalog.revisions import folder_hash
 from catalog.store import write_environments
 from core.clock import utcnow
 
@@ -32,7 +32,6 @@ def template_row(folder: Path) -> tuple[dict[str, Any], list[str]]:
     readme_raw, cut = _read(folder / "README.md", README_LIMIT)
     manifest_raw, _ = _read(folder / "openenv.yaml", MANIFEST_LIMIT + 1)
     values, fields = card_values(parse_readme(readme_raw, cut=cut), parse_manifest(manifest_raw))
-    digest = hashlib.sha1((readme_raw or b"") + b"\0" + (manifest_raw or b""), usedforsecurity=False)
     newest = max(p.stat().st_mtime for p in (folder / "README.md", folder / "openenv.yaml") if p.exists())
     row = {
         **values,
@@ -47,7 +46,7 @@ def template_row(folder: Path) -> tuple[dict[str, Any], list[str]]:
         "host": None,
         "runtime_stage": None,
         "path": str(folder.resolve()),
-        "sha": digest.hexdigest(),
+        "sha": folder_hash(folder),
         "last_modified": datetime.fromtimestamp(newest, UTC),
         "removed_at": None,
         "indexed_at": utcnow(),

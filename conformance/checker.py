@@ -114,18 +114,22 @@ class Checker:
         *,
         environment: str | None = None,
         endpoint: str | None = None,
+        revision: str | None = None,
         trusted: tuple[str, ...] = (),
         replicas: tuple[ReplicaTarget, ...] | None = None,
         cold_start_s: float | None = None,
         memory: Callable[[], int | None] | None = None,
     ) -> QualityReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
-        endpoint; replicas, cold start and memory are what hosting knows of an endpoint."""
+        endpoint; the revision, replicas, cold start and memory are what hosting knows of an endpoint (the revision
+        by default the catalog's)."""
         url = self.guard.normalize(url)
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
         known = await asyncio.to_thread(self._target, url, environment)
-        target = replace(known, replicas=replicas, cold_start_s=cold_start_s, memory=memory)
+        target = replace(
+            known, revision=revision or known.revision, replicas=replicas, cold_start_s=cold_start_s, memory=memory
+        )
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, *(r.url for r in replicas or ()))
             report = await check_quality(target, guard, timeout_s=self.timeout_s, deadline_s=self.quality_deadline_s)
@@ -139,12 +143,23 @@ class Checker:
             return QualityTarget(url, environment)
         return QualityTarget(url, environment, row.sha, row.manifest, row.readme or None)
 
+    def reported_revisions(self, environments: list[str]) -> set[tuple[str, str]]:
+        """(environment, revision) pairs of these environments that have a quality report filed."""
+        statement = select(col(CheckReport.environment), col(CheckReport.revision)).where(
+            col(CheckReport.suite) == Suite.QUALITY.value,
+            col(CheckReport.environment).in_(environments),
+            col(CheckReport.revision).is_not(None),
+        )
+        with Session(self.engine) as session:
+            return {(str(e), str(r)) for e, r in session.execute(statement.distinct())}
+
     def file_quality(self, report: QualityReport, endpoint: str | None) -> QualityReportPublic:
         """Store a quality report, and its summary on the environment it ran on."""
         row = CheckReport(
             url=report.target,
             environment=report.environment,
             endpoint=endpoint,
+            revision=report.revision,
             created_at=report.checked_at,
             seconds=report.duration_s,
             verdict=report.verdict.value,

@@ -24,6 +24,7 @@ class CheckReportBase(SQLModel):
     url: str
     environment: str | None = Field(default=None, index=True)
     endpoint: str | None = Field(default=None, index=True)
+    revision: str | None = Field(default=None, description="the environment's revision it ran on, where known")
     created_at: datetime = Field(default_factory=utcnow, index=True)
     seconds: float = 0
     verdict: str | None = Field(

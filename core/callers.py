@@ -54,6 +54,15 @@ class Access:
                 "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'"
             )
 
+    def ensure_may_run_hub_code(self, caller: Caller, environment_id: str) -> None:
+        """A Hub Space's own code, run as a process of this machine (no container around it): anyone's call on a
+        server without sign-in (their own machine), only the admin's on one with sign-in."""
+        if self.sign_in and not caller.admin:
+            raise ForbiddenError(
+                f"the process backend runs {environment_id}'s code on this server's own machine, outside any "
+                "container; with sign-in on only the admin may: launch it with the docker or space backend"
+            )
+
     def may_stop(self, caller: Caller, owner: str | None) -> bool:
         if caller.admin:
             return True

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from catalog.models import ConformanceSummary
+from catalog.models import ConformanceSummary, Environment, EnvironmentDetail, Source
 from catalog.store import find_environment
 from core.callers import Access, Caller
 from core.clock import utcnow
@@ -98,6 +98,13 @@ class EndpointManager:
             found.setdefault(endpoint.environment, endpoint.status.value)
         return found
 
+    def newer_revision(self, endpoint: Endpoint) -> str | None:
+        """The catalog's current revision of the endpoint's environment, when it is not the one it serves."""
+        with Session(self.engine) as session:
+            environment = session.get(Environment, endpoint.environment)
+        current = environment.sha if environment is not None else None
+        return current if endpoint.revision and current and current != endpoint.revision else None
+
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
 
@@ -121,10 +128,14 @@ class EndpointManager:
         runtime = self.runtimes.get(request.backend)
         if runtime is None:
             raise InvalidInputError(f"the {request.backend.value} backend is not available on this server")
+        _ensure_runs_revision(environment, request.backend)
+        if request.backend == Backend.PROCESS and environment.source == Source.HUB:
+            self.access.ensure_may_run_hub_code(caller, environment.id)
         options = runtime.check(environment, request.options, caller.token)
         endpoint = Endpoint(
             id=secrets.token_hex(5),
             environment=environment.id,
+            revision=environment.sha,
             backend=request.backend,
             owner=caller.name,
             options={"env": options.env, "secrets": sorted(options.secrets), **options.own()},
@@ -168,6 +179,9 @@ class EndpointManager:
             environment = find_environment(session, endpoint.environment)
         if runtime is None or environment is None:
             return None
+        if endpoint.revision is not None:  # every replica serves the revision the endpoint was launched at
+            latest = environment.sha if environment.sha != endpoint.revision else None
+            environment = environment.model_copy(update={"sha": endpoint.revision, "latest": latest})
         own = {k: v for k, v in endpoint.options.items() if k not in ("env", "secrets")}
         options = BACKEND_OPTIONS[endpoint.backend].model_validate(
             {"backend": endpoint.backend, "env": endpoint.options.get("env") or {}, **own}
@@ -321,6 +335,23 @@ class EndpointManager:
     def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
         """The summary of the endpoint's last conformance check, on its row."""
         self.update(endpoint_id, conformance=summary.model_dump(mode="json"))
+
+
+def _ensure_runs_revision(environment: EnvironmentDetail, backend: Backend) -> None:
+    """Refuse a pinned revision the backend cannot serve: only a Hub Space's own download does (process)."""
+    if environment.latest is None:
+        return  # the catalog's current revision
+    if environment.source == Source.TEMPLATE:
+        raise InvalidInputError(
+            f"{environment.id} is at {environment.latest} on disk now, and revision {environment.sha} is gone; "
+            f"launch {environment.id} (its current revision)"
+        )
+    if backend != Backend.PROCESS:
+        raise InvalidInputError(
+            f"the {backend.value} backend runs what the Hub builds of {environment.id} now "
+            f"({environment.latest[:12]}); "
+            f"launch revision {(environment.sha or '')[:12]} with the process backend, which downloads that commit"
+        )
 
 
 def _why(kind: str) -> str:

@@ -45,6 +45,9 @@ LIVE = (ReplicaStatus.STARTING, ReplicaStatus.READY, ReplicaStatus.DRAINING, Rep
 class EndpointBase(SQLModel):
     id: str = Field(primary_key=True, description="short, URL-safe")
     environment: str = Field(index=True)
+    revision: str | None = Field(
+        default=None, description="the exact revision it serves: a Space's sha, a template's folder hash"
+    )
     backend: Backend
     status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
     message: str = Field(default="", description="what is happening now, or why it failed")
@@ -145,6 +148,9 @@ class EndpointStats(SQLModel):
 
 class EndpointPublic(EndpointBase):
     url: str = Field(description="the gateway URL to give a trainer")
+    latest: str | None = Field(
+        default=None, description="the catalog's newer revision of the environment, when it has one"
+    )
     internal_url: str | None = Field(default=None, description="where envhub itself reaches a ready replica")
     pool: PoolPublic | None = None
     stats: EndpointStats = Field(default_factory=EndpointStats)

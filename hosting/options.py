@@ -254,7 +254,9 @@ class LaunchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    environment: str = Field(description="an environment id from the catalog")
+    environment: str = Field(
+        description="an environment id from the catalog; `id@<revision>` (7 or more characters) pins a revision"
+    )
     backend: Backend = Backend.PROCESS
     options: LaunchOptions = Field(
         default_factory=ProcessOptions, description="the backend's options; their backend is the request's"

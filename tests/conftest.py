@@ -38,6 +38,9 @@ def needs(what: str, available: bool, reason: str) -> pytest.MarkDecorator:
 
 # A Postgres URL whose role may create schemas, e.g. postgresql+psycopg://envhub:envhub@localhost/envhub
 POSTGRES_URL = os.environ.get("ENVHUB_TEST_POSTGRES_URL", "")
+# No background quality reports in the envhubs tests start (in process, or as subprocesses inheriting this):
+# they would compete with the tests for the machine. The test of those rounds turns them on in its settings.
+os.environ["ENVHUB_QUALITY_INTERVAL_S"] = "0"
 on_postgres = needs("postgres", bool(POSTGRES_URL), "set ENVHUB_TEST_POSTGRES_URL to run on Postgres (see .ci/run)")
 
 

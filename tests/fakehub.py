@@ -1,6 +1,9 @@
 """A local fake of the Hugging Face Hub HTTP API, served on 127.0.0.1 for the real huggingface_hub client.
 
-Reads (listings, repo info, runtime, file downloads) are open to anyone, as before. Writes behave like the Hub:
+Reads (listings, repo info, runtime, file downloads) are open to anyone, except a private repo's files: its tree,
+its files and its info at a revision answer 401 without a token, and 404 to a user outside its namespace (as the
+Hub does; its info and runtime stay open, as the tests of other modules expect). A repo keeps every revision it had:
+reads at an earlier commit's sha answer with that commit's files, as they do on the Hub. Writes behave like the Hub:
 they need ``Authorization: Bearer <token>`` with a token from ``users`` (else 401) and a namespace that is the
 user's own or one of their ``orgs`` (else 403). Repos can be created, deleted and duplicated, committed to the way
 ``HfApi.upload_folder``/``create_commit`` do it (preupload + NDJSON commit, every file inline), and Spaces carry
@@ -23,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.message import Message
 from http import HTTPStatus
@@ -343,6 +346,17 @@ class _Repo:
     author_lower: str
     cache: dict[tuple[str, ...], bytes]
 
+    def at(self, revision: str) -> _Repo | None:
+        """The repo as it was at ``revision`` (main, or a commit it has had); None for one it never had."""
+        if revision in ("main", self.sha):
+            return self
+        files = self.fields.get("history", {}).get(revision)
+        if files is None:
+            return None
+        props = {**self.props, "sha": revision, "siblings": [{"rfilename": path} for path in sorted(files)]}
+        etags = {path: hashlib.sha1(content).hexdigest() for path, content in files.items()}
+        return replace(self, files=files, etags=etags, sha=revision, props=props, cache={})
+
     def view(self, keys: tuple[str, ...]) -> bytes:
         """JSON of ``_id``, ``id`` and the given properties; cached since repos are rebuilt on every change."""
         cached = self.cache.get(keys)
@@ -428,6 +442,11 @@ def _build(kind: str, repo_id: str, fields: dict[str, Any], files: dict[str, byt
         author_lower=author.lower(),
         cache={},
     )
+
+
+def _remembered(old: _Repo, fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a repo's next version, keeping the old version's files under its sha."""
+    return {**fields, "history": {**old.fields.get("history", {}), old.sha: old.files}}
 
 
 def _encode_files(
@@ -887,7 +906,7 @@ class FakeHub:
             old = self._get("space", space_id)
             if old is None:
                 raise KeyError(space_id)
-            new_fields = dict(old.fields)
+            new_fields = _remembered(old, dict(old.fields))
             new_fields.update(fields)
             if "tags" in fields:
                 new_fields["tags"] = list(cast(Sequence[str], fields["tags"]))
@@ -1012,7 +1031,8 @@ class FakeHub:
     def _rebuild(
         self, kind: str, repo: _Repo, changes: Mapping[str, Any], files: dict[str, bytes] | None = None
     ) -> _Repo:
-        new = _build(kind, repo.id, {**repo.fields, **changes}, repo.files if files is None else files)
+        fields = _remembered(repo, {**repo.fields, **changes})
+        new = _build(kind, repo.id, fields, repo.files if files is None else files)
         self._repos[kind][repo.id] = new
         return new
 
@@ -1092,6 +1112,12 @@ class FakeHub:
         scheme, _, token = auth.partition(" ")
         return self.users.get(token.strip()) if scheme.lower() == "bearer" else None
 
+    def _hidden(self, repo: _Repo, user: str | None) -> _Response | None:
+        """How the Hub answers a read of a private repo's files by someone outside its namespace; None for a reader."""
+        if not repo.fields["private"] or (user is not None and self._can_write(user, repo.id.split("/", 1)[0])):
+            return None
+        return _error(401 if user is None else 404, "Repository not found", "RepoNotFound")
+
     def _can_write(self, user: str, namespace: str) -> bool:
         wanted = namespace.lower()
         return wanted == user.lower() or any(org.lower() == wanted for org in self.orgs.get(user, ()))
@@ -1135,10 +1161,10 @@ class FakeHub:
         elif method in ("GET", "HEAD"):
             if len(parts) >= 7 and parts[1] in ("spaces", "datasets") and parts[4] == "resolve":
                 repo_id = f"{unquote(parts[2])}/{unquote(parts[3])}"
-                return self._resolve(parts[1][:-1], repo_id, unquote(parts[5]), unquote("/".join(parts[6:])))
+                return self._resolve(parts[1][:-1], repo_id, unquote(parts[5]), unquote("/".join(parts[6:])), user)
             if len(parts) >= 6 and parts[3] == "resolve" and parts[1] not in ("spaces", "datasets"):
                 repo_id = f"{unquote(parts[1])}/{unquote(parts[2])}"
-                return self._resolve("model", repo_id, unquote(parts[4]), unquote("/".join(parts[5:])))
+                return self._resolve("model", repo_id, unquote(parts[4]), unquote("/".join(parts[5:])), user)
         return _error(404, "Not found")
 
     def _route_read(self, raw_path: str, rest: list[str], query: dict[str, list[str]], user: str | None) -> _Response:
@@ -1155,12 +1181,12 @@ class FakeHub:
                 repo_id = f"{unquote(sub[0])}/{unquote(sub[1])}"
                 tail = sub[2:]
                 if not tail or tail == [""]:
-                    return self._info(kind, repo_id, None, query)
+                    return self._info(kind, repo_id, None, query, user)
                 if len(tail) == 2 and tail[0] == "revision":
-                    return self._info(kind, repo_id, unquote(tail[1]), query)
+                    return self._info(kind, repo_id, unquote(tail[1]), query, user)
                 if len(tail) >= 2 and tail[0] == "tree":
                     path = "/".join(unquote(p) for p in tail[2:])
-                    return self._tree(kind, repo_id, unquote(tail[1]), path, raw_path, query)
+                    return self._tree(kind, repo_id, unquote(tail[1]), path, raw_path, query, user)
                 if kind == "space" and tail == ["runtime"]:
                     return self._runtime(repo_id)
                 if kind == "space" and tail in (["secrets"], ["variables"]):
@@ -1266,13 +1292,20 @@ class FakeHub:
             headers.append(("Link", f'<{self.url}{raw_path}?{urlencode(params)}>; rel="next"'))
         return _Response(200, body, headers)
 
-    def _info(self, kind: str, repo_id: str, revision: str | None, query: dict[str, list[str]]) -> _Response:
+    def _info(
+        self, kind: str, repo_id: str, revision: str | None, query: dict[str, list[str]], user: str | None
+    ) -> _Response:
         with self._lock:
             repo = self._get(kind, repo_id)
             if repo is None:
                 return _repo_not_found()
-            if revision is not None and revision not in ("main", repo.sha):
-                return _revision_not_found(revision)
+            if revision is not None:
+                hidden = self._hidden(repo, user)
+                if hidden is not None:
+                    return hidden
+                repo = repo.at(revision)
+                if repo is None:
+                    return _revision_not_found(revision)
             expand = query.get("expand", [])
             if expand:
                 properties = SPACE_PROPERTIES if kind == "space" else DATASET_PROPERTIES
@@ -1294,13 +1327,24 @@ class FakeHub:
         return _Response(200, body)
 
     def _tree(
-        self, kind: str, repo_id: str, revision: str, path: str, raw_path: str, query: dict[str, list[str]]
+        self,
+        kind: str,
+        repo_id: str,
+        revision: str,
+        path: str,
+        raw_path: str,
+        query: dict[str, list[str]],
+        user: str | None,
     ) -> _Response:
         with self._lock:
-            repo = self._get(kind, repo_id)
-        if repo is None:
+            found = self._get(kind, repo_id)
+        if found is None:
             return _repo_not_found()
-        if revision not in ("main", repo.sha):
+        hidden = self._hidden(found, user)
+        if hidden is not None:
+            return hidden
+        repo = found.at(revision)
+        if repo is None:
             return _revision_not_found(revision)
         prefix = path.strip("/")
         recursive = (_last(query, "recursive") or "").lower() in ("true", "1")
@@ -1337,12 +1381,16 @@ class FakeHub:
             headers.append(("Link", f'<{self.url}{raw_path}?{urlencode(params)}>; rel="next"'))
         return _Response(200, _dumps(page), headers)
 
-    def _resolve(self, kind: str, repo_id: str, revision: str, path: str) -> _Response:
+    def _resolve(self, kind: str, repo_id: str, revision: str, path: str, user: str | None) -> _Response:
         with self._lock:
-            repo = self._get(kind, repo_id)
-        if repo is None:
+            found = self._get(kind, repo_id)
+        if found is None:
             return _repo_not_found()
-        if revision not in ("main", repo.sha):
+        hidden = self._hidden(found, user)
+        if hidden is not None:
+            return hidden
+        repo = found.at(revision)
+        if repo is None:
             return _revision_not_found(revision)
         commit = ("X-Repo-Commit", repo.sha)
         content = repo.files.get(path)

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from huggingface_hub import HfApi, SpaceHardware
+from huggingface_hub import HfApi, SpaceHardware, snapshot_download
 from huggingface_hub.errors import (
     BadRequestError,
     HfHubHTTPError,
@@ -191,6 +191,47 @@ def test_missing_file_and_repo(hub: FakeHub, api: HfApi, tmp_path: Path) -> None
         api.space_info("org/ghost")
     with pytest.raises(RepositoryNotFoundError):
         api.dataset_info("org/ghost")
+
+
+def test_earlier_revisions_keep_their_files(hub: FakeHub, api: HfApi, tmp_path: Path) -> None:
+    hub.add_space("org/env", files={"README.md": README, "app.py": "old = 1\n", "gone.txt": "g"})
+    old = api.space_info("org/env").sha
+    hub.update_space("org/env", files={"app.py": "new = 2\n", "gone.txt": None})
+    new = api.space_info("org/env").sha
+    assert old is not None and new not in (None, old)
+
+    folder = snapshot_download("org/env", repo_type="space", revision=old, local_dir=tmp_path / "old", endpoint=hub.url)
+
+    assert (Path(folder) / "app.py").read_text() == "old = 1\n"
+    assert (Path(folder) / "gone.txt").is_file()
+    assert api.list_repo_files("org/env", repo_type="space", revision=old) == ["README.md", "app.py", "gone.txt"]
+    assert api.list_repo_files("org/env", repo_type="space") == ["README.md", "app.py"]
+    assert api.space_info("org/env", revision=old).sha == old
+    current = api.hf_hub_download("org/env", "app.py", repo_type="space", revision=new, cache_dir=tmp_path / "c")
+    assert Path(current).read_text() == "new = 2\n"
+    with pytest.raises(RevisionNotFoundError):
+        api.list_repo_files("org/env", repo_type="space", revision="0" * 40)
+
+
+def test_a_private_spaces_files_need_a_token_that_may_read_them(hub: FakeHub, tmp_path: Path) -> None:
+    hub.users["hf_bob"] = "bob"
+    hub.add_space("alice/secret", files={"README.md": README}, private=True)
+    sha = HfApi(endpoint=hub.url, token="hf_test").space_info("alice/secret").sha
+    assert sha is not None
+
+    for token in (False, "hf_bob"):  # nobody, then someone outside alice's namespace
+        outsider = HfApi(endpoint=hub.url, token=token)
+        with pytest.raises(RepositoryNotFoundError):
+            outsider.list_repo_files("alice/secret", repo_type="space", revision=sha)
+        with pytest.raises(RepositoryNotFoundError):
+            outsider.space_info("alice/secret", revision=sha)
+        with pytest.raises(RepositoryNotFoundError):
+            outsider.hf_hub_download("alice/secret", "README.md", repo_type="space", cache_dir=tmp_path / "c")
+
+    folder = snapshot_download(
+        "alice/secret", repo_type="space", revision=sha, local_dir=tmp_path / "mine", endpoint=hub.url, token="hf_test"
+    )
+    assert (Path(folder) / "README.md").read_text() == README
 
 
 def test_whoami(hub: FakeHub, api: HfApi) -> None:

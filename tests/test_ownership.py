@@ -10,12 +10,13 @@ import pytest
 from pydantic import SecretStr
 
 from app.settings import Settings
-from tests.conftest import ADMIN_TOKEN, wait_until
+from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 from tests.signin import Browsers, csrf, oauth_settings
 
 COUNT = {"environment": "template:count"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 @pytest.fixture
@@ -57,6 +58,23 @@ def test_only_the_owner_or_the_admin_stops_an_endpoint(oauth_envhub: Envhub, hub
     assert anonymous.status_code == 403
     assert by_admin.status_code == 200 and by_admin.json()["status"] == "stopped"
     assert by_owner.status_code == 200 and by_owner.json()["status"] == "stopped"
+
+
+def test_with_sign_in_on_only_the_admin_runs_a_spaces_code_as_a_process(
+    oauth_envhub: Envhub, hub: FakeHub, browsers: Browsers
+) -> None:
+    hub.add_space("alice/count", files=space_files("Count"))
+    synced = httpx.post(f"{oauth_envhub.url}/api/sync?wait=true", headers=ADMIN, timeout=30)
+    assert synced.status_code == 200, synced.text
+    alice = browsers.sign_in(oauth_envhub.url, hub, "alice")
+
+    refused = alice.post("/api/endpoints", json={"environment": "alice/count"}, headers=csrf(alice))
+    assert refused.status_code == 403
+    assert "with sign-in on only the admin may: launch it with the docker or space backend" in refused.json()["detail"]
+    # The admin's launch gets past that door, to the Space's own files (which hold no app to serve).
+    by_admin = httpx.post(f"{oauth_envhub.url}/api/endpoints", json={"environment": "alice/count"}, headers=ADMIN)
+    assert by_admin.status_code == 422, by_admin.text
+    assert "it has no OpenEnv app to serve" in by_admin.json()["detail"]
 
 
 def test_each_user_has_their_own_limit(oauth_envhub: Envhub, hub: FakeHub, browsers: Browsers) -> None:

@@ -2,22 +2,21 @@
 report of it; GET: the reports."""
 
 import asyncio
-from typing import Annotated, Any, Self
+from typing import Annotated, Self
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.deps import ServicesDep, SessionDep
+from app.quality import hosted
 from app.services import Services
 from app.urls import own_endpoint, own_gateway
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import get_environment
 from conformance.checker import get_report, list_reports
 from conformance.models import CheckReportPublic, CheckReportsPublic, QualityReportPublic, Suite
-from conformance.quality import ReplicaTarget
 from core.errors import ConflictError, InvalidInputError
-from hosting.endpoints import EndpointManager
-from hosting.models import Endpoint, EndpointStatus
+from hosting.models import EndpointStatus
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
 
@@ -53,9 +52,14 @@ async def create_check(
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
         url = own_gateway(request, endpoint.id)
         if quality:
-            hosted = await asyncio.to_thread(_hosted, manager, endpoint)
+            known = await asyncio.to_thread(hosted, manager, endpoint)
             return await checker.check_quality(
-                url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,), **hosted
+                url,
+                environment=endpoint.environment,
+                endpoint=endpoint.id,
+                revision=endpoint.revision,
+                trusted=(url,),
+                **known,
             )
         filed = await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
@@ -71,19 +75,6 @@ async def create_check(
         return await checker.check(environment.host, environment=environment.id)
     assert body.url is not None
     return await (checker.check_quality(body.url) if quality else checker.check(body.url))
-
-
-def _hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
-    """What hosting knows of a running endpoint that a quality report uses: its ready replicas (to compare them),
-    its cold start, and the memory its servers hold."""
-    pool = manager.routes.resolve(endpoint.id)
-    slots = sorted((s for s in pool.slots.values() if s.accepting), key=lambda s: s.id) if pool is not None else []
-    cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
-    return {
-        "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
-        "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
-        "memory": lambda: manager.replicas.resident_bytes(endpoint),
-    }
 
 
 def _environment(services: Services, environment_id: str) -> EnvironmentDetail:

@@ -24,6 +24,7 @@ def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, re
         endpoint.model_dump()
         | {
             "url": endpoint_url(connection_base(settings, request), endpoint.id),
+            "latest": manager.newer_revision(endpoint),
             "internal_url": ready[0] if ready else None,
             "pool": pool,
             "stats": stats,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CheckerDep, MonitorDep, ServicesDep, SessionDep, SettingsDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
+from catalog.revisions import RevisionPublic, RevisionsPublic, revisions_of
 from catalog.search import EnvironmentQuery, Sort, search_environments
 from catalog.store import cached_interface, get_environment
 from catalog.tasksets import EnvironmentTasksets, environment_tasksets
@@ -81,8 +82,17 @@ async def register_environment(
 @router.get("/{environment_id:path}/leaderboard")
 def read_leaderboard(session: SessionDep, services: ServicesDep, environment_id: str) -> Leaderboard:
     """The environment's evaluations, best first, grouped by what they compare on (revision and task set)."""
-    get_environment(session, environment_id)
-    return leaderboard(services.engine, environment_id)
+    return leaderboard(services.engine, get_environment(session, environment_id).id)
+
+
+@router.get("/{environment_id:path}/revisions")
+def read_revisions(session: SessionDep, environment_id: str) -> RevisionsPublic:
+    """Every revision the catalog has seen of the environment, newest first; pin one as `id@<revision>`."""
+    environment = get_environment(session, environment_id)
+    seen = revisions_of(session, environment.id)
+    current = environment.latest or environment.sha
+    data = [RevisionPublic.model_validate(r, update={"current": r.revision == current}) for r in seen]
+    return RevisionsPublic(environment=environment.id, current=current, data=data)
 
 
 @router.get("/{environment_id:path}/tasksets")

@@ -28,8 +28,33 @@ def readme_base(hf_endpoint: str, environment: EnvironmentDetail) -> str | None:
     return f"{url}/resolve/main/" if url else None
 
 
-def header_html(environment: EnvironmentDetail, hf_endpoint: str, launched: str | None = None) -> str:
-    e = environment
+def revision_notes(environment: EnvironmentDetail, serving: dict[str, str]) -> list[str]:
+    """What the page says of revisions: a pinned one that is not the catalog's, endpoints that serve an older one.
+
+    serving: endpoint id -> the revision it serves, of the environment's running endpoints.
+    """
+    e, notes = environment, []
+    if e.latest and e.sha:
+        notes.append(
+            f"This page is pinned to revision <code>{_e(e.sha[:12])}</code>; the catalog has a newer one, "
+            f'<a href="?env={_e(e.id)}"><code>{_e(e.latest[:12])}</code></a>. Its card, schema and tools are the newer '
+            "revision's; a launch from here runs the pinned one."
+        )
+    current = e.latest or e.sha
+    for endpoint, revision in sorted(serving.items()):
+        if current and revision != current:
+            notes.append(
+                f"Endpoint <code>{_e(endpoint)}</code> serves revision <code>{_e(revision[:12])}</code>; the catalog "
+                f"has a newer one, <code>{_e(current[:12])}</code>. Its URL keeps serving its own."
+            )
+    return notes
+
+
+def header_html(
+    environment: EnvironmentDetail, hf_endpoint: str, launched: str | None = None, serving: dict[str, str] | None = None
+) -> str:
+    """serving: endpoint id -> the revision it serves, of the environment's running endpoints."""
+    e, serving = environment, serving or {}
     public = EnvironmentPublic.model_validate(e.model_dump())
     links = []
     space = space_url(hf_endpoint, e)
@@ -38,8 +63,10 @@ def header_html(environment: EnvironmentDetail, hf_endpoint: str, launched: str 
     for dataset in e.datasets:
         url = f"{hf_endpoint.rstrip('/')}/datasets/{dataset}"
         links.append(f'<a href="{_e(url)}" target="_blank" rel="noopener noreferrer">dataset {_e(dataset)} ↗</a>')
-    links.append(f'<a href="?env={_e(e.id)}" class="share-link">Share link</a>')
-    meta = [f"by <b>{_e(e.author)}</b>" if e.author else "", f"♥ {e.likes:,}", f"<code>{_e(e.id)}</code>"]
+    pinned = f"{e.id}@{e.sha}" if e.sha else e.id  # a shared link names the revision it showed
+    links.append(f'<a href="?env={_e(pinned)}" class="share-link">Share link</a>')
+    revision = f"@{_e(e.sha[:12])}" if e.sha else ""
+    meta = [f"by <b>{_e(e.author)}</b>" if e.author else "", f"♥ {e.likes:,}", f"<code>{_e(e.id)}{revision}</code>"]
     if e.license:
         meta.append(f"license {_e(e.license)}")
     if e.last_modified:
@@ -54,6 +81,7 @@ def header_html(environment: EnvironmentDetail, hf_endpoint: str, launched: str 
         f'<div class="env-badges">{badges_html(badges(public, launched))}</div>'
         f'<div class="env-tags">{tags}</div>'
         f'<p class="env-links">{" · ".join(links)}</p>'
+        + "".join(f'<p class="muted revision-note">{note}</p>' for note in revision_notes(e, serving))
         + (
             f'<details class="problems"><summary>Problems found while indexing</summary><ul>{problems}</ul></details>'
             if problems

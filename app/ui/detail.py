@@ -99,9 +99,14 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
     url = urls[0] if urls else None
     info = cached_interface(environment)
     launched = services.endpoints.active_by_environment().get(environment.id)
+    serving = {
+        e.id: e.revision
+        for e in services.endpoints.list(active_only=True)
+        if e.environment == environment.id and e.revision
+    }
     base = readme_base(services.settings.hf_endpoint, environment)
     return {
-        detail.header: header_html(environment, services.settings.hf_endpoint, launched),
+        detail.header: header_html(environment, services.settings.hf_endpoint, launched, serving),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',

@@ -17,6 +17,7 @@ from app.ui.observation import observation_view, render_view
 from app.ui.requests import acting_caller, caller_of, connection_of, page_base
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
+from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
 from evals.leaderboard import leaderboard
@@ -216,7 +217,7 @@ def step_html(episode: Episode, index: int, share: str) -> str:
 
 def show(services: Services, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:
     """The tab for a newly opened environment: its name, and its leaderboard here and in `boards`."""
-    board = leaderboard_html(leaderboard(services.engine, environment_id)) if environment_id else ""
+    board = leaderboard_html(leaderboard(services.engine, split_pin(environment_id)[0])) if environment_id else ""
     return {
         evaluate.environment: f"Evaluating **`{environment_id}`**" if environment_id else "",
         evaluate.board: board,

@@ -115,12 +115,20 @@ def parse_assignments(text: str, what: str) -> dict[str, str]:
     return found
 
 
-def status_html(endpoint: Endpoint, pool: PoolPublic | None = None) -> str:
+def status_html(endpoint: Endpoint, pool: PoolPublic | None = None, latest: str | None = None) -> str:
+    """The endpoint's status, the revision it serves (and the catalog's newer one), its message and its pool."""
     kind = _BADGE.get(endpoint.status, "info")
+    revision = f"@<code>{html.escape(endpoint.revision[:12])}</code>" if endpoint.revision else ""
+    newer = (
+        f'<p class="muted">The catalog has a newer revision, <code>{html.escape(latest[:12])}</code>: this URL '
+        "keeps serving the one above; launch again to serve the newer one.</p>"
+        if latest
+        else ""
+    )
     head = (
         f'<div class="endpoint-status"><span class="badge badge-{kind}">{html.escape(endpoint.status.value)}</span> '
-        f"<code>{html.escape(endpoint.id)}</code> · {html.escape(endpoint.environment)} · "
-        f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p>"
+        f"<code>{html.escape(endpoint.id)}</code> · {html.escape(endpoint.environment)}{revision} · "
+        f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p>{newer}"
     )
     return head + (pool_html(pool) if pool is not None and pool.replicas else "") + "</div>"
 
@@ -150,7 +158,7 @@ def rows(services: Services, request: gr.Request) -> list[list[Any]]:
     return [
         [
             e.id,
-            e.environment,
+            e.environment + (f"@{e.revision[:12]}" if e.revision else ""),
             e.backend.value,
             e.status.value,
             page_endpoint_url(services, request, e.id),
@@ -173,7 +181,11 @@ def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Requ
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
     routes = services.endpoints.routes
     return values | {
-        launch.status: status_html(endpoint, services.endpoints.replicas.public(endpoint, routes.known(endpoint.id))),
+        launch.status: status_html(
+            endpoint,
+            services.endpoints.replicas.public(endpoint, routes.known(endpoint.id)),
+            services.endpoints.newer_revision(endpoint),
+        ),
         launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
         launch.log: "\n".join(log_tail(services.endpoints.log_path(endpoint.id), 40)),

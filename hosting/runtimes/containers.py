@@ -5,7 +5,6 @@ which endpoint they serve; spare containers, started ahead of launches (spares.p
 which replica started them, and once claimed are known by their name.
 """
 
-import hashlib
 import logging
 import os
 import re
@@ -22,6 +21,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from docker.models.containers import Container
 
 from catalog.models import EnvironmentDetail, Source
+from catalog.revisions import folder_hash
 from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import DockerOptions, ImageOptions
@@ -34,21 +34,11 @@ CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs m
 
 log = logging.getLogger(__name__)
 ImageOptionsT = TypeVar("ImageOptionsT", bound=ImageOptions)
-_SKIPPED = {"__pycache__", ".git", ".venv", "node_modules"}
 
 
 def space_image(space_id: str) -> str:
     """The image the Hub builds for a Docker Space."""
     return f"registry.hf.space/{re.sub(r'[^a-z0-9]', '-', space_id.lower())}:latest"
-
-
-def folder_digest(folder: Path) -> str:
-    """A hash of every file in a folder, so an unchanged folder reuses its image."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and not _SKIPPED.intersection(path.relative_to(folder).parts):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 def engine_client(host: str | None = None) -> docker.DockerClient:
@@ -101,7 +91,7 @@ def image_options(environment: EnvironmentDetail, options: ImageOptionsT) -> Ima
 
 def build_image(client: docker.DockerClient, folder: Path, base_image: str, log_path: Path, report: Report) -> str:
     """The tag of the folder's image, built from its Dockerfile unless an unchanged folder built it before."""
-    tag = f"envhub-template/{folder.name.lower()}:{folder_digest(folder)}"
+    tag = f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}"
     try:
         client.images.get(tag)
         return tag

@@ -1,6 +1,8 @@
 """The process backend: an environment folder served by uvicorn as a local subprocess.
 
-The folder is any OpenEnv Space layout. When its own requirements are not met by
+The folder is a template's, or a Hub Space's downloaded at its pinned commit (snapshots.py), in any
+layout seen in real Spaces (layouts.py); a Space whose Dockerfile needs more than Python (system
+packages, another base image) is refused before anything starts. When its own requirements are not met by
 envhub's interpreter, they go into a virtualenv cached by the hash of those
 requirements, layered over envhub's packages so that only what differs is installed.
 A folder that runs on envhub's own interpreter can instead be forked from a zygote that
@@ -12,15 +14,17 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
-from catalog.models import EnvironmentDetail
-from core.errors import InvalidInputError
+from catalog.models import EnvironmentDetail, Source
+from core.errors import InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import ProcessOptions
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
+from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile
+from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, template_layout
 from hosting.runtimes.logs import note_exit
 from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
+from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.venvs import Virtualenvs
 from hosting.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
@@ -28,26 +32,28 @@ ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to re
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
 
 
-def _package_name(folder: Path, manifest: dict[str, Any] | None) -> str | None:
-    """The name the folder's code may import itself by, when it is a package."""
-    if not (folder / "__init__.py").is_file():
-        return None
-    for name in (folder.name, str((manifest or {}).get("name", ""))):
-        if name.isidentifier():
-            return name
-    return None
-
-
 class ProcessRuntime:
     name = Backend.PROCESS
     handle_type = ProcessHandle
 
     def __init__(
-        self, work_dir: Path, *, ready_timeout_s: float = 60, install_timeout_s: float = 900, preload: bool = False
+        self,
+        work_dir: Path,
+        *,
+        ready_timeout_s: float = 60,
+        install_timeout_s: float = 900,
+        preload: bool = False,
+        hub_endpoint: str | None = None,
+        hub_token: str | None = None,
     ) -> None:
-        """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py)."""
+        """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py).
+
+        hub_endpoint, hub_token: where Spaces download from (None: HF_ENDPOINT), and envhub's own token, for
+        launches by nobody in particular (a signed-in user's launch downloads with their token).
+        """
         self.work_dir = work_dir.resolve()  # servers run in their own folders: a relative path would point elsewhere
         self.virtualenvs = Virtualenvs(self.work_dir / "venvs", install_timeout_s=install_timeout_s)
+        self.snapshots = Snapshots(self.work_dir / "spaces", hub_endpoint, hub_token)
         self.ready_timeout_s = ready_timeout_s
         zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         self._zygote = Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120)) if preload else None
@@ -63,17 +69,54 @@ class ProcessRuntime:
     def check(
         self, environment: EnvironmentDetail, options: ProcessOptions, token: str | None = None
     ) -> ProcessOptions:
-        if not environment.path or not Path(environment.path).is_dir():
-            raise InvalidInputError(
-                f"the process backend runs local environment folders, and {environment.id} has none; "
-                "launch it with the docker or space backend"
-            )
+        if environment.path:
+            if not Path(environment.path).is_dir():
+                raise InvalidInputError(
+                    f"the folder of {environment.id} ({environment.path}) is gone; restart envhub to index "
+                    "its templates again"
+                )
+            return options
+        self._check_space(environment, token)
         return options
 
+    def _check_space(self, environment: EnvironmentDetail, token: str | None) -> None:
+        """Refuse a Space that cannot run here, from its files at the commit (read from the Hub, unless downloaded)."""
+        if environment.source != Source.HUB:
+            raise InvalidInputError(
+                f"the process backend runs templates and Hub Spaces, and {environment.id} is neither; "
+                "launch it with the docker or space backend"
+            )
+        if environment.sdk not in (None, "docker"):
+            raise InvalidInputError(
+                f"{environment.id} is a {environment.sdk} Space, and the process backend runs Docker Spaces that "
+                "serve an OpenEnv app; launch it with the space backend"
+            )
+        if environment.sha is None:
+            raise InvalidInputError(
+                f"the catalog has no commit of {environment.id} to download: sync the catalog first"
+            )
+        files = self.snapshots.files(environment.id, environment.sha, token)
+        dockerfile = files.read("Dockerfile")
+        reason = needs_docker(parse_dockerfile(dockerfile)) if dockerfile is not None else None
+        if reason is None and find_layout(files, _names(environment)) is None:
+            reason = (
+                "it has no OpenEnv app to serve: no openenv.yaml app, server/app.py, envs/<name>/server/app.py "
+                "or Dockerfile command (uvicorn module:app) that names a module in it"
+            )
+        if reason is not None:
+            raise InvalidInputError(
+                f"{environment.id}@{environment.sha[:12]} cannot run as a local process: {reason}; "
+                "launch it with the docker or space backend"
+            )
+
     def start(self, spec: LaunchSpec[ProcessOptions], report: Report) -> Launched[ProcessHandle]:
-        folder = Path(spec.environment.path or "")
-        python = self.virtualenvs.interpreter(folder, spec.log_path, report)
-        app, pythonpath = self._layout(folder, spec)
+        folder, layout = self._folder(spec, report)
+        python = self.virtualenvs.interpreter(folder / layout.requirements, spec.log_path, report)
+        cwd = folder / layout.cwd
+        pythonpath = [str(cwd), *(str(folder / entry) for entry in layout.path)]
+        if layout.package is not None:
+            pythonpath.append(str(self._package_shim(folder, layout.package, spec.server_id)))
+        app = layout.app
         port = free_port()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
@@ -81,13 +124,15 @@ class ProcessRuntime:
         env |= {ENDPOINT_VARIABLE: spec.server_id}
         report(f"starting {app} on port {port}")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with spec.log_path.open("a", encoding="utf-8") as log:  # which layout rule chose the app, for a failure
+            log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
         pid = None
         if self._zygote is not None and python == sys.executable and forkable(spec.env):
             name = f"env-{spec.server_id}"  # what ps shows for it
             # Absolute paths: the zygote works in its own folder, not in envhub's.
             request = ServerRequest(
                 app,
-                str(folder.resolve()),
+                str(cwd.resolve()),
                 [str(Path(entry).resolve()) for entry in pythonpath],
                 env,
                 str(spec.log_path.resolve()),
@@ -104,7 +149,7 @@ class ProcessRuntime:
             with self._lock:
                 self._forked[spec.server_id] = (pid, started)
         else:
-            child = self._popen(python, app, folder, env, port, spec.log_path, spec.root_path)
+            child = self._popen(python, app, cwd, env, port, spec.log_path, spec.root_path)
             handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
             with self._lock:
                 self._children[spec.server_id] = child
@@ -120,23 +165,29 @@ class ProcessRuntime:
             log_path=spec.log_path,
         )
 
-    def _layout(self, folder: Path, spec: LaunchSpec[ProcessOptions]) -> tuple[str, list[str]]:
-        """The app to serve and the import path, for the three layouts seen in the wild."""
-        manifest = spec.environment.manifest or {}
-        app = str(manifest.get("app") or "server.app:app")
-        package = _package_name(folder, manifest)
-        pythonpath = [str(folder)]
-        if package is not None:
-            # The folder is importable under its package name, so both `from ..models import X`
-            # (the app loaded as package.server.app) and `from package.models import X` work.
-            shim = self.work_dir / "packages" / spec.server_id
-            shim.mkdir(parents=True, exist_ok=True)
-            link = shim / package
-            if not link.exists():
-                link.symlink_to(folder.resolve(), target_is_directory=True)
-            pythonpath.append(str(shim))
-            app = f"{package}.{app}"
-        return app, pythonpath
+    def _folder(self, spec: LaunchSpec[ProcessOptions], report: Report) -> tuple[Path, Layout]:
+        """The folder to serve (a Space's downloaded at its commit) and its layout."""
+        environment = spec.environment
+        if environment.path:
+            folder = Path(environment.path)
+            return folder, template_layout(folder, _names(environment))
+        if environment.sha is None:  # check() refused it
+            raise LaunchError(f"the catalog has no commit of {environment.id} to download: sync the catalog first")
+        folder = self.snapshots.fetch(environment.id, environment.sha, spec.token, report)
+        layout = find_layout(FolderFiles(folder), _names(environment))
+        if layout is None:
+            raise LaunchError(f"{environment.id}@{environment.sha[:12]} has no OpenEnv app to serve")
+        return folder, layout
+
+    def _package_shim(self, folder: Path, package: str, server_id: str) -> Path:
+        """A folder where the environment's root is importable under its package name, so that both
+        `from ..models import X` (the app loaded as package.server.app) and `from package.models import X` work."""
+        shim = self.work_dir / "packages" / server_id
+        shim.mkdir(parents=True, exist_ok=True)
+        link = shim / package
+        if not link.exists():
+            link.symlink_to(folder.resolve(), target_is_directory=True)
+        return shim
 
     @staticmethod
     def _popen(
@@ -204,6 +255,11 @@ class ProcessRuntime:
         if handle.started is not None:
             return started_at(handle.pid) == handle.started
         return environ_names(handle.pid, f"{ENDPOINT_VARIABLE}={handle.server}")
+
+
+def _names(environment: EnvironmentDetail) -> list[str]:
+    """What an environment's root may be imported by: its folder's name, or its Space's."""
+    return [Path(environment.path).name if environment.path else environment.id.rpartition("/")[2]]
 
 
 def _note_when_it_ends(child: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -10,6 +10,8 @@ openenv and uvicorn, as the official Dockerfiles do) therefore still starts.
 """
 
 import hashlib
+import os
+import re
 import shutil
 import site
 import subprocess
@@ -31,6 +33,10 @@ __all__ = ["LAYER_FILE", "Virtualenvs", "requirements_of", "unmet"]
 
 LAYER_FILE = "envhub-layer.pth"  # in a virtualenv's site-packages: the folders of envhub's own packages
 _READY = ".ready"
+# Installing runs the requirements' own code (setup.py, build backends), and a Hub Space's requirements are
+# anyone's: pip sees none of envhub's settings or secrets.
+_SETTINGS = ("ENVHUB_", "HF_", "HUGGING_FACE_", "OAUTH_", "OPENID_")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL", re.IGNORECASE)
 
 
 def requirements_of(folder: Path) -> list[str]:
@@ -78,6 +84,15 @@ def envhub_site_packages() -> list[str]:
     return [folder for folder in site.getsitepackages() if Path(folder).is_dir()]
 
 
+def _install_environment() -> dict[str, str]:
+    """envhub's environment without its settings and secrets (pip's own, PIP_*, stay)."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(_SETTINGS) and (name.startswith("PIP_") or not _SECRET.search(name))
+    }
+
+
 class Virtualenvs:
     """The cached virtualenvs under one folder; each is made once, however many launches ask for it at once."""
 
@@ -122,7 +137,9 @@ class Virtualenvs:
 
     def _run(self, argv: list[str], log: BinaryIO, log_path: Path) -> None:
         try:
-            done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.install_timeout_s)
+            done = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.install_timeout_s, env=_install_environment()
+            )
         except subprocess.TimeoutExpired as exc:
             raise LaunchError(f"installing requirements took over {self.install_timeout_s:g} s") from exc
         if done.returncode != 0:
