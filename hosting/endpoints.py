@@ -194,6 +194,8 @@ class EndpointManager:
             env=dict(options.env),
             root_path=gateway_path(endpoint.id),
         )
+        if endpoint.image_digest is not None:
+            spec = _on_image(spec, endpoint.image_digest)
         self._specs[endpoint.id] = spec
         return spec
 
@@ -231,6 +233,10 @@ class EndpointManager:
         if current is None or current.status not in ACTIVE:
             self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)  # the endpoint stopped meanwhile
             return
+        digest = replica.handle.get("digest")
+        if digest and current.image_digest is None:
+            self.update(endpoint.id, image_digest=digest)
+            self._specs[endpoint.id] = _on_image(spec, digest)
         if current.status == EndpointStatus.STARTING:
             self.traffic.of(endpoint.id).touch()
             self.update(endpoint.id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())
@@ -335,6 +341,12 @@ class EndpointManager:
     def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
         """The summary of the endpoint's last conformance check, on its row."""
         self.update(endpoint_id, conformance=summary.model_dump(mode="json"))
+
+
+def _on_image(spec: LaunchSpec[Any], digest: str) -> LaunchSpec[Any]:
+    """The spec with its image named by id: a tag that moves on (a Space's `:latest`) no longer changes what a
+    new replica runs."""
+    return replace(spec, options=spec.options.model_copy(update={"image": digest}))
 
 
 def _ensure_runs_revision(environment: EnvironmentDetail, backend: Backend) -> None:

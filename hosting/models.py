@@ -48,6 +48,9 @@ class EndpointBase(SQLModel):
     revision: str | None = Field(
         default=None, description="the exact revision it serves: a Space's sha, a template's folder hash"
     )
+    image_digest: str | None = Field(
+        default=None, description="the image its containers run (docker), by id: every later replica runs that one"
+    )
     backend: Backend
     status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
     message: str = Field(default="", description="what is happening now, or why it failed")

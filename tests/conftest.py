@@ -22,6 +22,7 @@ from hosting.runtimes import LaunchSpec
 from hosting.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
+from tests.fakemodel import FakeModel, generic_brain
 from tests.postgres import postgres_schema as schema_of_its_own
 
 if TYPE_CHECKING:
@@ -187,3 +188,11 @@ def space_app(tmp_path: Path) -> Iterator[str]:
     launched = runtime.start(spec, lambda _: None)
     yield launched.url
     runtime.stop(launched.handle)
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    """A fake OpenAI-compatible model server that always answers with a valid move."""
+    fake = FakeModel(generic_brain)
+    yield fake
+    fake.close()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from protocol.schemas import example_value
+
 __all__ = ["FakeModel", "Reply", "last_observation"]
 
 
@@ -41,6 +43,28 @@ def last_observation(body: dict[str, Any]) -> Any:
         if "Observation: " in text:
             return json.loads(text.split("Observation: ", 1)[1].removesuffix(" ... (cut)"))
     return None
+
+
+def schema_in(body: dict[str, Any]) -> dict[str, Any] | None:
+    system = body["messages"][0]["content"]
+    marker = "validates against this JSON schema:\n"
+    if marker not in system:
+        return None
+    schema: dict[str, Any] = json.loads(system.split(marker, 1)[1].split("\n", 1)[0])
+    return schema
+
+
+def generic_brain(body: dict[str, Any]) -> Reply:
+    """A model that always answers with a valid move: the smallest one its schema or tools allow."""
+    tools = body.get("tools") or []
+    if tools:
+        names = [t["function"]["name"] for t in tools]
+        chosen = next((t for t in tools if t["function"]["name"] == "submit_answer"), tools[0])
+        arguments = example_value(chosen["function"]["parameters"])
+        assert names, names
+        return Reply(text=None, tool_calls=[(chosen["function"]["name"], arguments)])
+    schema = schema_in(body)
+    return Reply(text=f"My move:\n```json\n{json.dumps(example_value(schema))}\n```")
 
 
 class _Server(ThreadingHTTPServer):

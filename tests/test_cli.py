@@ -25,6 +25,7 @@ def cli_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
         "ENVHUB_TEMPLATES_DIR": str(tmp_path / "no-templates"),
         "ENVHUB_HUB_BACKOFF_S": "0.01",
         "ENVHUB_HUB_TIMEOUT_S": "2",
+        "ENVHUB_QUALITY_INTERVAL_S": "0",  # as in every envhub the tests start (see conftest)
     }
 
 

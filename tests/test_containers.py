@@ -177,6 +177,22 @@ def test_hub_space_runs_from_its_registry_image(
     endpoint = docker_envhub.running("alice/count", backend="docker", options={"port": 8000})
 
     assert endpoint["options"]["image"] == "registry.hf.space/alice-count:latest"
+    assert endpoint["image_digest"] == built.id
+    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+        assert client.reset().observation["total"] == 0
+
+    # The owner pushes: `:latest` names another image now. A replacement replica still runs the one the
+    # endpoint started on, so its URL keeps serving that.
+    docker_engine.images.get(BASE_IMAGE).tag(space_image("alice/count"))
+    docker_engine.containers.get(f"envhub-{endpoint['id']}").kill()
+
+    def replaced() -> bool:
+        replicas = docker_envhub.endpoint(endpoint["id"])["pool"]["replicas"]
+        return any(r["id"] != endpoint["id"] and r["status"] == "ready" for r in replicas)
+
+    wait_until(replaced, timeout_s=60)
+    (replacement,) = docker_envhub.ready_replicas(endpoint["id"])
+    assert docker_engine.containers.get(f"envhub-{replacement['id']}").image.id == built.id
     with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
         assert client.reset().observation["total"] == 0
     docker_envhub.http.delete(f"/api/endpoints/{endpoint['id']}")

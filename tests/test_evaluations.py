@@ -12,35 +12,12 @@ from typing import Any
 import pytest
 
 from app.settings import Settings
-from protocol.schemas import example_value
 from tests.conftest import wait_until
 from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import TEMPLATES, Envhub
 
 SECRET = "sk-never-shown-0123456789"
-
-
-def schema_in(body: dict[str, Any]) -> dict[str, Any] | None:
-    system = body["messages"][0]["content"]
-    marker = "validates against this JSON schema:\n"
-    if marker not in system:
-        return None
-    schema: dict[str, Any] = json.loads(system.split(marker, 1)[1].split("\n", 1)[0])
-    return schema
-
-
-def generic_brain(body: dict[str, Any]) -> Reply:
-    """A model that always answers with a valid move: the smallest one its schema or tools allow."""
-    tools = body.get("tools") or []
-    if tools:
-        names = [t["function"]["name"] for t in tools]
-        chosen = next((t for t in tools if t["function"]["name"] == "submit_answer"), tools[0])
-        arguments = example_value(chosen["function"]["parameters"])
-        assert names, names
-        return Reply(text=None, tool_calls=[(chosen["function"]["name"], arguments)])
-    schema = schema_in(body)
-    return Reply(text=f"My move:\n```json\n{json.dumps(example_value(schema))}\n```")
 
 
 @pytest.fixture
@@ -58,13 +35,6 @@ def evaluating(settings: Settings, tmp_path: Path) -> Iterator[Envhub]:
     )
     yield server
     server.stop()
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    fake = FakeModel(generic_brain)
-    yield fake
-    fake.close()
 
 
 def finished(envhub: Envhub, evaluation_id: str, timeout_s: float = 120) -> dict[str, Any]:

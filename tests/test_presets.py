@@ -28,11 +28,11 @@ from evals.model import ModelConfig
 from evals.presets import MAX_PRESETS_PER_OWNER, ModelPresets
 from tests.conftest import ADMIN_TOKEN
 from tests.fakehub import FakeHub
-from tests.fakemodel import FakeModel
+from tests.fakemodel import FakeModel, generic_brain
 from tests.serving import TEMPLATES, Envhub
 from tests.signin import oauth_settings
 from tests.test_cli import cli_env, run_cli
-from tests.test_evaluations import finished, generic_brain
+from tests.test_evaluations import finished
 
 KEY = "sk-test-" + secrets.token_hex(16)
 ALICE = {"Authorization": "Bearer hf_test"}  # the fake Hub's alice
@@ -141,13 +141,6 @@ def evaluating(settings: Settings, hub: FakeHub, tmp_path: Path) -> Iterator[Env
     server = Envhub(settings.model_copy(update=update | {"max_endpoints_per_owner": 10}))
     yield server
     server.stop()
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    fake = FakeModel(generic_brain)
-    yield fake
-    fake.close()
 
 
 def start(envhub: Envhub, headers: dict[str, str], **body: Any) -> dict[str, Any]:

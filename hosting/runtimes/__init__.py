@@ -65,6 +65,7 @@ class ProcessHandle(Handle):
 class ContainerHandle(Handle):
     container: str
     image: str
+    digest: str | None = None  # the id of the image the container runs: what a tag named when it started
 
 
 class ServiceHandle(Handle):

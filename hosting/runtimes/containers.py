@@ -187,7 +187,8 @@ class ContainerRuntime:
                 name=f"envhub-{spec.server_id}",
                 labels={LABEL: spec.server_id},
             )
-        handle = ContainerHandle(server=spec.server_id, container=container.id, image=image)
+        digest = str(container.attrs.get("Image") or "") or None
+        handle = ContainerHandle(server=spec.server_id, container=container.id, image=image, digest=digest)
         self._follow_logs(container, spec.log_path)
         launched = serve_when_healthy(
             self,

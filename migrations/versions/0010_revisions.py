@@ -1,4 +1,5 @@
-"""Revisions: every revision the catalog has seen of an environment, and the one each endpoint serves.
+"""Revisions: every revision the catalog has seen of an environment, and the one each endpoint serves (and,
+for containers, the image they run).
 
 `environmentrevision` starts with each environment's current sha. `endpoint.revision` and
 `checkreport.revision` stay empty for rows made before this revision: which one they ran is not known.
@@ -37,14 +38,15 @@ def upgrade() -> None:
             "INSERT INTO environmentrevision (environment_id, revision, committed_at, seen_at) "
             "SELECT id, sha, last_modified, indexed_at FROM environment WHERE sha IS NOT NULL"
         )
-    for table in ("endpoint", "checkreport"):
-        if "revision" not in {c["name"] for c in inspector.get_columns(table)}:
-            op.add_column(table, sa.Column("revision", String(), nullable=True))
+    for table, column in (("endpoint", "revision"), ("endpoint", "image_digest"), ("checkreport", "revision")):
+        if column not in {c["name"] for c in inspector.get_columns(table)}:
+            op.add_column(table, sa.Column(column, String(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("checkreport") as checkreport:
         checkreport.drop_column("revision")
     with op.batch_alter_table("endpoint") as endpoint:
+        endpoint.drop_column("image_digest")
         endpoint.drop_column("revision")
     op.drop_table("environmentrevision")

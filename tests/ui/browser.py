@@ -43,6 +43,19 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+@contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page of its own headless Chromium, at the tests' window size and waits."""
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(WAIT)
+        try:
+            yield page
+        finally:
+            context.close()
+
+
 def expect(target: Any) -> Any:
     """Playwright's expect, waiting up to WAIT."""
     from playwright.sync_api import expect as playwright_expect

@@ -15,7 +15,7 @@ from catalog.store import note_quality
 from core.db import create_db_engine
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -44,12 +44,8 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
 
 @pytest.fixture
 def page(envhub: Envhub) -> Iterator[Any]:
-    with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        page.set_default_timeout(WAIT)
+    with browser_page() as page:
         yield page
-        context.close()
 
 
 def file_summary(envhub: Envhub, environment_id: str, verdict: Verdict, failing: list[str]) -> None:

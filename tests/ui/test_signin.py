@@ -12,7 +12,7 @@ from tests.conftest import needs
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 from tests.signin import oauth_settings
-from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,12 +30,8 @@ def oauth_envhub(settings: Settings, tmp_path: Path, count_template: str) -> Ite
 
 @pytest.fixture
 def page() -> Iterator[Any]:
-    with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        page.set_default_timeout(WAIT)
+    with browser_page() as page:
         yield page
-        context.close()
 
 
 def test_sign_in_and_deploy_a_template_as_a_space(
