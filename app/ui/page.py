@@ -15,6 +15,7 @@ from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import caller_of
 from app.ui.style import CSS, THEME
+from core.errors import EnvhubError
 
 HEADER = (
     '<div class="envhub-header"><h1>🌍 envhub</h1>'
@@ -96,7 +97,13 @@ def build_blocks(services: Services) -> gr.Blocks:
                 run = services.evaluations.find_run_of(episode_id)
                 opened_env = open_environment(run.environment, request) if run is not None else {}
                 return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
-            return values | (open_environment(environment_id, request) if environment_id else {})
+            if not environment_id:
+                return values
+            try:
+                return values | open_environment(environment_id, request)
+            except EnvhubError as exc:  # a link to a revision the catalog does not know: the page still opens
+                gr.Warning(exc.message)
+                return values
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
         blocks.load(

@@ -272,6 +272,10 @@ def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> No
     expect(page.locator("#results .empty-state")).to_contain_text("No environments found")
     page.goto(envhub.url + "/?env=nobody/nothing")
     expect(page.locator("#env-header")).to_contain_text("Not found")
+    # A link to a revision the catalog does not know says so, and the page still opens.
+    page.goto(envhub.url + "/?env=template:maze@0000000")
+    expect(page.locator("body")).to_contain_text("the catalog knows no revision '0000000' of template:maze")
+    expect(page.locator(".env-card")).to_have_count(7)
 
 
 def test_a_sleeping_space_is_woken_on_request(page: Any, hub: FakeHub, space_app: str, tmp_path: Path) -> None:
