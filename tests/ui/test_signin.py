@@ -40,7 +40,8 @@ def test_sign_in_and_deploy_a_template_as_a_space(
     hub.oauth.signed_in = "bob"
     hub.boot_sequence = ["BUILDING"]
     page.goto(oauth_envhub.url + "/?env=template:count")
-    expect(page.locator("#publish-status")).to_contain_text("to deploy it in your namespace")
+    # The first page a fresh server builds takes a while on a loaded machine.
+    expect(page.locator("#publish-status")).to_contain_text("to deploy it in your namespace", timeout=60_000)
 
     page.locator("#account #sign-in").click()  # envhub -> the Hub's authorize -> envhub's callback -> /
 
