@@ -28,7 +28,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from app.main import create_app
 
-    print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url})", flush=True)
+    page = "" if settings.ui else "; no web page (ENVHUB_UI=false): the API and the gateway only"
+    print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url}{page})", flush=True)
     # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. It pings
     # WebSocket clients: one that misses a ping for a whole interval is closed, and the gateway frees its slot.
     app = create_app(settings)
@@ -216,7 +217,8 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
 
     # envhub's own gateway, on a loopback port for this run only: the run plays through it, as in the server.
     # The command runs with its user's own network access, so a model on a private address is allowed.
-    local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True}
+    # It serves no web page.
+    local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True, "ui": False}
     app = create_app(settings.model_copy(update=local))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     serving = asyncio.create_task(server.serve())

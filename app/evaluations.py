@@ -13,11 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from app.services import Services
-from app.ui.live import live_session
 from catalog.store import get_environment
 from catalog.tasksets import dataset_resets
 from core.callers import Caller
 from core.errors import ConflictError
+from core.outbound import live_session
 from evals.episodes import EpisodeSpec, Limits
 from evals.harness import Brief
 from evals.model import ModelConfig, ModelPolicy

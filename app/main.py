@@ -17,7 +17,6 @@ from app.auth import routes as auth_routes
 from app.forwarded import ForwardedHostMiddleware
 from app.services import Services
 from app.settings import Settings
-from app.ui.page import mount_ui
 from catalog.hub import Hub
 from core.errors import EnvhubError
 from hosting.models import Backend
@@ -37,7 +36,8 @@ def _describe_validation(exc: RequestValidationError) -> str:
 def create_app(
     settings: Settings | None = None, *, hub: Hub | None = None, runtimes: dict[Backend, AnyRuntime] | None = None
 ) -> FastAPI:
-    """The envhub app, middleware included. Nothing connects until it starts serving."""
+    """The envhub app, middleware included, with its web page unless settings.ui is off. Nothing connects until it
+    starts serving."""
     services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes)
 
     @asynccontextmanager
@@ -67,6 +67,9 @@ def create_app(
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(auth_routes.router)
     app.include_router(gateway.router)
-    # Last: the UI's mount at / takes every path the routes above do not.
-    mount_ui(app, services)
+    if services.settings.ui:
+        from app.ui.page import mount_ui  # imported only when a page is served: building one takes seconds
+
+        # Last: the UI's mount at / takes every path the routes above do not.
+        mount_ui(app, services)
     return app

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     templates_dir: Path = REPO_ROOT / "spaces_templates"
     data_dir: Path = Field(default=Path("./data"), description="endpoint logs and cached virtualenvs")
     public_url: str | None = Field(default=None, description="base URL users reach envhub at, if not the request's")
+    ui: bool = Field(
+        default=True, description="serve the web page at /; false: the API and the gateway only (a headless replica)"
+    )
 
     max_endpoints: int = Field(default=20, ge=0)
     max_endpoints_per_owner: int = Field(default=5, ge=0)

@@ -397,3 +397,18 @@ async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, boo
         if len(body) > limit:
             return bytes(body[:limit]), True
     return bytes(body), False
+
+
+LIVE_TIMEOUT_S = 5.0
+
+
+def live_session(
+    guard: OutboundGuard,
+    *trusted: str,
+    credentials: dict[str, dict[str, str]] | None = None,
+    timeout_s: float = LIVE_TIMEOUT_S,
+) -> OutboundSession:
+    """The outbound session for one live URL (the UI's playground, an evaluation): the trusted prefixes (envhub's
+    own gateway) skip the guard, every other URL goes through it (like checks and registration), and every request
+    and WebSocket of the session goes to the address the guard checked."""
+    return OutboundSession(guard.with_trusted(*trusted), timeout_s=timeout_s, credentials=credentials or {})

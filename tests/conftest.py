@@ -46,10 +46,16 @@ on_postgres = needs("postgres", bool(POSTGRES_URL), "set ENVHUB_TEST_POSTGRES_UR
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests marked `databases` run once on SQLite and once on Postgres."""
-    if metafunc.definition.get_closest_marker("databases") and "database_url" in metafunc.fixturenames:
+    """Tests marked `databases` run once on SQLite and once on Postgres; those marked `databases("postgres")` (the
+    slow ones, where the database is a detail) once, on Postgres when there is one, else on SQLite."""
+    marker = metafunc.definition.get_closest_marker("databases")
+    if marker is None or "database_url" not in metafunc.fixturenames:
+        return
+    if marker.args == ("postgres",):
+        dialects: list[object] = ["postgres" if POSTGRES_URL else "sqlite"]
+    else:
         dialects = ["sqlite", pytest.param("postgres", marks=on_postgres)]
-        metafunc.parametrize("database_url", dialects, indirect=True)
+    metafunc.parametrize("database_url", dialects, indirect=True)
 
 
 @contextmanager
@@ -123,7 +129,7 @@ def engine(settings: Settings) -> Iterator[Engine]:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings.model_copy(update={"ui": False}))) as test_client:
         yield test_client
 
 

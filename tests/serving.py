@@ -57,9 +57,11 @@ def serve_templates(*names: str, timeout_s: float = 120) -> Iterator[dict[str, s
 
 
 class Envhub:
-    """envhub served by uvicorn on loopback, as trainers reach it."""
+    """envhub served by uvicorn on loopback, as trainers reach it: its API and gateway, and with `ui` its web page
+    (the tests that open it; building the page takes seconds the others need not spend)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, ui: bool = False) -> None:
+        settings = settings.model_copy(update={"ui": ui})
         self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

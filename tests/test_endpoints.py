@@ -295,6 +295,7 @@ def serve_env(settings: Settings, tmp_path: Path) -> dict[str, str]:
         "ENVHUB_DATA_DIR": str(tmp_path / "data"),
         "ENVHUB_SYNC_INTERVAL_S": "0",
         "ENVHUB_PROCESS_PRELOAD": "launch",  # a zygote at the first launch: a restarted envhub needs none
+        "ENVHUB_UI": "false",  # these tests reach its API only
     }
 
 

@@ -61,7 +61,7 @@ def test_a_template_is_published_to_the_users_namespace_and_followed_to_running(
 def test_publishing_needs_a_hub_user_and_a_template(oauth_envhub: Envhub, hub: FakeHub, browsers: Browsers) -> None:
     hub.add_space("openenv/count", files=space_files("Count"))
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    assert httpx.post(f"{oauth_envhub.url}/api/sync?wait=true", headers=admin).json()["added"] == 1
+    assert httpx.post(f"{oauth_envhub.url}/api/sync?wait=true", headers=admin, timeout=60).json()["added"] == 1
     url = f"{oauth_envhub.url}/api/environments/template:count/publish"
 
     anonymous = httpx.post(url)

@@ -1,8 +1,8 @@
 """Two envhub replicas on one database: syncs, leases, endpoints and the gateway across them.
 
 The first tests run two endpoint managers in one process, each with its own leases (its
-own replica id), over one SQLite file; the last ones start two real `python -m app serve`
-processes on one database, as replicas are deployed.
+own replica id), over one database; the last ones start two real `python -m app serve`
+processes on one database, as replicas are deployed (on Postgres, as they are deployed, when the tests have one).
 """
 
 import os
@@ -200,11 +200,13 @@ def replica_env(settings: Settings, tmp_path: Path, name: str, **values: str) ->
         "ENVHUB_ADMIN_TOKEN": ADMIN_TOKEN,
         "ENVHUB_HEALTH_INTERVAL_S": "0",
         "ENVHUB_LEASE_TTL_S": "3",
+        "ENVHUB_UI": "false",  # replicas carrying sessions, reached through their API and gateway
     }
     return env | {f"ENVHUB_{key.upper()}": value for key, value in values.items()}
 
 
 @pytest.mark.slow
+@pytest.mark.databases("postgres")
 @pytest.mark.timeout(600)
 def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
     settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
@@ -262,6 +264,7 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
 
 
 @pytest.mark.slow
+@pytest.mark.databases("postgres")
 @pytest.mark.timeout(400)
 def test_when_the_sync_replica_dies_another_takes_over(
     settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str

@@ -38,9 +38,10 @@ def task_rows(split: str, count: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def linked(settings: Settings, hub: FakeHub, tmp_path: Path) -> Iterator[Envhub]:
+def linked(settings: Settings, hub: FakeHub, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Envhub]:
     """The arithmetic template, linked by its card to two datasets on the fake Hub: one whose rows carry
-    `openenv_reset` (a parquet train split, a JSONL test split), one whose rows do not."""
+    `openenv_reset` (a parquet train split, a JSONL test split), one whose rows do not. Its web page is served to
+    the browser test only."""
     templates = tmp_path / "templates-linked"
     for name in ("arithmetic_tasks", "wordle"):
         shutil.copytree(TEMPLATES / name, templates / name)
@@ -67,7 +68,8 @@ def linked(settings: Settings, hub: FakeHub, tmp_path: Path) -> Iterator[Envhub]
     server = Envhub(
         settings.model_copy(
             update={"data_dir": tmp_path / "data", "templates_dir": templates, "allow_private_urls": True}
-        )
+        ),
+        ui=request.node.get_closest_marker("browser") is not None,
     )
     synced = server.http.post("/api/sync", headers=ADMIN)
     assert synced.status_code in (200, 202), synced.text

@@ -11,22 +11,8 @@ from app.ui.requests import connection_of, page_endpoint_url
 from app.urls import own_gateway
 from catalog.models import EnvironmentDetail
 from core.errors import RefusedURLError
-from core.outbound import OutboundGuard, OutboundSession
+from core.outbound import OutboundSession, live_session
 from hosting.models import EndpointStatus, PoolPublic
-
-PROBE_TIMEOUT_S = 5.0
-
-
-def live_session(
-    guard: OutboundGuard,
-    *trusted: str,
-    credentials: dict[str, dict[str, str]] | None = None,
-    timeout_s: float = PROBE_TIMEOUT_S,
-) -> OutboundSession:
-    """The outbound session for one live URL: the trusted prefixes (envhub's own gateway) skip the
-    guard, every other URL goes through it (like checks and registration), and every request and
-    WebSocket of the session goes to the address the guard checked."""
-    return OutboundSession(guard.with_trusted(*trusted), timeout_s=timeout_s, credentials=credentials or {})
 
 
 async def outbound_refusal(outbound: OutboundSession, url: str) -> str | None:

@@ -218,6 +218,8 @@ class Zygote:
         self.ready_timeout_s = ready_timeout_s
         self.broken: str | None = None  # why the zygote is not used, once it failed to start
         self._process: subprocess.Popen[bytes] | None = None
+        self._starting: subprocess.Popen[bytes] | None = None  # the zygote importing, before it says it is ready
+        self._closed = False
         self._buffer = b""
         self._lock = threading.Lock()
 
@@ -233,7 +235,7 @@ class Zygote:
     def spawn(self, request: ServerRequest) -> int | None:
         """The pid of a server forked for the request, or None to start it from scratch."""
         with self._lock:
-            if self.broken is not None:
+            if self.broken is not None or self._closed:
                 return None
             if self._process is not None and self._process.poll() is not None:
                 log.warning("the zygote exited with code %s; see %s", self._process.returncode, self.log_path)
@@ -256,10 +258,16 @@ class Zygote:
     def warm(self) -> None:
         """Start the zygote if it is not running (and has not failed to start)."""
         with self._lock:
-            if self.broken is None and (self._process is None or self._process.poll() is not None):
+            if self.broken is None and not self._closed and (self._process is None or self._process.poll() is not None):
                 self._start()
 
     def close(self) -> None:
+        """End the zygote; one still importing is killed rather than waited for (it has forked nothing yet)."""
+        self._closed = True
+        starting = self._starting
+        if starting is not None:
+            with contextlib.suppress(OSError):
+                starting.kill()
         with self._lock:
             self._discard()
 
@@ -276,12 +284,20 @@ class Zygote:
                 cwd=self.work_dir,
                 start_new_session=True,  # signals to envhub's group are not for it
             )
+        self._starting = self._process
         try:
+            if self._closed and self._process is not None:
+                self._process.kill()  # closed just now: close() may not have seen it
             if self._process is None:
                 raise OSError(f"{sys.executable} could not be started")
             ready = self._read(timeout_s=self.ready_timeout_s)
         except (OSError, ValueError) as exc:
             ready = {"error": str(exc)}
+        finally:
+            self._starting = None
+        if self._closed:
+            self._discard(kill=True)  # closed while it started
+            return
         if ready.get("ready") is not True or ready.get("threads") != 1:
             self.broken = f"the zygote did not start: {ready}; see {self.log_path}"
             log.warning("%s; process servers start from scratch", self.broken)

@@ -42,7 +42,7 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
         max_endpoints_per_owner=10,
         allow_private_urls=True,  # the fake model server is on loopback
     )
-    server = Envhub(settings)
+    server = Envhub(settings, ui=True)
     yield server
     server.stop()
 
@@ -291,7 +291,7 @@ def test_a_sleeping_space_is_woken_on_request(page: Any, hub: FakeHub, space_app
         health_interval_s=0,
         allow_private_urls=True,  # the stand-in Space runs on loopback
     )
-    envhub = Envhub(settings)
+    envhub = Envhub(settings, ui=True)
     try:
         synced = envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert synced.json()["added"] == 1

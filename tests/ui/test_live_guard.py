@@ -14,13 +14,13 @@ from starlette.requests import Request
 
 from app.services import Services
 from app.settings import Settings
-from app.ui.live import connection_url, live_session, outbound_for, outbound_refusal
+from app.ui.live import connection_url, outbound_for, outbound_refusal
 from app.ui.requests import page_endpoint_url
 from app.ui.sessions import PlaySessions
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.sync import Syncer
-from core.outbound import OutboundGuard, Resolver
+from core.outbound import OutboundGuard, Resolver, live_session
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor

@@ -37,7 +37,7 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
         health_interval_s=0,
         launch_timeout_s=LAUNCH_S,
     )
-    server = Envhub(settings)
+    server = Envhub(settings, ui=True)
     yield server
     server.stop()
 

@@ -23,7 +23,7 @@ pytestmark = [
 
 @pytest.fixture
 def oauth_envhub(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
-    server = Envhub(oauth_settings(settings, data_dir=tmp_path / "data", space_poll_s=0.05))
+    server = Envhub(oauth_settings(settings, data_dir=tmp_path / "data", space_poll_s=0.05), ui=True)
     yield server
     server.stop()
 
