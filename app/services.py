@@ -78,14 +78,15 @@ def runtimes_from_settings(
 
     replica names this envhub process among those sharing the database: its spare containers carry it.
     """
+    process = ProcessRuntime(
+        settings.data_dir / "runtime",
+        ready_timeout_s=settings.launch_timeout_s,
+        preload=settings.process_preload != Preload.OFF,
+        hub_endpoint=settings.hf_endpoint,
+        hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
+    )
     return {
-        Backend.PROCESS: ProcessRuntime(
-            settings.data_dir / "runtime",
-            ready_timeout_s=settings.launch_timeout_s,
-            preload=settings.process_preload != Preload.OFF,
-            hub_endpoint=settings.hf_endpoint,
-            hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
-        ),
+        Backend.PROCESS: process,
         Backend.DOCKER: ContainerRuntime(
             base_image=settings.docker_base_image,
             memory=settings.docker_memory,
@@ -95,6 +96,7 @@ def runtimes_from_settings(
             catalog=settings.catalog_id(),
             replica=replica,
             spares=settings.docker_spares,
+            snapshots=process.snapshots,  # a Space's commit, downloaded once for whichever backend builds it
         ),
         Backend.SWARM: SwarmRuntime(
             settings.swarm_host,
@@ -104,6 +106,7 @@ def runtimes_from_settings(
             pids=settings.docker_pids,
             ready_timeout_s=settings.launch_timeout_s,
             catalog=settings.catalog_id(),
+            snapshots=process.snapshots,
         ),
         Backend.SPACE: SpaceRuntime(
             settings.hf_endpoint,

@@ -350,7 +350,8 @@ def _on_image(spec: LaunchSpec[Any], digest: str) -> LaunchSpec[Any]:
 
 
 def _ensure_runs_revision(environment: EnvironmentDetail, backend: Backend) -> None:
-    """Refuse a pinned revision the backend cannot serve: only a Hub Space's own download does (process)."""
+    """Refuse a pinned revision the backend cannot serve: the process, docker and swarm backends download a Space's
+    commit (and build it); the space backend copies the Space as it is now."""
     if environment.latest is None:
         return  # the catalog's current revision
     if environment.source == Source.TEMPLATE:
@@ -358,11 +359,10 @@ def _ensure_runs_revision(environment: EnvironmentDetail, backend: Backend) -> N
             f"{environment.id} is at {environment.latest} on disk now, and revision {environment.sha} is gone; "
             f"launch {environment.id} (its current revision)"
         )
-    if backend != Backend.PROCESS:
+    if backend == Backend.SPACE:
         raise InvalidInputError(
-            f"the {backend.value} backend runs what the Hub builds of {environment.id} now "
-            f"({environment.latest[:12]}); "
-            f"launch revision {(environment.sha or '')[:12]} with the process backend, which downloads that commit"
+            f"the space backend copies {environment.id} as it is now ({environment.latest[:12]}); launch revision "
+            f"{(environment.sha or '')[:12]} with the process, docker or swarm backend, which download that commit"
         )
 
 

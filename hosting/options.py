@@ -136,7 +136,8 @@ class ImageOptions(BackendOptions):
 
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = Field(
         default=None,
-        description="an image to run, e.g. registry.hf.space/owner-name:latest; default: built, or the Space's",
+        description="an image to run, e.g. registry.hf.space/owner-name:latest (the Hub's latest build of a "
+        "Space); default: built from the folder, or from the Space's repo at the endpoint's commit",
     )
     port: Annotated[int, Field(gt=0, lt=65536)] | None = Field(
         default=None, description="the container's port; default: the manifest's, the card's app_port, or 8000"

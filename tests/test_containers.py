@@ -1,9 +1,11 @@
 """The docker backend against a real Docker engine: build, run, play through the gateway, stop, reconcile."""
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import docker
 import httpx
@@ -162,28 +164,41 @@ def test_a_launch_claims_the_container_started_ahead_for_it(
     assert spares(docker_engine, catalog) == [], "envhub removes its spares when it stops"
 
 
+def count_space_files(version: str) -> dict[str, str]:
+    """A Docker Space of the count environment (its Dockerfile at the root), whose /probe says which code runs."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = write_count_env(Path(scratch) / "count")
+        files = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
+    files["server/app.py"] += f"\n\n@app.get('/probe')\ndef probe():\n    return {{'version': '{version}'}}\n"
+    return files
+
+
+def probe(endpoint: dict[str, Any]) -> str:
+    return str(httpx.get(f"{endpoint['url']}/probe", timeout=10).json()["version"])
+
+
 @needs_docker
-def test_hub_space_runs_from_its_registry_image(
-    settings: Settings, tmp_path: Path, hub: FakeHub, docker_engine: docker.DockerClient, docker_envhub: Envhub
+def test_a_hub_space_is_built_at_its_pinned_commit_and_keeps_that_image(
+    hub: FakeHub, docker_engine: docker.DockerClient, docker_envhub: Envhub
 ) -> None:
-    # Stand in for registry.hf.space: the Space's image is already in the engine, as after a pull.
-    first = docker_envhub.running("template:count", backend="docker")
-    built = docker_engine.containers.get(f"envhub-{first['id']}").image
-    built.tag(space_image("alice/count"))
-    docker_envhub.http.delete(f"/api/endpoints/{first['id']}")
-    hub.add_space("alice/count", files=space_files("Count"))
-    assert docker_envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).is_success
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    hub.add_space("alice/count", files=count_space_files("v1"))
+    assert docker_envhub.http.post("/api/sync?wait=true", headers=admin).json()["status"] == "ok"
+    first = docker_envhub.http.get("/api/environments/alice/count").json()["sha"]
+    hub.update_space("alice/count", files=count_space_files("v2"))  # pushed: the registry's :latest would be v2
+    assert docker_envhub.http.post("/api/sync?wait=true", headers=admin).json()["status"] == "ok"
 
-    endpoint = docker_envhub.running("alice/count", backend="docker", options={"port": 8000})
+    endpoint = docker_envhub.running(f"alice/count@{first[:7]}", backend="docker", options={"port": 8000})
 
-    assert endpoint["options"]["image"] == "registry.hf.space/alice-count:latest"
+    assert endpoint["revision"] == first and endpoint["latest"] != first
+    assert probe(endpoint) == "v1"
+    built = docker_engine.containers.get(f"envhub-{endpoint['id']}").image
+    assert f"envhub-space/alice-count:{first[:12]}" in built.tags
+    assert built.labels["envhub.revision"] == first
     assert endpoint["image_digest"] == built.id
-    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
-        assert client.reset().observation["total"] == 0
 
-    # The owner pushes: `:latest` names another image now. A replacement replica still runs the one the
-    # endpoint started on, so its URL keeps serving that.
-    docker_engine.images.get(BASE_IMAGE).tag(space_image("alice/count"))
+    # A replacement runs the image the endpoint started on, without asking the Hub for anything.
+    asked = len(hub.requests)
     docker_engine.containers.get(f"envhub-{endpoint['id']}").kill()
 
     def replaced() -> bool:
@@ -193,9 +208,35 @@ def test_hub_space_runs_from_its_registry_image(
     wait_until(replaced, timeout_s=60)
     (replacement,) = docker_envhub.ready_replicas(endpoint["id"])
     assert docker_engine.containers.get(f"envhub-{replacement['id']}").image.id == built.id
-    with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
-        assert client.reset().observation["total"] == 0
+    assert probe(endpoint) == "v1"
+    assert hub.requests[asked:] == []
     docker_envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
+
+    # An image named in the options runs as it is (the Hub's registry's, here standing in as a local tag), and
+    # its replacements run it by id even after the tag moves on.
+    built.tag(space_image("alice/count"))
+    named = docker_envhub.running("alice/count", backend="docker", options={"image": space_image("alice/count")})
+    assert named["image_digest"] == built.id
+    docker_engine.images.get(BASE_IMAGE).tag(space_image("alice/count"))
+    docker_engine.containers.get(f"envhub-{named['id']}").kill()
+    wait_until(lambda: any(r["id"] != named["id"] for r in docker_envhub.ready_replicas(named["id"])), timeout_s=60)
+    (again,) = docker_envhub.ready_replicas(named["id"])
+    assert docker_engine.containers.get(f"envhub-{again['id']}").image.id == built.id
+    docker_envhub.http.delete(f"/api/endpoints/{named['id']}")
+
+
+@needs_docker
+def test_a_space_without_a_dockerfile_is_refused_with_what_runs_it(hub: FakeHub, docker_envhub: Envhub) -> None:
+    hub.add_space("alice/chat", files=space_files("Chat") | {"app.py": "import gradio\n"}, sdk="gradio")
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    assert docker_envhub.http.post("/api/sync?wait=true", headers=admin).json()["status"] == "ok"
+
+    refused = docker_envhub.http.post("/api/endpoints", json={"environment": "alice/chat", "backend": "docker"})
+
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert "has no Dockerfile to build (sdk gradio)" in detail and "space backend" in detail
+    assert space_image("alice/chat") in detail
 
 
 @needs_docker

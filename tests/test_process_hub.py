@@ -1,6 +1,7 @@
 """Hub Spaces run by the process backend: downloaded at their pinned commit from a fake Hub, in each layout
 seen in real Spaces, refused when they need Docker, and started without any of envhub's secrets."""
 
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +11,12 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from catalog.models import EnvironmentDetail, Source
-from core.errors import InvalidInputError
+from core.errors import InvalidInputError, LaunchError
 from hosting.options import ProcessOptions
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle
+from hosting.runtimes.dockerfiles import parse_dockerfile, python_of
 from hosting.runtimes.process import ProcessRuntime
+from hosting.runtimes.snapshots import KEPT_COMMITS, Snapshots
 from tests.conftest import ADMIN_TOKEN
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
@@ -172,6 +175,63 @@ def test_spaces_that_need_docker_are_refused_before_anything_starts(
     assert refusal in refused.value.message
     assert "space backend" in refused.value.message
     assert runtime.snapshots.find(space_id, environment.sha or "") is None  # nothing was downloaded
+
+
+def test_the_python_packages_a_dockerfile_installs_are_read_from_its_run_lines() -> None:
+    dockerfile = parse_dockerfile(
+        "FROM python:3.11-slim\nARG CORE=0.2.1\n"
+        "RUN pip install --no-cache-dir -r requirements.txt && pip install -U 'openenv-core==${CORE}' 'numpy<2' -e .\n"
+        "RUN python -m pip install --index-url https://pypi.example/simple fastapi uvicorn[standard] ./wheels/x.whl\n"
+        "RUN uv pip install --system gymnasium && apt-get install -y git\n"
+    )
+    assert dockerfile.python_packages == ["openenv-core==0.2.1", "numpy<2", "fastapi", "uvicorn[standard]", "gymnasium"]
+    # Its Python, to say so when it is not envhub's.
+    assert python_of(dockerfile) == "3.11"
+    assert python_of(parse_dockerfile("FROM docker.io/library/python:3.12-slim AS base\nFROM base\n")) == "3.12"
+    assert python_of(parse_dockerfile("FROM ghcr.io/meta-pytorch/openenv-base:latest\n")) is None
+
+
+def test_the_packages_a_dockerfile_installs_are_installed_for_its_server(
+    space_hub: FakeHub, runtime: ProcessRuntime, tmp_path: Path
+) -> None:
+    files = count_space("dockerfile")
+    files["Dockerfile"] = (
+        files["Dockerfile"]
+        .replace("python:3.11-slim", "python:3.9-slim")  # never envhub's (3.11 or newer)
+        .replace(
+            "ENV PYTHONPATH", "RUN pip install --no-cache-dir envhub-no-such-package-anywhere==1.0\nENV PYTHONPATH"
+        )
+    )
+    environment = space(space_hub, "alice/count-pip", files)
+    said: list[str] = []
+
+    with pytest.raises(LaunchError) as failed:
+        launch(runtime, environment, tmp_path, said=said)
+
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"its Dockerfile builds on Python 3.9; it runs here on envhub's Python {ours}" in said
+    assert any(line.startswith("installing 1 requirements (envhub-no-such-package-anywhere==1.0)") for line in said)
+    assert "No matching distribution found for envhub-no-such-package-anywhere==1.0" in failed.value.message
+
+
+def test_downloads_keep_the_last_commits_and_those_servers_run_from(space_hub: FakeHub, tmp_path: Path) -> None:
+    snapshots = Snapshots(tmp_path / "spaces", space_hub.url, None)
+    space_hub.add_space("alice/pushy", files={"README.md": README, "v.txt": "0"})
+    commits = [environment_at(space_hub, "alice/pushy").sha or ""]
+    for version in range(1, KEPT_COMMITS + 2):
+        space_hub.update_space("alice/pushy", files={"v.txt": str(version)})
+        commits.append(environment_at(space_hub, "alice/pushy").sha or "")
+
+    snapshots.hold("a-server", snapshots.fetch("alice/pushy", commits[0], None, print))
+    for sha in commits[1:]:
+        snapshots.fetch("alice/pushy", sha, None, print)
+
+    kept = sorted(p.name for p in (tmp_path / "spaces" / "alice" / "pushy").iterdir())
+    assert kept == sorted([commits[0], *commits[-KEPT_COMMITS:]])  # commits[1] went
+    snapshots.release("a-server")
+    space_hub.update_space("alice/pushy", files={"v.txt": "new"})
+    snapshots.fetch("alice/pushy", environment_at(space_hub, "alice/pushy").sha or "", None, print)
+    assert snapshots.find("alice/pushy", commits[0]) is None
 
 
 def test_a_space_not_synced_yet_is_refused_with_what_to_do(runtime: ProcessRuntime) -> None:

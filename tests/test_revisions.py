@@ -80,16 +80,16 @@ def test_an_endpoint_records_its_template_revision_and_says_when_the_folder_chan
     assert f"revision {digest} is gone" in gone.json()["detail"]
 
 
-def test_only_the_process_backend_runs_an_older_revision_of_a_space(envhub: Envhub, hub: FakeHub) -> None:
+def test_the_space_backend_refuses_an_older_revision_of_a_space(envhub: Envhub, hub: FakeHub) -> None:
     hub.add_space("alice/count", files=space_files("Count"))
     _sync(envhub.http)
     first = envhub.http.get("/api/environments/alice/count").json()["sha"]
     hub.update_space("alice/count", files={"README.md": readme("title: Count\ntags: [openenv]", "# Count, again\n")})
     _sync(envhub.http)
 
-    refused = envhub.http.post("/api/endpoints", json={"environment": f"alice/count@{first[:7]}", "backend": "docker"})
+    refused = envhub.http.post("/api/endpoints", json={"environment": f"alice/count@{first[:7]}", "backend": "space"})
     assert refused.status_code == 422
-    assert "with the process backend, which downloads that commit" in refused.json()["detail"]
+    assert "with the process, docker or swarm backend, which download that commit" in refused.json()["detail"]
 
 
 def test_quality_reports_run_by_themselves_on_each_new_revision(

@@ -132,6 +132,8 @@ def test_a_service_runs_its_replicas_as_tasks_each_reachable(
     urls = {task.url for task in tasks}
     assert len(urls) == 2, "each task publishes a port of its own"
     assert launched.url in urls
+    # The launch waited for one task's server; the other's may still be starting.
+    eventually(lambda: [task.url for task in tasks], lambda found: all(url and answers(url) for url in found), 60)
     for task in tasks:
         assert task.url is not None and plays(task.url)
         assert task.host == swarm.info()["Name"]

@@ -98,12 +98,9 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
     urls = live_urls(services, environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
-    launched = services.endpoints.active_by_environment().get(environment.id)
-    serving = {
-        e.id: e.revision
-        for e in services.endpoints.list(active_only=True)
-        if e.environment == environment.id and e.revision
-    }
+    active = [e for e in services.endpoints.list(active_only=True) if e.environment == environment.id]  # newest first
+    launched = active[0].status.value if active else None
+    serving = {e.id: e.revision for e in active if e.revision}
     base = readme_base(services.settings.hf_endpoint, environment)
     return {
         detail.header: header_html(environment, services.settings.hf_endpoint, launched, serving),

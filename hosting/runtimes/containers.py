@@ -1,4 +1,9 @@
-"""The docker backend: an environment as a container, built from its folder or a Hub Space's image.
+"""The docker backend: an environment as a container, built from its folder or a Hub Space's repo at its commit.
+
+A Hub Space's image is built from its Dockerfile as the Space's repo stands at the endpoint's
+pinned commit (downloaded as the process backend downloads it), tagged with that commit: what
+the Hub's registry holds under `:latest` is whatever the owner pushed last, so it says nothing
+about a revision. An image named in the options (that registry's, say) runs as it is.
 
 Containers carry labels saying which catalog (several envhubs may share one engine) and
 which endpoint they serve; spare containers, started ahead of launches (spares.py), say
@@ -27,6 +32,7 @@ from hosting.models import Backend
 from hosting.options import DockerOptions, ImageOptions
 from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
 from hosting.runtimes.logs import EXIT_NOTE, note_exit
+from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX, Spares
 
 LABEL = "envhub.endpoint"
@@ -36,9 +42,13 @@ log = logging.getLogger(__name__)
 ImageOptionsT = TypeVar("ImageOptionsT", bound=ImageOptions)
 
 
+def _slug(space_id: str) -> str:
+    return re.sub(r"[^a-z0-9]", "-", space_id.lower())
+
+
 def space_image(space_id: str) -> str:
-    """The image the Hub builds for a Docker Space."""
-    return f"registry.hf.space/{re.sub(r'[^a-z0-9]', '-', space_id.lower())}:latest"
+    """The image the Hub's registry holds for a Space: its latest build, whichever commit that was."""
+    return f"registry.hf.space/{_slug(space_id)}:latest"
 
 
 def engine_client(host: str | None = None) -> docker.DockerClient:
@@ -82,23 +92,77 @@ def image_options(environment: EnvironmentDetail, options: ImageOptionsT) -> Ima
             folder = Path(environment.path)
             if _dockerfile(folder) is None:
                 raise InvalidInputError(f"{environment.id} has no Dockerfile to build; use the process backend")
-        elif environment.source == Source.HUB:
-            image = space_image(environment.id)
-        else:
+        elif environment.source != Source.HUB:
             raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
     return options.model_copy(update={"image": image, "port": port})
 
 
-def build_image(client: docker.DockerClient, folder: Path, base_image: str, log_path: Path, report: Report) -> str:
-    """The tag of the folder's image, built from its Dockerfile unless an unchanged folder built it before."""
-    tag = f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}"
+def check_space_build(environment: EnvironmentDetail, snapshots: Snapshots | None, token: str | None) -> None:
+    """Refuse a Hub Space whose image cannot be built here at its commit, saying what runs it instead."""
+    at = f"{environment.id}@{(environment.sha or '')[:12]}"
+    if snapshots is None or not environment.sha:
+        raise InvalidInputError(
+            f"{at} cannot be built here: this backend has no commit of it to build from; pass options.image "
+            f"(e.g. {space_image(environment.id)}, the Hub's latest build) or use the process backend"
+        )
+    if not snapshots.files(environment.id, environment.sha, token).is_file("Dockerfile"):
+        raise InvalidInputError(
+            f"{at} has no Dockerfile to build (sdk {environment.sdk or 'unknown'}): launch it with the space "
+            f"backend, or pass options.image (e.g. {space_image(environment.id)}, the Hub's latest build)"
+        )
+
+
+def environment_image(
+    client: docker.DockerClient,
+    environment: EnvironmentDetail,
+    snapshots: Snapshots | None,
+    token: str | None,
+    base_image: str,
+    log_path: Path,
+    report: Report,
+) -> str:
+    """The tag of the image an environment with no image of its own runs: built from a template's folder, or from
+    a Hub Space's repo at its commit, unless built before."""
+    if environment.path:
+        folder = Path(environment.path)
+        return build_image(
+            client, folder, f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}", base_image, log_path, report
+        )
+    if snapshots is None or not environment.sha:
+        raise LaunchError(f"{environment.id} has no commit to build from here")
+    tag = f"envhub-space/{_slug(environment.id)}:{environment.sha[:12]}"
+    if _has_image(client, tag):
+        return tag
+    folder = snapshots.fetch(environment.id, environment.sha, token, report)
+    return build_image(client, folder, tag, base_image, log_path, report, revision=environment.sha)
+
+
+def _has_image(client: docker.DockerClient, tag: str) -> bool:
     try:
         client.images.get(tag)
-        return tag
     except ImageNotFound:
-        pass
-    report(f"building image {tag} from {folder.name}/{_dockerfile(folder)} (first launch only)")
+        return False
+    return True
+
+
+def build_image(
+    client: docker.DockerClient,
+    folder: Path,
+    tag: str,
+    base_image: str,
+    log_path: Path,
+    report: Report,
+    *,
+    revision: str | None = None,
+) -> str:
+    """The tag, built from the folder's Dockerfile unless an image of that tag exists (its name says what it holds:
+    a folder's content hash, a Space's commit)."""
+    if _has_image(client, tag):
+        return tag
+    what = f"{tag.split(':')[0].split('/')[-1]}/{_dockerfile(folder)}"
+    report(f"building image {tag} from {what} (first launch only)")
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    labels = {"envhub.revision": revision} if revision else {"envhub.template": folder.name}
     try:
         _, output = client.images.build(
             path=str(folder),
@@ -106,16 +170,16 @@ def build_image(client: docker.DockerClient, folder: Path, base_image: str, log_
             tag=tag,
             buildargs={"BASE_IMAGE": base_image},
             rm=True,
-            labels={"envhub.template": folder.name},
+            labels=labels,
         )
     except BuildError as exc:
         lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
         with log_path.open("a") as log:
             log.write("".join(lines))
         tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
-        raise LaunchError(f"building the image of {folder.name} failed: {exc.msg}; {tail}") from exc
+        raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}") from exc
     except APIError as exc:
-        raise LaunchError(f"building the image of {folder.name} failed: {exc.explanation}") from exc
+        raise LaunchError(f"building image {tag} failed: {exc.explanation}") from exc
     with log_path.open("a") as log:
         log.write("".join(str(chunk.get("stream", "")) for chunk in output))
     return tag
@@ -137,8 +201,12 @@ class ContainerRuntime:
         catalog: str = "default",
         replica: str = "",
         spares: int = 0,
+        snapshots: Snapshots | None = None,
     ) -> None:
+        """snapshots: where Hub Spaces are downloaded at their commits to build from (None: Spaces run only from
+        an image named in the options)."""
         self._client_factory = client_factory
+        self.snapshots = snapshots
         self.catalog = catalog
         self.replica = replica
         self.spares = Spares(spares, self._run_spare, self._remove)
@@ -166,11 +234,14 @@ class ContainerRuntime:
     def check(self, environment: EnvironmentDetail, options: DockerOptions, token: str | None = None) -> DockerOptions:
         completed = image_options(environment, options)
         self.client.ping()
+        if completed.image is None and not environment.path:
+            check_space_build(environment, self.snapshots, token)
         return completed
 
     def start(self, spec: LaunchSpec[DockerOptions], report: Report) -> Launched[ContainerHandle]:
-        folder = Path(spec.environment.path or "")
-        image = spec.options.image or build_image(self.client, folder, self.base_image, spec.log_path, report)
+        image = spec.options.image or environment_image(
+            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report
+        )
         port = spec.options.port or 8000
         key = self._spare_key(spec.environment.id, image, port) if self.spares.keep and not spec.env else None
         spare = self.spares.claim(key, f"envhub-{spec.server_id}") if key else None

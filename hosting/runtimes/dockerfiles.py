@@ -1,5 +1,5 @@
 """What a Space's Dockerfile says about running it without Docker: its base images, the system packages
-it installs, and the command, working folder and import path its server starts with.
+and Python packages it installs, and the command, working folder and import path its server starts with.
 
 Only what the process backend needs is read, leniently: an instruction this module does not
 understand is skipped, never an error. Paths are the image's; `copied_from` maps them back to the repo.
@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Dockerfile", "Served", "needs_docker", "parse_dockerfile", "served"]
+__all__ = ["Dockerfile", "Served", "needs_docker", "parse_dockerfile", "python_of", "served"]
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?[-+][^}]*)?\}|(\w+))")
 # Package managers and the verb that installs with them: `apt-get install -y git`, `apk add --no-cache curl`.
@@ -26,6 +26,7 @@ _SHELL_SPLIT = re.compile(r"&&|\|\||;|\|")
 class Dockerfile:
     bases: list[str] = field(default_factory=list)  # the images its stages start FROM (ARGs filled in)
     system_packages: list[str] = field(default_factory=list)  # what its RUN lines install with apt-get, apk, ...
+    python_packages: list[str] = field(default_factory=list)  # what they name to `pip install` (not files)
     command: list[str] = field(default_factory=list)  # the last stage's ENTRYPOINT and CMD, as one argv
     workdir: str = "/"  # the last stage's WORKDIR
     pythonpath: list[str] = field(default_factory=list)  # the last stage's ENV PYTHONPATH entries
@@ -83,6 +84,7 @@ def parse_dockerfile(text: str) -> Dockerfile:
             found.copies.extend(_copies(rest, stage.workdir, variables))
         elif keyword == "RUN":
             found.system_packages.extend(_system_packages(rest))
+            found.python_packages.extend(_python_packages(_expand(rest, variables, unknown=None)))
         elif keyword == "CMD":
             stage.command = _argv(rest)
         elif keyword == "ENTRYPOINT":
@@ -179,6 +181,48 @@ def _system_packages(script: str) -> list[str]:
     return packages
 
 
+# pip install's options that take a value: it is not a package.
+_PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
+               "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root", "--platform",
+               "--python-version", "--implementation", "--abi", "--upgrade-strategy", "--trusted-host",
+               "--progress-bar", "--src", "--python", "-p", "--only-binary", "--no-binary", "--config-settings", "-C",
+               "--cache-dir"}  # fmt: skip
+
+
+def _python_packages(script: str) -> list[str]:
+    """The packages a RUN line names to pip (`pip install --no-cache-dir openenv-core==0.2 'numpy<2'`, also through
+    `python -m pip` or `uv pip`); requirement files and local folders are not packages (the layout reads those)."""
+    packages: list[str] = []
+    for part in _SHELL_SPLIT.split(script):
+        words = _words(part)
+        for start in range(len(words) - 1):
+            program = posixpath.basename(words[start])
+            pip = program in ("pip", "pip3") or (program == "uv" and words[start + 1] == "pip")
+            if program.startswith("python") and words[start + 1 : start + 3] == ["-m", "pip"]:
+                pip, start = True, start + 1
+            if pip:
+                after = words[start + 1 :]
+                if after and after[0] == "pip":
+                    after = after[1:]
+                if after[:1] == ["install"]:
+                    packages.extend(_named_packages(after[1:]))
+                break
+    return packages
+
+
+def _named_packages(arguments: list[str]) -> list[str]:
+    packages: list[str] = []
+    skip = False
+    for word in arguments:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _PIP_VALUED
+        elif not (word.startswith((".", "/", "$")) or "://" in word or word.endswith((".whl", ".tar.gz", ".zip"))):
+            packages.append(word)
+    return packages
+
+
 @dataclass(frozen=True)
 class Served:
     """The ASGI app a Dockerfile's command serves, and where it starts."""
@@ -236,6 +280,16 @@ def _server(words: list[str], cwd: str) -> Served | None:
         elif _TARGET.fullmatch(word):
             return Served(word, cwd, app_dir)
     return None
+
+
+_PYTHON_TAG = re.compile(r"python:?(\d+\.\d+)")
+
+
+def python_of(dockerfile: Dockerfile) -> str | None:
+    """The Python version (3.12) the last stage's base image names, as python:3.12-slim does; None if none."""
+    bases = dockerfile.bases[-1:]
+    found = _PYTHON_TAG.search(bases[0].rpartition("/")[2]) if bases else None
+    return found.group(1) if found else None
 
 
 # System packages that need not be installed when they are here already: the command they bring, by package

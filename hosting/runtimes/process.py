@@ -20,7 +20,7 @@ from core.errors import InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import ProcessOptions
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
-from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile
+from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_of
 from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, template_layout
 from hosting.runtimes.logs import note_exit
 from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
@@ -29,6 +29,7 @@ from hosting.runtimes.venvs import Virtualenvs
 from hosting.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
+_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # what servers run on: envhub's, or layered on it
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
 
 
@@ -111,7 +112,13 @@ class ProcessRuntime:
 
     def start(self, spec: LaunchSpec[ProcessOptions], report: Report) -> Launched[ProcessHandle]:
         folder, layout = self._folder(spec, report)
-        python = self.virtualenvs.interpreter(folder / layout.requirements, spec.log_path, report)
+        dockerfile = (
+            parse_dockerfile((folder / "Dockerfile").read_text()) if (folder / "Dockerfile").is_file() else None
+        )
+        if dockerfile is not None and (wanted := python_of(dockerfile)) not in (None, _PYTHON):
+            report(f"its Dockerfile builds on Python {wanted}; it runs here on envhub's Python {_PYTHON}")
+        installs = dockerfile.python_packages if dockerfile is not None else []
+        python = self.virtualenvs.interpreter(folder / layout.requirements, spec.log_path, report, installs)
         cwd = folder / layout.cwd
         pythonpath = [str(cwd), *(str(folder / entry) for entry in layout.path)]
         if layout.package is not None:
@@ -157,13 +164,16 @@ class ProcessRuntime:
                 target=_note_when_it_ends, args=(child, spec.log_path), name=f"wait-{spec.server_id}", daemon=True
             ).start()
         url = f"http://127.0.0.1:{port}"
-        return serve_when_healthy(
+        launched = serve_when_healthy(
             self,
             Launched(url, handle),
             timeout_s=self.ready_timeout_s,
             what=f"the server of {spec.environment.id}",
             log_path=spec.log_path,
         )
+        if not spec.environment.path:
+            self.snapshots.hold(spec.server_id, folder)  # a later download keeps it while the server runs
+        return launched
 
     def _folder(self, spec: LaunchSpec[ProcessOptions], report: Report) -> tuple[Path, Layout]:
         """The folder to serve (a Space's downloaded at its commit) and its layout."""
@@ -207,6 +217,7 @@ class ProcessRuntime:
             )
 
     def stop(self, handle: ProcessHandle) -> None:
+        self.snapshots.release(handle.server)
         with self._lock:
             child = self._children.pop(handle.server, None)
             forked = self._forked.pop(handle.server, None)
@@ -215,6 +226,7 @@ class ProcessRuntime:
         end_group(handle.pid, reap=child.poll if child is not None else None)
 
     def stop_leftover(self, server_id: str) -> None:
+        self.snapshots.release(server_id)
         with self._lock:
             child = self._children.pop(server_id, None)
             forked = self._forked.pop(server_id, None)

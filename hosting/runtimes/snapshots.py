@@ -6,6 +6,9 @@ it without asking the Hub anything, even one started without the token that down
 a download, a check reads the Space's file listing and the few small files that say how it runs.
 Downloads go with the launching user's Hub token, or envhub's own (HF_TOKEN) for a launch by nobody
 in particular; a token is never written into the folder, a log or a message.
+
+A Space keeps its last few commits used (KEPT_COMMITS) and every commit a server runs from; a new
+download removes the others.
 """
 
 import shutil
@@ -23,7 +26,9 @@ from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, Lau
 from hosting.runtimes import Report
 from hosting.runtimes.layouts import SMALL_FILE, FolderFiles, ListedFiles, RepoFiles
 
-__all__ = ["Snapshots"]
+__all__ = ["KEPT_COMMITS", "Snapshots"]
+
+KEPT_COMMITS = 3  # downloaded commits of a Space kept beyond those a server runs from
 
 
 class Snapshots:
@@ -37,6 +42,16 @@ class Snapshots:
         self.token = token
         self._lock = threading.Lock()
         self._fetching: dict[str, threading.Lock] = {}
+        self._held: dict[str, Path] = {}  # server id: the commit folder it runs from
+
+    def hold(self, server_id: str, folder: Path) -> None:
+        """Keep the folder while the server runs from it."""
+        with self._lock:
+            self._held[server_id] = folder
+
+    def release(self, server_id: str) -> None:
+        with self._lock:
+            self._held.pop(server_id, None)
 
     def find(self, space_id: str, sha: str) -> Path | None:
         """The commit's folder when it was downloaded whole."""
@@ -70,6 +85,7 @@ class Snapshots:
         with fetching:
             found = self.find(space_id, sha)
             if found is not None:
+                found.touch()  # used now: among the last few kept
                 return found
             folder = self.root / space_id / sha
             folder.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +114,21 @@ class Snapshots:
                     # another envhub on this data folder downloaded it first
             finally:
                 shutil.rmtree(partial, ignore_errors=True)
+        self._prune(folder.parent)
         return folder
+
+    def _prune(self, space_folder: Path) -> None:
+        """Remove the Space's commits beyond the last few used, but for those servers run from."""
+        with self._lock:
+            held = set(self._held.values())
+        commits = sorted(
+            (entry for entry in space_folder.iterdir() if entry.is_dir() and not entry.name.startswith(".")),
+            key=lambda entry: entry.stat().st_mtime,
+            reverse=True,
+        )
+        for old in commits[KEPT_COMMITS:]:
+            if old not in held:
+                shutil.rmtree(old, ignore_errors=True)
 
     def _api(self, token: str | None) -> HfApi:
         # False, not None: huggingface_hub would otherwise find a token of its own (HF_TOKEN, a login's).

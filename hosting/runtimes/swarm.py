@@ -37,8 +37,16 @@ from core.errors import BackendUnavailableError, LaunchError
 from hosting.models import Backend
 from hosting.options import SwarmOptions
 from hosting.runtimes import Launched, LaunchSpec, Report, ServiceHandle, Task, wait_healthy
-from hosting.runtimes.containers import CATALOG_LABEL, LABEL, build_image, engine_client, image_options
+from hosting.runtimes.containers import (
+    CATALOG_LABEL,
+    LABEL,
+    check_space_build,
+    engine_client,
+    environment_image,
+    image_options,
+)
 from hosting.runtimes.logs import tail_note
+from hosting.runtimes.snapshots import Snapshots
 
 __all__ = ["NOT_A_MANAGER", "SwarmRuntime"]
 
@@ -152,8 +160,10 @@ class SwarmRuntime:
         pids: int = 512,
         ready_timeout_s: float = 60,
         catalog: str = "default",
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.host = host  # the swarm manager (any DOCKER_HOST form); None: the docker backend's engine
+        self.snapshots = snapshots  # where Hub Spaces are downloaded to build from, as for the docker backend
         self.base_image = base_image
         self.memory = memory
         self.cpus = cpus
@@ -181,6 +191,8 @@ class SwarmRuntime:
     def check(self, environment: EnvironmentDetail, options: SwarmOptions, token: str | None = None) -> SwarmOptions:
         completed = image_options(environment, options)
         self._swarm()
+        if completed.image is None and not environment.path:
+            check_space_build(environment, self.snapshots, token)
         return completed
 
     def _swarm(self) -> dict[str, Any]:
@@ -194,8 +206,9 @@ class SwarmRuntime:
         return swarm
 
     def start(self, spec: LaunchSpec[SwarmOptions], report: Report) -> Launched[ServiceHandle]:
-        folder = Path(spec.environment.path or "")
-        image = spec.options.image or build_image(self.client, folder, self.base_image, spec.log_path, report)
+        image = spec.options.image or environment_image(
+            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report
+        )
         port = spec.options.port or 8000
         if not spec.options.image and int(self._swarm().get("Nodes") or 1) > 1:
             report(f"{image} was built on the manager only: nodes that do not have it reject its tasks")

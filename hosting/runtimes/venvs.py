@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import threading
 import tomllib
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import BinaryIO
@@ -102,9 +103,10 @@ class Virtualenvs:
         self._lock = threading.Lock()
         self._installing: dict[str, threading.Lock] = {}
 
-    def interpreter(self, folder: Path, log_path: Path, report: Report) -> str:
-        """The Python to serve the folder with: envhub's own when it meets the requirements, else a virtualenv's."""
-        requirements = requirements_of(folder)
+    def interpreter(self, folder: Path, log_path: Path, report: Report, extra: Sequence[str] = ()) -> str:
+        """The Python to serve the folder with: envhub's own when it meets the requirements (the folder's, and the
+        extra ones its Dockerfile installs), else a virtualenv's."""
+        requirements = list(dict.fromkeys([*requirements_of(folder), *extra]))
         missing = unmet(requirements)
         if not missing:
             return sys.executable

@@ -19,7 +19,8 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(os.environ.get("ENVHUB_UI_ARTIFACTS", REPO_ROOT / "artifacts" / "ui"))
-WAIT = 20_000  # ms a page may take to show what a test expects (Gradio renders after its queue answers)
+WAIT = 45_000  # ms a page may take to show what a test expects: Gradio renders after its queue answers, and a fresh
+# page takes 3-5 s on an idle 2-core machine, several times that while the other tests load it
 
 
 def chromium_available() -> bool:
