@@ -24,6 +24,7 @@ __all__ = [
     "RevisionPublic",
     "RevisionsPublic",
     "folder_hash",
+    "note_image",
     "note_revisions",
     "resolve_revision",
     "revisions_of",
@@ -42,12 +43,16 @@ class EnvironmentRevision(SQLModel, table=True):
     revision: str = Field(primary_key=True, description="a Space's commit sha, a template folder's hash")
     committed_at: datetime | None = Field(default=None, description="the Space's last commit date, at this sha")
     seen_at: datetime = Field(default_factory=utcnow, description="when the catalog first saw it")
+    image_digest: str | None = Field(
+        default=None, description="the image envhub last ran of it in a container (built, or pulled), by id"
+    )
 
 
 class RevisionPublic(SQLModel):
     revision: str
     committed_at: datetime | None
     seen_at: datetime
+    image_digest: str | None
     current: bool = Field(default=False, description="the revision the catalog lists the environment at now")
 
 
@@ -118,6 +123,15 @@ def resolve_revision(session: Session, environment_id: str, current: str | None,
         f"the catalog knows no revision {pin!r} of {environment_id} (known: {shown}); "
         "sync the catalog to see newer ones, or give a Space's full 40-character sha"
     )
+
+
+def note_image(session: Session, environment_id: str, revision: str, digest: str) -> None:
+    """Keep the image a container ran of a revision with it (a revision the catalog never saw gets none)."""
+    row = session.get(EnvironmentRevision, (split_pin(environment_id)[0], revision))
+    if row is not None and row.image_digest != digest:
+        row.image_digest = digest
+        session.add(row)
+        session.commit()
 
 
 def revisions_of(session: Session, environment_id: str) -> list[EnvironmentRevision]:

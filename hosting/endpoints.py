@@ -17,6 +17,7 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.models import ConformanceSummary, Environment, EnvironmentDetail, Source
+from catalog.revisions import note_image
 from catalog.store import find_environment
 from core.callers import Access, Caller
 from core.clock import utcnow
@@ -237,6 +238,9 @@ class EndpointManager:
         if digest and current.image_digest is None:
             self.update(endpoint.id, image_digest=digest)
             self._specs[endpoint.id] = _on_image(spec, digest)
+            if current.revision:
+                with Session(self.engine) as session:
+                    note_image(session, current.environment, current.revision, digest)
         if current.status == EndpointStatus.STARTING:
             self.traffic.of(endpoint.id).touch()
             self.update(endpoint.id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())

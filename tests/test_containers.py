@@ -196,6 +196,8 @@ def test_a_hub_space_is_built_at_its_pinned_commit_and_keeps_that_image(
     assert f"envhub-space/alice-count:{first[:12]}" in built.tags
     assert built.labels["envhub.revision"] == first
     assert endpoint["image_digest"] == built.id
+    revisions = docker_envhub.http.get("/api/environments/alice/count/revisions").json()["data"]
+    assert {r["revision"]: r["image_digest"] for r in revisions} == {first: built.id, endpoint["latest"]: None}
 
     # A replacement runs the image the endpoint started on, without asking the Hub for anything.
     asked = len(hub.requests)
