@@ -8,7 +8,7 @@ from openenv.core.generic_client import GenericEnvClient
 from pydantic import SecretStr
 
 from app.settings import Settings
-from tests.conftest import ADMIN_TOKEN, space_files, wait_until
+from tests.conftest import ADMIN_TOKEN, readme, space_files, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 
@@ -67,6 +67,21 @@ def test_hub_environment_is_duplicated_and_deleted_on_stop(space_envhub: Envhub,
     assert space_envhub.wait_status(endpoint["id"], "running", "failed")["status"] == "running"
     space_envhub.http.delete(f"/api/endpoints/{endpoint['id']}")
     assert not _exists(hub, "alice/count")
+
+
+def test_a_space_that_moved_since_the_sync_is_not_duplicated_as_the_old_revision(
+    space_envhub: Envhub, hub: FakeHub
+) -> None:
+    hub.add_space("openenv/count", files=space_files("Count"))
+    synced = space_envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert synced.json()["added"] == 1
+    hub.update_space("openenv/count", files={"README.md": readme("title: Count\ntags: [openenv]", "# Count, v2\n")})
+
+    refused = space_envhub.http.post("/api/endpoints", json={"environment": "openenv/count", "backend": "space"})
+
+    assert refused.status_code == 422, refused.text
+    assert "has moved on to" in refused.json()["detail"] and "sync the catalog" in refused.json()["detail"]
+    assert not any(w.action == "duplicate" for w in hub.writes)
 
 
 def test_build_error_fails_the_endpoint_with_the_hubs_message(space_envhub: Envhub, hub: FakeHub) -> None:

@@ -22,9 +22,11 @@ from hosting.models import Backend
 from hosting.options import SwarmOptions
 from hosting.runtimes import AnyRuntime, Launched, LaunchSpec, ServiceHandle, Task, is_service
 from hosting.runtimes.containers import CATALOG_LABEL, LABEL, engine_client
+from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.swarm import NOT_A_MANAGER, SwarmRuntime
 from tests.conftest import needs
 from tests.environments import write_count_env
+from tests.fakehub import FakeHub
 
 BASE_IMAGE = os.environ.get("BASE_IMAGE", "envhub/python-base:3.11")
 T = TypeVar("T")
@@ -148,6 +150,28 @@ def test_a_service_runs_its_replicas_as_tasks_each_reachable(
     assert spec["TaskTemplate"]["ContainerSpec"]["Init"] is True
     log = tmp_path / f"{launched.handle.server}.log"
     eventually(lambda: log.read_text() if log.is_file() else "", lambda text: "Uvicorn running" in text, 10)
+
+
+@needs_swarm
+def test_a_hub_space_runs_as_a_service_of_its_image_built_at_its_commit(
+    swarm: docker.DockerClient, catalog: str, hub: FakeHub, tmp_path: Path
+) -> None:
+    folder = write_count_env(tmp_path / "space")  # a Docker Space: its Dockerfile at the root
+    files = {path.relative_to(folder).as_posix(): path.read_text() for path in folder.rglob("*") if path.is_file()}
+    hub.add_space("alice/count", files=files)
+    sha = str(httpx.get(f"{hub.url}/api/spaces/alice/count").json()["sha"])
+    snapshots = Snapshots(tmp_path / "spaces", hub.url, None)
+    runtime = SwarmRuntime(base_image=BASE_IMAGE, ready_timeout_s=60, catalog=catalog, snapshots=snapshots)
+    environment = EnvironmentDetail(id="alice/count", source=Source.HUB, title="Count", sdk="docker", sha=sha)
+    try:
+        launched = launch(runtime, environment, tmp_path)
+        assert plays(launched.url)
+        spec = swarm.services.get(launched.handle.service).attrs["Spec"]
+        assert spec["TaskTemplate"]["ContainerSpec"]["Image"].startswith(f"envhub-space/alice-count:{sha[:12]}")
+    finally:
+        runtime.close()
+        for service in swarm.services.list(filters={"label": f"{CATALOG_LABEL}={catalog}"}):
+            service.remove()
 
 
 @needs_swarm

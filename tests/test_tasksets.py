@@ -18,7 +18,7 @@ from catalog.tasksets import reset_options
 from tests.conftest import ADMIN_TOKEN, needs, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import TEMPLATES, Envhub
-from tests.ui.browser import WAIT, chromium, chromium_available, expect
+from tests.ui.browser import WAIT, chromium, chromium_available, expect, open_page
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -159,7 +159,7 @@ def test_the_tasks_tab_previews_a_dataset_and_play_resets_on_one_of_its_rows(lin
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(WAIT)
-        page.goto(linked.url + "/?env=template:arithmetic_tasks")
+        open_page(page, linked.url + "/?env=template:arithmetic_tasks")
         # The first page a fresh server builds takes a while on a loaded machine.
         expect(page.locator("#env-header h1")).to_contain_text("Arithmetic", timeout=60_000)
         page.get_by_role("tab", name="Tasks").click()

@@ -70,6 +70,8 @@ class SpaceRuntime:
             )
         if not environment.path and environment.source != Source.HUB:
             raise InvalidInputError(f"{environment.id} has no folder to upload and is not a Hub Space")
+        if not environment.path and environment.sha:
+            self._ensure_unmoved(environment, token)
         name = options.name or re.sub(r"[^A-Za-z0-9._-]", "-", environment.id.split("/")[-1].split(":")[-1])
         if not _NAME.match(name):
             raise InvalidInputError(f"option name {name!r} is not a valid Space name")
@@ -82,6 +84,20 @@ class SpaceRuntime:
         if not _NAME.match(namespace):
             raise InvalidInputError(f"option namespace {namespace!r} is not a valid user or organisation name")
         return options.model_copy(update={"namespace": namespace, "name": name})
+
+    def _ensure_unmoved(self, environment: EnvironmentDetail, token: str) -> None:
+        """A duplicate copies the Space as it is now: refuse when that is no longer the revision the catalog has
+        (the endpoint would record one and serve another)."""
+        try:
+            now = self._api(token).space_info(environment.id).sha
+        except HfHubHTTPError as exc:
+            raise InvalidInputError(f"could not read {environment.id} on the Hub: {_hub_message(exc)}") from exc
+        if now and now != environment.sha:
+            raise InvalidInputError(
+                f"{environment.id} has moved on to {now[:12]} on the Hub since the catalog's last sync, which saw "
+                f"{(environment.sha or '')[:12]}: a duplicate would copy the newer one; sync the catalog and launch "
+                "again, or launch the revision the catalog has with the process, docker or swarm backend"
+            )
 
     def start(self, spec: LaunchSpec[SpaceOptions], report: Report) -> Launched[SpaceHandle]:
         token = spec.token or self.token

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from app.settings import REPO_ROOT, Settings
-from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
-from tests.fakehub import FakeHub
+from tests.conftest import needs
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
-from tests.ui.browser import WAIT, chromium, chromium_available, expect, screenshot
+from tests.ui.browser import WAIT, chromium, chromium_available, expect, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -62,6 +61,7 @@ def page(browser: Any) -> Iterator[Any]:
     page.on("pageerror", lambda error: page.console.append(f"pageerror: {error}"))
     page.set_default_timeout(WAIT)
     yield page
+    print("browser console:", *page.console[-40:], sep="\n  ")  # shown when the test fails
     context.close()
 
 
@@ -126,7 +126,7 @@ def stat(page: Any, name: str) -> str:
 
 
 def test_search_open_launch_play_and_download(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/")
+    open_page(page, envhub.url + "/")
     expect(page.locator(".env-card")).to_have_count(7, timeout=WAIT)  # six built-in and the hostile one
     expect(page.locator("#result-summary")).to_contain_text("7 environments")
     field(page, "search").press_sequentially("connect fo")  # results follow typing; the last word may be unfinished
@@ -178,7 +178,7 @@ def test_search_open_launch_play_and_download(envhub: Envhub, page: Any) -> None
 
 
 def test_mcp_tool_call(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?env=template:toolbox")
+    open_page(page, envhub.url + "/?env=template:toolbox")
     expect(page.locator("#env-header h1")).to_contain_text("Toolbox")
     launch_and_connect(page)
     expect(page.locator("#play-tool")).to_be_visible()
@@ -198,7 +198,7 @@ def test_mcp_tool_call(envhub: Envhub, page: Any) -> None:
 
 
 def test_task_api_reset_by_index(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?env=template:arithmetic_tasks")
+    open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
     launch_and_connect(page)
     expect(page.locator("#play-split")).to_be_visible()
     choose(page, "play-split", "Task API · test (24 tasks)")
@@ -215,7 +215,7 @@ def test_task_api_reset_by_index(envhub: Envhub, page: Any) -> None:
 
 
 def test_readme_payloads_do_not_run(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?env=template:evil")
+    open_page(page, envhub.url + "/?env=template:evil")
     expect(page.locator("#readme")).to_contain_text("Only this sentence should remain readable.")
     page.locator("#readme").hover()
     page.locator("#readme", has_text="hover here").hover()
@@ -234,7 +234,7 @@ def test_readme_payloads_do_not_run(envhub: Envhub, page: Any) -> None:
 
 
 def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?env=template:lights_out")
+    open_page(page, envhub.url + "/?env=template:lights_out")
     expect(page.locator("#env-header h1")).to_contain_text("Lights Out")
     page.locator("#open-launch").click()
     expect(page.locator("#launch-environment")).to_contain_text("template:lights_out")
@@ -258,7 +258,7 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
 
 
 def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?q=wordle")
+    open_page(page, envhub.url + "/?q=wordle")
     expect(field(page, "search")).to_have_value("wordle")
     expect(page.locator(".env-card")).to_have_count(1)
     field(page, "search").clear()
@@ -270,53 +270,16 @@ def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> No
     page.locator("#has-tasks input").uncheck()
     field(page, "search").press_sequentially("zzzz nothing")
     expect(page.locator("#results .empty-state")).to_contain_text("No environments found")
-    page.goto(envhub.url + "/?env=nobody/nothing")
+    open_page(page, envhub.url + "/?env=nobody/nothing")
     expect(page.locator("#env-header")).to_contain_text("Not found")
     # A link to a revision the catalog does not know says so, and the page still opens.
-    page.goto(envhub.url + "/?env=template:maze@0000000")
+    open_page(page, envhub.url + "/?env=template:maze@0000000")
     expect(page.locator("body")).to_contain_text("the catalog knows no revision '0000000' of template:maze")
     expect(page.locator(".env-card")).to_have_count(7)
 
 
-def test_a_sleeping_space_is_woken_on_request(page: Any, hub: FakeHub, space_app: str, tmp_path: Path) -> None:
-    hub.add_space("alice/sleepy", files=space_files("Sleepy"), stage="SLEEPING")
-    hub.set_host("alice/sleepy", space_app)  # where the Space answers once awake
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'wake.db'}",
-        data_dir=tmp_path / "data",
-        templates_dir=tmp_path / "no-templates",
-        hf_endpoint=hub.url,
-        admin_token=ADMIN_TOKEN,
-        sync_interval_s=0,
-        health_interval_s=0,
-        allow_private_urls=True,  # the stand-in Space runs on loopback
-    )
-    envhub = Envhub(settings, ui=True)
-    try:
-        synced = envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-        assert synced.json()["added"] == 1
-        page.goto(envhub.url + "/?env=alice/sleepy")
-        expect(page.locator("#env-header h1")).to_contain_text("Sleepy")
-        wake = page.locator("#env-wake")
-        expect(wake).to_be_visible()
-
-        wake.click()
-
-        expect(page.locator("#env-status")).to_contain_text("Waking the Space")
-        expect(wake).to_be_hidden()
-        wait_until(lambda: _health(envhub, "alice/sleepy") == "up", timeout_s=60)
-    finally:
-        envhub.stop()
-
-
-def _health(envhub: Envhub, environment_id: str) -> str | None:
-    health = envhub.http.get(f"/api/environments/{environment_id}").json().get("health") or {}
-    status: str | None = health.get("status")
-    return status
-
-
 def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, page: Any) -> None:
-    page.goto(envhub.url + "/?env=template:wordle")
+    open_page(page, envhub.url + "/?env=template:wordle")
     expect(page.locator("#env-header h1")).to_contain_text("Wordle")
     page.locator("#open-evaluate").click()
     expect(page.locator("#eval-environment")).to_contain_text("template:wordle")
@@ -343,7 +306,7 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     assert share is not None and "/?episode=ev-" in share
 
     shared = page.context.new_page()  # the share link opens the same episode, on its environment
-    shared.goto(share)
+    open_page(shared, share)
     expect(shared.locator("#eval-viewer")).to_contain_text("reset 0 of 4")
     expect(shared.locator("#eval-viewer")).to_contain_text(share.rsplit("=", 1)[1])
     expect(shared.locator("#eval-leaderboard")).to_contain_text("random")
@@ -361,7 +324,7 @@ def test_a_model_plays_in_the_play_tab_and_a_person_takes_over(envhub: Envhub, p
     guesses = iter(['I would say ```json\n{"guess": "crane"}\n```', "no idea"] + ['{"guess": "slate"}'] * 50)
     fake = FakeModel(lambda body: Reply(text=next(guesses)))
     try:
-        page.goto(envhub.url + "/?env=template:wordle")
+        open_page(page, envhub.url + "/?env=template:wordle")
         launch_and_connect(page)
         page.get_by_text("Let a model play").click()
         choose(page, "play-model-policy", "model")
@@ -390,7 +353,7 @@ def test_evaluate_saves_a_model_as_a_preset_and_runs_it_without_showing_its_key(
     key = "sk-test-ui-5f0c2a9e7b"
     fake = FakeModel(lambda body: Reply(text='{"guess": "crane"}'))
     try:
-        page.goto(envhub.url + "/?env=template:wordle")
+        open_page(page, envhub.url + "/?env=template:wordle")
         page.locator("#open-evaluate").click()
         choose(page, "eval-policy", "model")
         field(page, "eval-base-url").fill(fake.url)

@@ -15,7 +15,7 @@ from catalog.store import note_quality
 from core.db import create_db_engine
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import browser_page, chromium_available, expect, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -76,7 +76,7 @@ def test_badges_filter_sort_and_the_quality_section(envhub: Envhub, page: Any) -
     file_summary(envhub, "template:connect_four", Verdict.PASS, [])
     file_summary(envhub, "template:wordle", Verdict.FAIL, ["runtime.episode_determinism", "runtime.seed_control"])
 
-    page.goto(envhub.url + "/")
+    open_page(page, envhub.url + "/")
     expect(page.locator(".env-card")).to_have_count(6)
     for environment_id, verdict in verdicts.items():
         badge = page.locator(f'.env-card[data-env="{environment_id}"] .badge', has_text="Quality:")
@@ -101,7 +101,7 @@ def test_badges_filter_sort_and_the_quality_section(envhub: Envhub, page: Any) -
     assert sorted(cards(page)) == failing
     screenshot(page, "quality-filter")
 
-    page.goto(envhub.url + "/?env=template:maze")
+    open_page(page, envhub.url + "/?env=template:maze")
     expect(page.locator("#env-header h1")).to_contain_text("Maze")
     page.get_by_role("tab", name="Quality").click()
     section = page.locator("#env-quality")
@@ -118,7 +118,7 @@ def test_badges_filter_sort_and_the_quality_section(envhub: Envhub, page: Any) -
     expect(section.locator(f'a[href="/api/checks/{filed["id"]}"]')).to_be_visible()
     screenshot(page, "quality-section")
 
-    page.goto(envhub.url + "/?env=template:lights_out")
+    open_page(page, envhub.url + "/?env=template:lights_out")
     expect(page.locator("#env-header h1")).to_contain_text("Lights")
     page.get_by_role("tab", name="Quality").click()
     expect(page.locator("#env-quality")).to_contain_text("No quality report yet")

@@ -12,7 +12,7 @@ from tests.conftest import needs
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 from tests.signin import oauth_settings
-from tests.ui.browser import browser_page, chromium_available, expect, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -39,7 +39,7 @@ def test_sign_in_and_deploy_a_template_as_a_space(
 ) -> None:
     hub.oauth.signed_in = "bob"
     hub.boot_sequence = ["BUILDING"]
-    page.goto(oauth_envhub.url + "/?env=template:count")
+    open_page(page, oauth_envhub.url + "/?env=template:count")
     # The first page a fresh server builds takes a while on a loaded machine.
     expect(page.locator("#publish-status")).to_contain_text("to deploy it in your namespace", timeout=60_000)
 
@@ -47,7 +47,7 @@ def test_sign_in_and_deploy_a_template_as_a_space(
 
     expect(page.locator("#account-name")).to_have_text("bob")
     assert [g.user for g in hub.oauth.grants] == ["bob"]
-    page.goto(oauth_envhub.url + "/?env=template:count")
+    open_page(page, oauth_envhub.url + "/?env=template:count")
     expect(page.locator("#publish-panel")).to_be_visible()
     page.locator("#publish-name").locator("input, textarea").first.fill("counter")
     page.locator("#publish-start").click()
@@ -71,7 +71,7 @@ def test_sign_in_and_deploy_a_template_as_a_space(
 def test_the_play_tab_launches_only_for_a_signed_in_user_who_then_owns_it(
     oauth_envhub: Envhub, hub: FakeHub, page: Any
 ) -> None:
-    page.goto(oauth_envhub.url + "/?env=template:count")
+    open_page(page, oauth_envhub.url + "/?env=template:count")
     page.locator("#open-play").click()
     page.locator("#play-launch").click()  # not signed in, and anonymous launches are off with sign-in on
 
@@ -82,7 +82,7 @@ def test_the_play_tab_launches_only_for_a_signed_in_user_who_then_owns_it(
     hub.oauth.signed_in = "bob"
     page.locator("#account #sign-in").click()
     expect(page.locator("#account-name")).to_have_text("bob")
-    page.goto(oauth_envhub.url + "/?env=template:count")
+    open_page(page, oauth_envhub.url + "/?env=template:count")
     page.locator("#open-play").click()
     page.locator("#play-launch").click()
 
