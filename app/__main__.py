@@ -27,21 +27,16 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.server import server_config
 
     page = "" if settings.ui else "; no web page (ENVHUB_UI=false): the API and the gateway only"
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url}{page})", flush=True)
-    # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. It pings
-    # WebSocket clients: one that misses a ping for a whole interval is closed, and the gateway frees its slot.
-    app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        proxy_headers=True,
-        forwarded_allow_ips="*",
-        ws_ping_interval=settings.ws_ping_s,
-        ws_ping_timeout=settings.ws_ping_s,
+    # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. The gateway
+    # pings the WebSocket sessions it relays: a client that leaves a ping unanswered for an interval is let go.
+    config = server_config(
+        create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*"
     )
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -211,6 +206,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
 
     from app.evaluations import start_evaluation
     from app.main import create_app
+    from app.server import server_config
     from core.callers import Caller
     from evals.models import UNDER_WAY
     from hosting.routing import gateway_path
@@ -220,7 +216,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     # It serves no web page.
     local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True, "ui": False}
     app = create_app(settings.model_copy(update=local))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=0, log_level="warning"))
     serving = asyncio.create_task(server.serve())
     while not server.started:
         if serving.done():

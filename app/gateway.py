@@ -11,30 +11,28 @@ endpoint answers at once: 502 JSON over HTTP, close code 1011 with a reason over
 """
 
 import asyncio
+import functools
 import json
-import time
-from collections.abc import Callable, MutableMapping
-from contextlib import suppress
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
-import websockets
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
-from starlette.websockets import WebSocketDisconnect
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from app.api.deps import ServicesDep
+from app.relay import HandshakeError, Leg, Session, open_upstream
 from app.services import Services
+from app.wire import TEXT, frame
 from core.errors import BadRequestError, NotFoundError, UpstreamError
 from hosting.endpoints import EndpointManager
 from hosting.pools import Pool, PoolFull, Slot, Upstream
-from hosting.routing import gateway_location, gateway_path, inner_path
+from hosting.routing import GATEWAY_PREFIX, gateway_location, gateway_path, inner_path
 from hosting.traffic import Traffic
-from protocol.frames import capacity, capacity_frame, is_error_text, is_step_text, rpc_capacity, rpc_capacity_error
+from protocol.frames import capacity_frame, rpc_capacity, rpc_capacity_error
 
 router = APIRouter(tags=["gateway"])
 
@@ -46,8 +44,8 @@ _DROPPED = {
 }  # fmt: skip
 # Credentials meant for envhub never travel on to an environment's server.
 _PRIVATE = {"authorization", "cookie", "x-csrf-token"}
-_MAX_FRAME = 100 * 1024 * 1024
-_SENDABLE = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, *range(3000, 5000)}
+_CONNECT_S = 10  # how long a replica has to accept a WebSocket
+_SESSION_PATH = re.compile(rf"^{GATEWAY_PREFIX}/(?P<id>[A-Za-z0-9_-]{{1,64}})/(?P<path>.*)$")
 _BUFFERED = 8 * 1024 * 1024  # request bodies up to this are read first, so that a request can be sent again
 # What a server that closed a kept-alive connection (uvicorn does after a 500 it raised) gives the request sent on it.
 _STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
@@ -300,244 +298,112 @@ async def _note_capacity(services: Services, slot: Slot) -> None:
 # -- WebSocket sessions
 
 
-Message = MutableMapping[str, Any]  # an ASGI WebSocket message
+def is_session_path(path: str) -> bool:
+    """Whether a WebSocket to this path is a gateway session (envhub's server relays those itself)."""
+    return _SESSION_PATH.match(path) is not None
 
 
-@dataclass
-class _Relay:
-    """One client session's frames, across the replicas it is tried on until one takes it."""
-
-    inbox: asyncio.Queue[Message] = field(default_factory=lambda: asyncio.Queue(maxsize=64))
-    held: list[str | bytes] = field(default_factory=list)  # sent before the replica's first answer: replayed
-    confirmed: bool = False  # the replica answered something other than a refusal
-    refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when it refused
-    pending: list[float] = field(default_factory=list)  # when each step in flight was sent
-    on_confirmed: Callable[[], None] = lambda: None
-
-
-def _refusal(frame: str | bytes) -> dict[str, Any] | None:
-    """The data of a capacity refusal (a CAPACITY_REACHED frame, or MCP's JSON-RPC error); else None."""
-    if not isinstance(frame, str) or "max_sessions" not in frame:
-        return None
-    try:
-        parsed = json.loads(frame)
-    except ValueError:
-        return None
-    return capacity(parsed) or rpc_capacity(parsed)
-
-
-async def _read_client(websocket: WebSocket, relay: _Relay) -> None:
-    while True:
-        message = await websocket.receive()
-        await relay.inbox.put(message)
-        if message["type"] == "websocket.disconnect":
-            return
-
-
-async def _client_to_upstream(upstream: ClientConnection, relay: _Relay) -> None:
-    for held in relay.held:
-        await upstream.send(held)
-    while True:
-        message = await relay.inbox.get()
-        if message["type"] == "websocket.disconnect":
-            relay.inbox.put_nowait(message)  # seen again if the session moves to another replica
-            code = message.get("code", 1000)
-            # 1005 and 1006 say no code came (the client closed without one, or vanished); they are never sent.
-            await upstream.close(code=code if code in _SENDABLE else 1000, reason=message.get("reason") or "")
-            return
-        data: str | bytes | None = message.get("text")
-        if data is None:
-            data = message.get("bytes")
-        if data is None:
-            continue
-        if not relay.confirmed:
-            relay.held.append(data)
-        if isinstance(data, str) and is_step_text(data):
-            relay.pending.append(time.perf_counter())
-        await upstream.send(data)
-
-
-async def _upstream_to_client(
-    websocket: WebSocket, upstream: ClientConnection, relay: _Relay, traffic: Traffic
-) -> None:
-    async for frame in upstream:
-        if not relay.confirmed:
-            refused = _refusal(frame)
-            if refused is not None:
-                relay.refused = refused
-                return
-            relay.confirmed = True
-            relay.held.clear()
-            relay.on_confirmed()
-        if relay.pending:
-            started = relay.pending.pop(0)
-            failed = isinstance(frame, str) and is_error_text(frame)
-            traffic.step(time.perf_counter() - started, failed=failed)
-        if isinstance(frame, str):
-            await websocket.send_text(frame)
-        else:
-            await websocket.send_bytes(frame)
-
-
-def _reason(text: str) -> str:
-    """A close reason within WebSocket's 123 bytes."""
-    encoded = text.encode()
-    return text if len(encoded) <= 123 else encoded[:120].decode(errors="ignore") + "..."
-
-
-async def _connect(services: Services, slot: Slot, path: str, query: str) -> ClientConnection:
-    target = "ws" + slot.upstream.url.removeprefix("http") + f"/{path}"
-    if query:
-        target += f"?{query}"
-    ping = services.settings.ws_ping_s
-    return await websockets.connect(
-        target,
-        max_size=_MAX_FRAME,
-        open_timeout=10,
-        ping_interval=ping,  # a replica that stops answering pings has hung: its session ends
-        ping_timeout=ping,
-        close_timeout=2,  # a replica that does not answer a close is let go of soon
-        compression=None,
-        proxy=None,
-        additional_headers=slot.upstream.headers,
-    )
+async def relay_websocket(services: Services, path: str, query: str, client: Leg) -> None:
+    """Relay a gateway session (`/endpoints/<id>/<path>`) whose handshake is done; return once it has ended."""
+    match = _SESSION_PATH.match(path)
+    assert match is not None, "the server hands over gateway paths only"
+    endpoint_id = match["id"]
+    manager = services.endpoints
+    inside = inner_path(match["path"])
+    if inside is None:
+        client.close(1008, f"the path leaves endpoint {endpoint_id}")
+        return
+    pool = manager.routes.resolve(endpoint_id)
+    if pool is None:
+        down = _down(manager, endpoint_id)
+        client.close(1011 if down else 1008, down or f"no endpoint {endpoint_id!r}")
+        return
+    session = Session(endpoint_id, client, manager.traffic.of(endpoint_id), services.settings.ws_ping_s)
+    await _run_session(services, pool, inside, query, session)
 
 
 @router.websocket(gateway_path("{endpoint_id}") + "/{path:path}")
-async def proxy_websocket(websocket: WebSocket, services: ServicesDep, endpoint_id: str, path: str) -> None:
-    manager = services.endpoints
-    pool = manager.routes.resolve(endpoint_id)
+async def unrelayed_websocket(websocket: WebSocket, endpoint_id: str, path: str) -> None:
+    """Reached only under another ASGI server (envhub's own relays gateway sessions before the app sees them)."""
     await websocket.accept()
-    inside = inner_path(path)
-    if inside is None:
-        await websocket.close(code=1008, reason=f"the path leaves endpoint {endpoint_id}")
-        return
-    path = inside
-    if pool is None:
-        down = _down(manager, endpoint_id)
-        await websocket.close(code=1011 if down else 1008, reason=_reason(down or f"no endpoint {endpoint_id!r}"))
-        return
-    traffic = manager.traffic.of(endpoint_id)
-    relay = _Relay()
-    reader = asyncio.create_task(_read_client(websocket, relay))
-    try:
-        await _run_session(websocket, services, pool, path, relay, traffic)
-    finally:
-        reader.cancel()
+    reason = f"this server cannot relay sessions to endpoint {endpoint_id}; serve envhub with `python -m app serve`"
+    await websocket.close(code=1011, reason=reason[:123])
 
 
-async def _run_session(
-    websocket: WebSocket, services: Services, pool: Pool, path: str, relay: _Relay, traffic: Traffic
-) -> None:
+async def _run_session(services: Services, pool: Pool, path: str, query: str, session: Session) -> None:
     """Place the session on a replica, moving it while replicas refuse, then relay it until either side ends."""
     endpoint_id = pool.endpoint_id
-    attach = websocket.query_params.get("session_id")
-    pinned = pool.pinned_slot(attach) if attach else None
+    attach = parse_qs(query).get("session_id")
+    pinned = pool.pinned_slot(attach[0]) if attach else None
     avoid: set[str] = set()
     while True:
         if pinned is not None:
             slot, holds = pinned, False  # the MCP session it attaches to holds the slot
         else:
             try:
-                slot = await pool.acquire(services.settings.pool_queue_s, frozenset(avoid))
+                taken = await _acquire(pool, services.settings.pool_queue_s, avoid, session.client)
             except PoolFull as full:
-                await _refuse(websocket, path, full)
+                _refuse(session.client, path, full)
                 return
-            holds = True
+            if taken is None:
+                return  # the client left while it waited
+            slot, holds = taken, True
         try:
-            upstream = await _connect(services, slot, path, websocket.url.query)
-        except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:  # closed: not listening yet
+            upstream = await open_upstream(slot.upstream.url, path, query, slot.upstream.headers, _CONNECT_S)
+        except (OSError, HandshakeError, TimeoutError) as exc:  # closed: not listening yet
             if holds:
                 pool.release(slot)
-            traffic.request(failed=True)
+            session.traffic.request(failed=True)
             services.keeper.check_soon(endpoint_id)
             if holds and slot.id not in avoid and len(avoid) + 1 < len(pool.slots):
                 avoid.add(slot.id)  # another replica may answer
                 continue
-            status = f" (HTTP {exc.response.status_code})" if isinstance(exc, InvalidStatus) else ""
-            await websocket.close(code=1011, reason=_reason(f"endpoint {endpoint_id} is not answering{status}"))
+            status = f" (HTTP {exc.status})" if isinstance(exc, HandshakeError) and exc.status else ""
+            session.client.close(1011, f"endpoint {endpoint_id} is not answering{status}")
             return
-        outcome = await _relay_session(websocket, services, pool, slot, upstream, relay, traffic, holds)
+        lost, forget = _loss(pool, slot)
+        outcome = "ended"
+        try:
+            on_confirmed = functools.partial(pool.accepted, slot) if holds else (lambda: None)
+            outcome = await session.run(upstream, lost, on_confirmed)
+        finally:
+            forget()
+            lost.cancel()
+            if holds and outcome != "refused":
+                pool.release(slot)
+        if session.replica_lost:
+            services.keeper.check_soon(endpoint_id)
         if outcome != "refused":
             return
+        refused = session.refused or {}
+        if holds:
+            pool.refused(slot, _int(refused.get("max_sessions")))
+            await _note_capacity(services, slot)
         avoid.add(slot.id)
         pinned = None
 
 
-async def _relay_session(
-    websocket: WebSocket,
-    services: Services,
-    pool: Pool,
-    slot: Slot,
-    upstream: ClientConnection,
-    relay: _Relay,
-    traffic: Traffic,
-    holds: bool,
-) -> str:
-    """Relay frames until an end: "refused" when the replica refused the session before answering anything."""
-    lost, forget = _loss(pool, slot)
-    relay.refused = None
-    relay.on_confirmed = (lambda: pool.accepted(slot)) if holds else (lambda: None)
-    traffic.session_opened()
-    pumps = [
-        asyncio.create_task(_client_to_upstream(upstream, relay)),
-        asyncio.create_task(_upstream_to_client(websocket, upstream, relay, traffic)),
-    ]
-    released = False
+async def _acquire(pool: Pool, queue_s: float, avoid: set[str], client: Leg) -> Slot | None:
+    """A slot for the session, waiting for one as long as the pool lets it wait; None if the client leaves first."""
+    acquiring: asyncio.Future[Any] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid)))
+    await asyncio.wait([acquiring, client.gone], return_when=asyncio.FIRST_COMPLETED)
+    if acquiring.done():
+        acquired: Slot = acquiring.result()
+        return acquired
+    acquiring.cancel()
     try:
-        waited: list[asyncio.Future[Any]] = [*pumps, lost]
-        done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
-        for task in pumps:
-            task.cancel()
-        if relay.refused is not None:
-            await upstream.close()
-            if holds:
-                released = True
-                pool.refused(slot, _int(relay.refused.get("max_sessions")))
-                await _note_capacity(services, slot)
-            return "refused"
-        if lost.done():
-            with suppress(RuntimeError, WebSocketDisconnect):  # first: a hung replica's close takes a while
-                await websocket.close(code=1011, reason=_reason(lost.result()))
-            return "lost"
-        for finished in done:
-            error = finished.exception()
-            if error is not None and not isinstance(error, (ConnectionClosed, WebSocketDisconnect)):
-                raise error
-    finally:
-        forget()
-        lost.cancel()
-        traffic.session_closed()
-        if holds and not released:
-            pool.release(slot)
-        await upstream.close()
-    await _close_like_upstream(websocket, upstream, pool.endpoint_id, services)
-    return "ended"
+        slot: Slot = await acquiring
+    except (asyncio.CancelledError, PoolFull):
+        return None
+    pool.release(slot)
+    return None
 
 
-async def _refuse(websocket: WebSocket, path: str, full: PoolFull) -> None:
+def _refuse(client: Leg, path: str, full: PoolFull) -> None:
     """Every slot stayed taken: refuse as a server at capacity does, with the pool's numbers."""
     if path == "mcp":
-        frame = rpc_capacity_error(None, full.message, full.sessions, full.capacity)
+        refusal = rpc_capacity_error(None, full.message, full.sessions, full.capacity)
     else:
-        frame = capacity_frame(full.message, full.sessions, full.capacity)
-    with suppress(RuntimeError, WebSocketDisconnect):
-        await websocket.send_text(json.dumps(frame))
-        await websocket.close(code=1000)
-
-
-async def _close_like_upstream(
-    websocket: WebSocket, upstream: ClientConnection, endpoint_id: str, services: Services
-) -> None:
-    """Pass the server's close code and reason on; an abrupt end (the replica died or stopped answering pings)
-    becomes 1011 with a reason."""
-    received, sent = upstream.protocol.close_rcvd, upstream.protocol.close_sent
-    if received is not None and received.code not in (1005, 1006):
-        code, reason = received.code, received.reason
-    elif sent is not None and received is None and sent.code != 1011:
-        return  # the client closed first: nothing more to say
-    else:
-        services.keeper.check_soon(endpoint_id)
-        code, reason = 1011, f"endpoint {endpoint_id} lost this session: its replica stopped answering; start a new one"
-    with suppress(RuntimeError, WebSocketDisconnect):  # the client may already have gone
-        await websocket.close(code=code, reason=_reason(reason))
+        refusal = capacity_frame(full.message, full.sessions, full.capacity)
+    client.write(frame(TEXT, json.dumps(refusal).encode(), masked=False))
+    client.close(1000, "")

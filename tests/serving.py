@@ -12,6 +12,7 @@ import httpx
 import uvicorn
 
 from app.main import create_app
+from app.server import server_config
 from app.settings import REPO_ROOT, Settings
 from tests.conftest import wait_until
 
@@ -65,14 +66,7 @@ class Envhub:
         self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            ws_ping_interval=settings.ws_ping_s,
-            ws_ping_timeout=settings.ws_ping_s,
-        )
+        config = server_config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -1,0 +1,386 @@
+"""A WebSocket session relayed between a client and a replica as raw bytes.
+
+Both legs are plain sockets (`Leg`): the client's is taken over from uvicorn once the
+handshake is done (app.rawsocket), the replica's is opened here (`open_upstream`). Until a
+replica has answered something, the client's bytes are also held, and the replica's first
+message is read whole: a capacity refusal then goes no further, and the held bytes are
+played to the next replica. After that every chunk is passed on as it arrives; only frame
+headers are read. The relay pings a leg that has been quiet (a client that stopped
+answering, a replica that hung) and closes the session when a ping goes unanswered.
+"""
+
+import asyncio
+import json
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from app.wire import CLOSE, PING, Cutter, Head, accept_of, client_key, close_frame, frame
+from hosting.traffic import Traffic
+from protocol.frames import capacity, rpc_capacity
+
+_MAX_HEADERS = 64 * 1024
+_HELD = 16 * 1024 * 1024  # bytes a client may send before a replica takes its session; then its reading waits
+CLOSE_TIMEOUT_S = 2.0  # how long a leg has to answer a close before its socket is shut
+
+
+class HandshakeError(Exception):
+    """The replica did not accept the WebSocket (status is its HTTP status, when it answered one)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Leg(asyncio.Protocol):
+    """One socket of a relayed session: where its incoming frames begin, when it was last heard, and its end."""
+
+    def __init__(self, *, client_side: bool, on_lost: Callable[[Exception | None], None] | None = None) -> None:
+        self.client_side = client_side  # the client's socket: what is written to it goes unmasked
+        self.transport: asyncio.Transport | None = None
+        self.cutter = Cutter()
+        self.heard = time.monotonic()
+        self.pinged: float | None = None  # when an unanswered ping went out
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.partner: Leg | None = None  # the leg whose writes this one's reading keeps pace with
+        self._backlog: list[tuple[bytes, list[Head]]] = []
+        self._on_bytes: Callable[[bytes, list[Head]], None] | None = None
+        self._on_lost = on_lost
+        self._handshake: asyncio.Future[bytes] | None = None
+        self._head = b""
+        self._paused = False
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport's subclasses
+
+    def data_received(self, data: bytes) -> None:
+        if self._handshake is not None:
+            self._read_handshake(data)
+            return
+        self.heard = time.monotonic()
+        self.pinged = None
+        heads = self.cutter.feed(data)
+        if self._on_bytes is None:
+            self._backlog.append((data, heads))
+        else:
+            self._on_bytes(data, heads)
+
+    def eof_received(self) -> bool:
+        return False  # the socket closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.set_exception(HandshakeError("it closed the connection before answering"))
+        if not self.gone.done():
+            self.gone.set_result(None)
+        if self._on_lost is not None:
+            self._on_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.partner is not None:
+            self.partner.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.partner is not None:
+            self.partner.resume_reading()
+
+    # the relay's side
+
+    def listen(self, on_bytes: Callable[[bytes, list[Head]], None] | None) -> None:
+        """Where incoming bytes go from now on (None: keep them until someone listens); kept ones go first."""
+        self._on_bytes = on_bytes
+        while on_bytes is not None and self._backlog:
+            on_bytes(*self._backlog.pop(0))
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def send_frame(self, opcode: int, payload: bytes = b"") -> bool:
+        """Write a frame of the relay's own, unless the bytes passed on so far stop inside a frame."""
+        writer = self.partner
+        if writer is not None and not writer.cutter.at_boundary:
+            return False
+        self.write(frame(opcode, payload, masked=not self.client_side))
+        return True
+
+    def close(self, code: int, reason: str) -> None:
+        """Say close (when a frame fits here) and shut the socket once that is written."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        writer = self.partner
+        if writer is None or writer.cutter.at_boundary:
+            self.write(close_frame(code, reason, masked=not self.client_side))
+        self.transport.close()
+
+    def close_now(self) -> None:
+        """Shut the socket once what is written has gone (the close handshake is over)."""
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self._paused and not self.transport.is_closing():
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and self._paused and not self.transport.is_closing():
+            self._paused = False
+            self.transport.resume_reading()
+
+    @property
+    def closed(self) -> bool:
+        return self.gone.done()
+
+    # the upstream handshake
+
+    def _read_handshake(self, data: bytes) -> None:
+        assert self._handshake is not None
+        self._head += data
+        end = self._head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._head) > _MAX_HEADERS:
+                self._handshake.set_exception(HandshakeError("its handshake answer is too long"))
+                self._handshake = None
+            return
+        head, rest = self._head[:end].decode("latin-1"), self._head[end + 4 :]
+        done, self._handshake, self._head = self._handshake, None, b""
+        done.set_result(head.encode("latin-1"))
+        if rest:
+            self.data_received(rest)
+
+
+async def open_upstream(url: str, path: str, query: str, headers: dict[str, str], timeout_s: float) -> Leg:
+    """A WebSocket to a replica (`url` is its http(s) address), handshake done, as a Leg that keeps what it hears."""
+    parts = urlsplit(url)
+    secure = parts.scheme == "https"
+    host = parts.hostname or "localhost"
+    port = parts.port or (443 if secure else 80)
+    target = f"{parts.path.rstrip('/')}/{path}" + (f"?{query}" if query else "")
+    loop = asyncio.get_running_loop()
+    leg = Leg(client_side=False)
+    leg._handshake = loop.create_future()
+    context = ssl.create_default_context() if secure else None
+
+    async def connect() -> bytes:
+        await loop.create_connection(lambda: leg, host, port, ssl=context, server_hostname=host if secure else None)
+        key = client_key()
+        authority = parts.netloc.rpartition("@")[2]
+        lines = [
+            f"GET {target} HTTP/1.1",
+            f"Host: {authority}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        leg.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        assert leg._handshake is not None
+        answer = await leg._handshake
+        _check_accept(answer.decode("latin-1"), key)
+        return answer
+
+    try:
+        await asyncio.wait_for(connect(), timeout_s)
+    except BaseException:
+        leg.abort()
+        raise
+    return leg
+
+
+def _check_accept(answer: str, key: str) -> None:
+    status_line, *header_lines = answer.split("\r\n")
+    parts = status_line.split(" ", 2)
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    if status != 101:
+        raise HandshakeError(f"it answered HTTP {status}", status)
+    answered = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        answered[name.strip().lower()] = value.strip()
+    if answered.get("sec-websocket-accept") != accept_of(key):
+        raise HandshakeError("its handshake answer does not match the key sent")
+    if answered.get("sec-websocket-extensions"):
+        raise HandshakeError("it answered with extensions that were not asked for")
+
+
+@dataclass
+class Session:
+    """One client session's relay, across the replicas it is tried on until one takes it."""
+
+    endpoint_id: str
+    client: Leg
+    traffic: Traffic
+    ping_s: float
+    confirmed: bool = False  # a replica answered something other than a refusal
+    refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when the replica refused
+    replica_lost: bool = False  # the replica died or hung: the pool should look at it
+    _held: list[bytes] = field(default_factory=list)  # the client's bytes before a replica took the session
+    _held_size: int = 0
+    _first: bytes = b""  # the replica's bytes until its first message is whole
+    _upstream: Leg | None = None
+    _sent_steps: list[float] = field(default_factory=list)
+    _closes: set[str] = field(default_factory=set)  # the sides that sent a close frame: "client", "replica"
+    _refusing: asyncio.Future[None] | None = None
+    _ticking: asyncio.TimerHandle | None = None
+    _on_confirmed: Callable[[], None] = lambda: None
+
+    def __post_init__(self) -> None:
+        self.client.listen(self._from_client)
+
+    async def run(self, upstream: Leg, lost: "asyncio.Future[str]", on_confirmed: Callable[[], None]) -> str:
+        """Relay to this replica until the session ends ("ended") or the replica refuses it first ("refused")."""
+        loop = asyncio.get_running_loop()
+        self._refusing = loop.create_future()
+        self._upstream, self.refused, self._first, self._on_confirmed = upstream, None, b"", on_confirmed
+        self.client.partner, upstream.partner = upstream, self.client
+        self.client.resume_reading()
+        for held in self._held:
+            upstream.write(held)
+        upstream.listen(self._from_upstream)
+        self._ticking = loop.call_later(self.ping_s / 2, self._tick)
+        self.traffic.session_opened()
+        try:
+            waited: list[asyncio.Future[Any]] = [self._refusing, lost, upstream.gone, self.client.gone]
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            if self.refused is not None:
+                upstream.listen(None)
+                upstream.abort()
+                self.client.partner = None
+                return "refused"
+            if lost.done() and not lost.cancelled():
+                self._replica_gone(lost.result())
+            await self._finish(upstream)
+            return "ended"
+        finally:
+            self._ticking.cancel()
+            self.traffic.session_closed()
+
+    async def _finish(self, upstream: Leg) -> None:
+        """One leg has ended: end the other as it should be, then wait (a little) for both sockets to shut."""
+        if upstream.closed and not self.client.closed:
+            if "replica" not in self._closes:
+                self._replica_gone(self._lost_reason("stopped answering"))
+        elif self.client.closed and not upstream.closed and "client" not in self._closes:
+            upstream.close(1000, "")  # the client vanished without a close
+        both = asyncio.gather(upstream.gone, self.client.gone)
+        try:
+            await asyncio.wait_for(asyncio.shield(both), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            upstream.abort()
+            self.client.abort()
+            await both
+
+    def _lost_reason(self, what: str) -> str:
+        return f"endpoint {self.endpoint_id} lost this session: its replica {what}; start a new one"
+
+    def _replica_gone(self, why: str) -> None:
+        """The replica died or stopped answering: the client hears 1011 with the reason."""
+        self.replica_lost = True
+        self.client.close(1011, why)
+        if self._upstream is not None:
+            self._upstream.abort()
+
+    # bytes as they arrive
+
+    def _from_client(self, data: bytes, heads: list[Head]) -> None:
+        closing = False
+        for head in heads:
+            if head.opcode == CLOSE:
+                self._closes.add("client")
+                closing = "replica" in self._closes  # this answers the replica's close
+            elif head.is_step():
+                self._sent_steps.append(time.perf_counter())
+        if not self.confirmed:
+            self._held.append(data)
+            self._held_size += len(data)
+            if self._held_size > _HELD:
+                self.client.pause_reading()
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.write(data)
+        if closing:
+            self.client.close_now()
+
+    def _from_upstream(self, data: bytes, heads: list[Head]) -> None:
+        if not self.confirmed:
+            self._first += data
+            first = _first_message(self._first)
+            if first is None:
+                return
+            refused = _refusal(first)
+            if refused is not None:
+                self.refused = refused
+                if self._refusing is not None and not self._refusing.done():
+                    self._refusing.set_result(None)
+                return
+            self.confirmed = True
+            self._held.clear()
+            self._held_size = 0
+            self.client.resume_reading()
+            self._on_confirmed()
+            data, self._first = self._first, b""
+        closing = False
+        for head in heads:
+            if head.opcode == CLOSE:
+                self._closes.add("replica")
+                closing = "client" in self._closes  # the replica echoed the client's close
+            elif head.is_message_end and self._sent_steps:
+                self.traffic.step(time.perf_counter() - self._sent_steps.pop(0), failed=head.is_error())
+        self.client.write(data)
+        if closing:
+            self.client.close_now()
+
+    def _tick(self) -> None:
+        """Ping a leg quiet for half an interval; one that leaves a ping unanswered for an interval is gone."""
+        now = time.monotonic()
+        for leg in (self.client, self._upstream):
+            if leg is None or leg.closed:
+                continue
+            if leg.pinged is not None and now - leg.pinged >= self.ping_s:
+                if leg is self.client:
+                    leg.abort()  # it stopped answering: its replica hears a close
+                else:
+                    self._replica_gone(self._lost_reason("stopped answering pings"))
+                return
+            if leg.pinged is None and now - leg.heard >= self.ping_s / 2 and leg.send_frame(PING, b"envhub"):
+                leg.pinged = now
+        self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
+
+
+def _first_message(data: bytes) -> bytes | None:
+    """The payload of a server's first data frame once it is whole; b"" when a close (or a fragment) comes first."""
+    while True:
+        heads = Cutter().feed(data)
+        if not heads:
+            return None
+        head = heads[0]
+        end = head.start + head.length
+        if head.opcode == CLOSE or (head.opcode < CLOSE and not head.fin):
+            return b""
+        if end > len(data):
+            return None
+        if head.opcode < CLOSE:
+            return data[head.start : end]
+        data = data[end:]  # a ping or a pong first
+
+
+def _refusal(payload: bytes) -> dict[str, Any] | None:
+    """The data of a capacity refusal (a CAPACITY_REACHED frame, or MCP's JSON-RPC error); else None."""
+    if b"max_sessions" not in payload:
+        return None
+    try:
+        parsed = json.loads(payload)
+    except ValueError:
+        return None
+    return capacity(parsed) or rpc_capacity(parsed)
