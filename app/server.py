@@ -18,7 +18,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request
 
 from app import gateway
-from app.relay import Leg
+from app.relay import CLOSE_TIMEOUT_S, Leg
 from app.services import Services
 
 # A gateway session: (the services, the request's path, its query, the client's socket) -> relayed until it ends.
@@ -84,6 +84,7 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
     def shutdown(self) -> None:
         if self.taken is not None:
             self.taken.close(1012, "envhub is restarting; open a new session")
+            self.loop.call_later(CLOSE_TIMEOUT_S, self.taken.abort)  # a client that reads nothing holds no shutdown
             return
         super().shutdown()
 

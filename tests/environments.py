@@ -116,10 +116,28 @@ def write_count_env(
 
 
 ECHO_APP = """
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import RedirectResponse
 
 app = FastAPI()
+
+
+@app.websocket("/echo")
+async def echo(ws: WebSocket):
+    await ws.accept()
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is not None and text.startswith("close:"):  # close:<code>:<reason>
+            _, code, reason = text.split(":", 2)
+            await ws.close(int(code), reason)
+            return
+        if text is not None:
+            await ws.send_text(text)
+        else:
+            await ws.send_bytes(message["bytes"])
 
 
 @app.get("/health")
@@ -149,7 +167,8 @@ def anything(path: str):
 
 
 def write_echo_env(folder: Path) -> Path:
-    """Not an OpenEnv environment: a server that tells what reached it (headers, path) and redirects on request."""
+    """Not an OpenEnv environment: a server that tells what reached it (headers, path), redirects on request and
+    echoes WebSocket messages at /echo."""
     (folder / "server").mkdir(parents=True)
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(dedent(ECHO_APP))

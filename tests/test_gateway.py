@@ -1,10 +1,15 @@
 """The gateway at /endpoints/{id}: what it passes on to an environment's server, and what it keeps inside."""
 
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from app.settings import Settings
 from tests.environments import write_echo_env
@@ -95,3 +100,38 @@ def test_dot_segments_never_leave_the_endpoint(echo: tuple[Envhub, dict[str, Any
     assert status == 200 and b'{"status":"healthy"}' in body
     status, body = raw_get(envhub, f"{base}/a/./b")
     assert status == 200 and b'{"path":"a/b"}' in body
+
+
+def test_websocket_messages_pass_through_the_relay_whole(echo: tuple[Envhub, dict[str, Any]]) -> None:
+    """Once a replica takes a session, the gateway passes its bytes on as they come: every kind of message arrives
+    as sent, however it is cut into frames and chunks."""
+    envhub, endpoint = echo
+    url = f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/echo"
+    big = os.urandom(5 * 1024 * 1024)  # many TCP chunks, each passed on before the frame is whole
+    with connect(url, max_size=None) as ws:
+        for message in ("hello", "héllo wörld ✓", b"\x00\x01\x02", big, "x" * 70_000):
+            ws.send(message)
+            assert ws.recv() == message
+        ws.send(["in ", "three ", "fragments"])
+        assert ws.recv() == "in three fragments"
+        assert ws.ping(b"are you there").wait(timeout=10)  # a client's ping goes through and is answered
+        ws.send("still here")
+        assert ws.recv() == "still here"
+
+
+def test_a_servers_close_code_and_reason_reach_the_client(echo: tuple[Envhub, dict[str, Any]]) -> None:
+    envhub, endpoint = echo
+    with connect(f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/echo") as ws:
+        ws.send("close:4001:episode over")
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv()
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "episode over")
+
+
+def test_under_another_asgi_server_a_session_is_refused_with_what_to_do(client: TestClient) -> None:
+    """Only envhub's own server relays sessions; under another (here Starlette's test client) the client is told."""
+    with client.websocket_connect("/endpoints/abc/ws") as ws, pytest.raises(WebSocketDisconnect) as closed:
+        ws.receive_text()
+    assert closed.value.code == 1011
+    assert "python -m app serve" in closed.value.reason
