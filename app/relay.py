@@ -1,7 +1,7 @@
 """A WebSocket session relayed between a client and a replica as raw bytes.
 
 Both legs are plain sockets (`Leg`): the client's is taken over from uvicorn once the
-handshake is done (app.rawsocket), the replica's is opened here (`open_upstream`). Until a
+handshake is done (app.server), the replica's is opened here (`open_upstream`). Until a
 replica has answered something, the client's bytes are also held, and the replica's first
 message is read whole: a capacity refusal then goes no further, and the held bytes are
 played to the next replica. After that every chunk is passed on as it arrives; only frame

@@ -444,6 +444,7 @@ def warm(hub: Envhub, args: argparse.Namespace) -> tuple[list[list[object]], lis
     hub.stop(endpoint_id)
     rows: list[list[object]] = []
     p50: dict[str, float] = {}
+    per_session: list[str] = []
     ok = True
     for path in ("gateway", "direct"):
         mine = [r for r in rounds if r.path == path]
@@ -454,6 +455,9 @@ def warm(hub: Envhub, args: argparse.Namespace) -> tuple[list[list[object]], lis
         steps = sum(r.tally.steps for r in mine)
         latencies = [x for r in mine for x in r.tally.latencies]
         cpu = {k: sum(r.cpu[k] for r in mine) * 1000 / max(steps, 1) for k in mine[0].cpu}
+        opened = sum(r.tally.sessions for r in mine)
+        each = {k: sum(r.cpu[k] for r in mine) * 1000 / max(opened, 1) for k in ("client", "envhub", "replicas")}
+        per_session.append(f"{path} {each['client']:.2f} / {each['envhub']:.2f} / {each['replicas']:.2f}")
         busy = sum(r.cpu["client"] + r.cpu["envhub"] + r.cpu["replicas"] for r in mine) / sum(r.wall_s for r in mine)
         rows.append(
             [
@@ -487,6 +491,7 @@ def warm(hub: Envhub, args: argparse.Namespace) -> tuple[list[list[object]], lis
         f"all {sessions} sessions held at once through the gateway: {len(held.tally.first)} reset, refused "
         f"{held.tally.refused}, errors {len(held.tally.errors)}; sessions per replica min {min(spread, default=0)}, "
         f"max {max(spread, default=0)} over {len(spread)} replicas",
+        f"CPU ms per session (a reset and {args.steps} steps) client / envhub / replicas: " + "; ".join(per_session),
         "gateway / direct within each round: " + ", ".join(f"{x:.2f}" for x in paired),
         f"gateway / direct at p50: {ratio:.2f} ({verdict(ratio >= 0.9)}, floor 0.9); refused and errors "
         f"through the gateway: {rows[0][2]} and {rows[0][3]} ({verdict(rows[0][2] == 0 and rows[0][3] == 0)}, floor 0)",
