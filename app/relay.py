@@ -152,9 +152,9 @@ class Leg(asyncio.Protocol):
                 self._handshake.set_exception(HandshakeError("its handshake answer is too long"))
                 self._handshake = None
             return
-        head, rest = self._head[:end].decode("latin-1"), self._head[end + 4 :]
+        head, rest = self._head[:end], self._head[end + 4 :]
         done, self._handshake, self._head = self._handshake, None, b""
-        done.set_result(head.encode("latin-1"))
+        done.set_result(head)
         if rest:
             self.data_received(rest)
 

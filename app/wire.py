@@ -10,14 +10,13 @@ the replica, as a client's must be; a server's stay unmasked on the way back.
 import base64
 import hashlib
 import os
-import re
 import struct
 from dataclasses import dataclass
 
+from protocol.frames import is_error_text, is_step_text
+
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_STEP = re.compile(rb'\s*\{\s*"type"\s*:\s*"step"')
-_ERROR = re.compile(rb'\s*\{\s*"type"\s*:\s*"error"')
 _PEEK = 48  # bytes of a text frame read to tell a step or an error
 
 
@@ -42,10 +41,10 @@ class Head:
         return self.fin and self.opcode in (TEXT, BINARY, CONTINUATION)
 
     def is_step(self) -> bool:
-        return self.opcode == TEXT and _STEP.match(self.payload(_PEEK)) is not None
+        return self.opcode == TEXT and is_step_text(self.payload(_PEEK))
 
     def is_error(self) -> bool:
-        return self.opcode == TEXT and _ERROR.match(self.payload(_PEEK)) is not None
+        return self.opcode == TEXT and is_error_text(self.payload(_PEEK))
 
     def close(self) -> tuple[int, str] | None:
         """A close frame's code and reason (None when the frame gives no code, or did not arrive whole)."""

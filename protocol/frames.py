@@ -108,14 +108,16 @@ def rpc_capacity_error(request_id: Any, message: str, active_sessions: int, max_
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": RPC_SERVER_ERROR, "message": message, "data": data}}
 
 
-# Recognised in text without parsing the whole frame: clients and servers write "type" first.
-_STEP = re.compile(r'\s*\{\s*"type"\s*:\s*"step"')
-_ERROR = re.compile(r'\s*\{\s*"type"\s*:\s*"error"')
+# Recognised from a frame's first bytes without parsing it whole: clients and servers write "type" first.
+_STEP = re.compile(rb'\s*\{\s*"type"\s*:\s*"step"')
+_ERROR = re.compile(rb'\s*\{\s*"type"\s*:\s*"error"')
 
 
-def is_step_text(text: str) -> bool:
-    return _STEP.match(text) is not None
+def is_step_text(start: bytes) -> bool:
+    """Whether a text frame that starts with these bytes is a step."""
+    return _STEP.match(start) is not None
 
 
-def is_error_text(text: str) -> bool:
-    return _ERROR.match(text) is not None
+def is_error_text(start: bytes) -> bool:
+    """Whether a text frame that starts with these bytes is an error."""
+    return _ERROR.match(start) is not None
