@@ -42,6 +42,9 @@ def field_control(field: FormField, key: str) -> Any:
         "key": f"{key}-{field.name}",
         "elem_id": f"field-{field.name}",
         "elem_classes": ["action-field"],
+        # Gradio infers a control's interactivity from the events it feeds, which a control drawn by gr.render
+        # does not always get: a dropdown came up disabled.
+        "interactive": True,
     }
     value = field.initial()
     if field.kind == FieldKind.CHOICE:

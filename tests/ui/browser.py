@@ -21,6 +21,7 @@ CHROMIUM_FLAGS = [
 ARTIFACTS = Path(os.environ.get("ENVHUB_UI_ARTIFACTS", REPO_ROOT / "artifacts" / "ui"))
 WAIT = 45_000  # ms a page may take to show what a test expects: Gradio renders after its queue answers, and a fresh
 # page takes 3-5 s on an idle 2-core machine, several times that while the other tests load it
+LAUNCH_S = 90_000  # ms: a first launch may build the template's virtualenv
 
 
 def chromium_available() -> bool:
@@ -91,3 +92,62 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# -- the Play tab, as the tests drive it
+
+
+def field(page: Any, elem_id: str) -> Any:
+    """The text input of a Gradio textbox, number or code box."""
+    return page.locator(f"#{elem_id}").locator("textarea, input, .cm-content").first
+
+
+def choose(page: Any, elem_id: str, option: str) -> None:
+    page.locator(f"#{elem_id} input").first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def fill_form(page: Any, name: str, value: str) -> None:
+    """Fill a field of the action form once the form has been drawn (again) for the current tool."""
+    control = field(page, f"field-{name}")
+    expect(control).to_be_visible()
+    page.wait_for_timeout(300)  # the form is re-rendered server-side; let the last render land
+    control.fill(value)
+    expect(control).to_have_value(value)
+
+
+def launch_and_connect(page: Any) -> None:
+    page.locator("#open-play").click()
+    page.locator("#play-launch").click()
+    expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=LAUNCH_S)
+
+
+def explain(page: Any) -> None:
+    """What the playground said, for the log of a failed test."""
+    print("errors:", page.locator("#play-errors").inner_text(), "| status:", page.locator("#play-status").inner_text())
+
+
+def reset(page: Any) -> None:
+    page.locator("#play-reset").click()
+    try:
+        expect(page.locator("#play-stats")).to_contain_text("steps", timeout=WAIT)
+    except AssertionError:
+        explain(page)
+        raise
+
+
+def history_rows(page: Any) -> Any:
+    return page.locator("#play-history [role=row]:not(thead [role=row])")
+
+
+def steps_become(page: Any, count: int) -> None:
+    try:
+        expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text(str(count))
+    except AssertionError:
+        explain(page)
+        raise
+
+
+def stat(page: Any, name: str) -> str:
+    text: str = page.locator(f'#play-stats [data-stat="{name}"] b').inner_text()
+    return text

@@ -14,14 +14,28 @@ from app.settings import REPO_ROOT, Settings
 from tests.conftest import needs
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
-from tests.ui.browser import WAIT, chromium, chromium_available, expect, open_page, screenshot
+from tests.ui.browser import (
+    LAUNCH_S,
+    WAIT,
+    choose,
+    chromium_available,
+    expect,
+    field,
+    fill_form,
+    history_rows,
+    launch_and_connect,
+    open_page,
+    reset,
+    screenshot,
+    stat,
+    steps_become,
+)
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
-LAUNCH_S = 90_000  # ms: a first launch may build the template's virtualenv
 
 
 @pytest.fixture(scope="module")
@@ -44,85 +58,6 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
     server = Envhub(settings, ui=True)
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.console = []
-    page.on("console", lambda message: page.console.append(message.text))
-    page.on("pageerror", lambda error: page.console.append(f"pageerror: {error}"))
-    page.set_default_timeout(WAIT)
-    yield page
-    print("browser console:", *page.console[-40:], sep="\n  ")  # shown when the test fails
-    context.close()
-
-
-def field(page: Any, elem_id: str) -> Any:
-    """The text input of a Gradio textbox, number or code box."""
-    return page.locator(f"#{elem_id}").locator("textarea, input, .cm-content").first
-
-
-def choose(page: Any, elem_id: str, option: str) -> None:
-    page.locator(f"#{elem_id} input").first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
-def fill_form(page: Any, name: str, value: str) -> None:
-    """Fill a field of the action form once the form has been drawn (again) for the current tool."""
-    control = field(page, f"field-{name}")
-    expect(control).to_be_visible()
-    page.wait_for_timeout(300)  # the form is re-rendered server-side; let the last render land
-    control.fill(value)
-    expect(control).to_have_value(value)
-
-
-def launch_and_connect(page: Any) -> None:
-    page.locator("#open-play").click()
-    page.locator("#play-launch").click()
-    expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=LAUNCH_S)
-
-
-def explain(page: Any) -> None:
-    """What the playground said, for the log of a failed test."""
-    print("errors:", page.locator("#play-errors").inner_text(), "| status:", page.locator("#play-status").inner_text())
-
-
-def reset(page: Any) -> None:
-    page.locator("#play-reset").click()
-    try:
-        expect(page.locator("#play-stats")).to_contain_text("steps", timeout=WAIT)
-    except AssertionError:
-        print(
-            "errors:", page.locator("#play-errors").inner_text(), "status:", page.locator("#play-status").inner_text()
-        )
-        raise
-
-
-def history_rows(page: Any) -> Any:
-    return page.locator("#play-history [role=row]:not(thead [role=row])")
-
-
-def steps_become(page: Any, count: int) -> None:
-    try:
-        expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text(str(count))
-    except AssertionError:
-        print(
-            "errors:", page.locator("#play-errors").inner_text(), "status:", page.locator("#play-status").inner_text()
-        )
-        raise
-
-
-def stat(page: Any, name: str) -> str:
-    text: str = page.locator(f'#play-stats [data-stat="{name}"] b').inner_text()
-    return text
 
 
 def test_search_open_launch_play_and_download(envhub: Envhub, page: Any) -> None:
