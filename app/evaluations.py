@@ -17,7 +17,7 @@ from catalog.store import get_environment
 from catalog.tasksets import dataset_resets
 from core.callers import Caller
 from core.errors import ConflictError
-from core.outbound import live_session
+from core.outbound import OutboundGuard, live_session
 from evals.episodes import EpisodeSpec, Limits
 from evals.harness import Brief
 from evals.model import ModelConfig, ModelPolicy
@@ -108,8 +108,8 @@ class EvaluationRequest(BaseModel):
         return Limits(self.max_steps, self.max_tokens, self.episode_s, self.retries)
 
 
-def _policy(choice: Literal["random", "first-legal"] | ModelChoice) -> Policy:
-    return ModelPolicy(choice.model) if isinstance(choice, ModelChoice) else BASELINES[choice]
+def _policy(choice: Literal["random", "first-legal"] | ModelChoice, guard: OutboundGuard) -> Policy:
+    return ModelPolicy(choice.model, guard) if isinstance(choice, ModelChoice) else BASELINES[choice]
 
 
 async def _running(services: Services, endpoint_id: str) -> None:
@@ -167,7 +167,7 @@ async def start_evaluation(
         )
     endpoint_id = body.endpoint or (launched.id if launched else "")
     taskset, taskset_label = body.taskset(dataset_revision)
-    policy = _policy(choice)
+    policy = _policy(choice, services.guard)
     specs = body.specs(resets)
     row = Evaluation(
         id=new_evaluation_id(),

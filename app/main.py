@@ -19,6 +19,7 @@ from app.services import Services
 from app.settings import Settings
 from catalog.hub import Hub
 from core.errors import EnvhubError
+from core.outbound import OutboundGuard
 from hosting.models import Backend
 from hosting.runtimes import AnyRuntime
 
@@ -34,11 +35,15 @@ def _describe_validation(exc: RequestValidationError) -> str:
 
 
 def create_app(
-    settings: Settings | None = None, *, hub: Hub | None = None, runtimes: dict[Backend, AnyRuntime] | None = None
+    settings: Settings | None = None,
+    *,
+    hub: Hub | None = None,
+    runtimes: dict[Backend, AnyRuntime] | None = None,
+    guard: OutboundGuard | None = None,
 ) -> FastAPI:
     """The envhub app, middleware included, with its web page unless settings.ui is off. Nothing connects until it
     starts serving."""
-    services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes)
+    services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

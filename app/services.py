@@ -143,7 +143,12 @@ class Services:
 
     @classmethod
     def build(
-        cls, settings: Settings, *, hub: Hub | None = None, runtimes: dict[Backend, AnyRuntime] | None = None
+        cls,
+        settings: Settings,
+        *,
+        hub: Hub | None = None,
+        runtimes: dict[Backend, AnyRuntime] | None = None,
+        guard: OutboundGuard | None = None,
     ) -> "Services":
         engine = create_db_engine(settings.database_url)
         leases = Leases(engine, ttl_s=settings.lease_ttl_s)
@@ -166,7 +171,7 @@ class Services:
             leases,
             access,
         )
-        guard = OutboundGuard(allow_private=settings.allow_private_urls)
+        guard = guard or OutboundGuard(allow_private=settings.allow_private_urls)
         checker = Checker(
             engine,
             guard,

@@ -337,15 +337,25 @@ class OutboundSession:
         limit = self.max_bytes if max_bytes is None else max_bytes
         timeout = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
+        redirected_from: str | None = None
         async with asyncio.timeout(timeout):
             for _ in range(_MAX_REDIRECTS + 1):
                 request = self.client.build_request(
                     method, url, json=json, content=content, headers=headers, timeout=timeout
                 )
-                response = await self.client.send(request, stream=True)
+                try:
+                    response = await self.client.send(request, stream=True)
+                except RefusedURLError as exc:
+                    if redirected_from is None:
+                        raise
+                    # Nothing was sent there: all the caller learns is the guard's reason.
+                    raise RefusedURLError(
+                        f"{redirected_from[:200]} redirected to a refused address: {exc.message}"
+                    ) from exc
                 try:
                     location = response.headers.get("location")
                     if follow_redirects and response.is_redirect and location:
+                        redirected_from = url
                         url = str(request.url.join(location).copy_with(fragment=None))
                         if response.status_code in (301, 302, 303) and method != "HEAD":
                             method, json, content = "GET", None, None

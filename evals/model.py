@@ -1,9 +1,12 @@
 """A model as a policy: any OpenAI-compatible chat-completions server (vLLM, TGI, SGLang, llama.cpp,
-Ollama) or Hugging Face Inference Providers, through `huggingface_hub.AsyncInferenceClient`.
+Ollama, Hugging Face Inference Providers' router), called through the outbound guard.
 
-The API key is held as a `SecretStr` and goes out only as the client's bearer token. A 429 is
-retried after its `Retry-After` and a 5xx once, both bounded; anything else is a `ModelError` that
-ends the episode with its message, never the run.
+Every request goes to the address the guard checked, redirects are followed only where the guard allows
+(a refused one is named, and nothing is sent there), and a reply is read up to a size limit; the answer
+is read with huggingface_hub's chat-completion types. The API key is held as a `SecretStr` and goes out
+only as the bearer token to the model server's own origin, never across a redirect to another. A 429 is
+retried after its `Retry-After` and a 5xx once, both bounded; anything else is a `ModelError` that ends
+the episode with its message, never the run.
 """
 
 import asyncio
@@ -11,12 +14,14 @@ import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
-from huggingface_hub import AsyncInferenceClient
-from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError
+import httpx
+from huggingface_hub import ChatCompletionOutput
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from core.errors import RefusedURLError
+from core.outbound import Fetched, OutboundGuard, OutboundSession
 from evals.harness import (
     HARNESS_VERSION,
     Brief,
@@ -40,6 +45,7 @@ _HINTS = {
     429: "it is rate-limiting: lower the concurrency",
 }
 HISTORY_MESSAGES = 24  # the most recent turns the model sees, besides the system prompt
+MAX_REPLY_BYTES = 4 * 2**20  # a chat completion of 32k tokens is a few hundred KiB
 
 
 class ModelConfig(BaseModel):
@@ -83,30 +89,47 @@ class ModelError(Exception):
     """The model server failed a request; the message says how and what to do."""
 
 
-def _status(error: HfHubHTTPError) -> int | None:
-    response = getattr(error, "response", None)
-    return getattr(response, "status_code", None)
+def chat_url(base_url: str) -> str:
+    """Where a base URL's chat completions are: `<base>/chat/completions` after a `/v1`, else
+    `<base>/v1/chat/completions`, unless the URL already names them."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path += "/chat/completions" if path.endswith("/v1") else "/v1/chat/completions"
+    return urlunsplit(parts._replace(path=path))
 
 
-def _retry_after(error: HfHubHTTPError) -> float:
-    response = getattr(error, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
+def _retry_after(reply: Fetched) -> float:
+    value = reply.headers.get("retry-after")
     try:
         return min(max(float(value), 0.0), MAX_RETRY_AFTER_S) if value else 1.0
     except ValueError:
         return 1.0
 
 
-def _detail(error: HfHubHTTPError) -> str:
-    response = getattr(error, "response", None)
+def _detail(reply: Fetched) -> str:
+    """The error message in a model server's JSON answer, if it gave one."""
     try:
-        body = response.json() if response is not None else None
+        body = json.loads(reply.body)
     except ValueError:
-        body = None
+        return ""
     message = body.get("error", body.get("message")) if isinstance(body, dict) else None
     if isinstance(message, dict):
         message = message.get("message")
     return str(message or "")[:300]
+
+
+def _completion(reply: Fetched) -> ChatCompletionOutput:
+    """The chat completion a 2xx answer holds; ValueError when it holds none."""
+    if reply.cut:
+        raise ValueError(f"the answer is over {MAX_REPLY_BYTES // 2**20} MiB")
+    body = json.loads(reply.body)
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices
+    ):
+        raise ValueError("the answer is not a chat completion (no choices with a message)")
+    return ChatCompletionOutput.parse_obj_as_instance(body)
 
 
 @dataclass
@@ -191,14 +214,20 @@ class _ModelPlayer:
 
 
 class ModelPolicy:
-    """A model served over chat completions; one client for all of a run's episodes."""
+    """A model served over chat completions; one outbound session (hosts pinned once) for all of a run's episodes."""
 
     kind = "model"
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, guard: OutboundGuard) -> None:
         self.config = config
+        self._url = chat_url(config.base_url)
         key = config.api_key.get_secret_value() if config.api_key is not None else None
-        self._client = AsyncInferenceClient(base_url=config.base_url, api_key=key, timeout=config.timeout_s)
+        self._outbound = OutboundSession(
+            guard,
+            timeout_s=config.timeout_s,
+            max_bytes=MAX_REPLY_BYTES,
+            credentials={self._url: {"authorization": f"Bearer {key}"}} if key else {},
+        )
 
     @property
     def label(self) -> str:
@@ -212,42 +241,55 @@ class ModelPolicy:
             brief = Brief(brief.name, brief.readme, brief.action_schema, brief.tools, self.config.system_prompt)
         return _ModelPlayer(self, brief, seed if self.config.seed is None else self.config.seed)
 
-    async def complete(self, messages: list[dict[str, Any]], brief: Brief, seed: int | None) -> Any:
+    def _payload(self, messages: list[dict[str, Any]], brief: Brief, seed: int | None) -> dict[str, Any]:
+        config = self.config
+        payload = {
+            "model": config.model,
+            "messages": messages,
+            "max_tokens": config.max_tokens,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "seed": seed,
+            "tools": brief.chat_tools() if brief.uses_tools else None,
+            "stream": False,
+        }
+        return {name: value for name, value in payload.items() if value is not None}
+
+    async def complete(self, messages: list[dict[str, Any]], brief: Brief, seed: int | None) -> ChatCompletionOutput:
         """One chat completion; a 429 retried after its Retry-After and a 5xx once, both bounded; any other
         failure a ModelError."""
         where = self.config.base_url
+        payload = self._payload(messages, brief, seed)
         rate_limited = server_errors = 0
         while True:
             try:
-                return await self._client.chat_completion(  # type: ignore[misc]  # too many overloads to check
-                    messages,
-                    model=self.config.model,
-                    max_tokens=self.config.max_tokens,
-                    temperature=self.config.temperature,
-                    top_p=self.config.top_p,
-                    seed=seed,
-                    tools=brief.chat_tools() if brief.uses_tools else None,  # type: ignore[arg-type]
-                )
-            except InferenceTimeoutError as exc:
+                reply = await self._outbound.fetch("POST", self._url, json=payload)
+            except TimeoutError as exc:
                 raise ModelError(f"the model server at {where} did not answer in {self.config.timeout_s:g} s") from exc
-            except HfHubHTTPError as exc:
-                status = _status(exc) or 0
-                if status == 429 and rate_limited < RATE_LIMIT_RETRIES:
-                    rate_limited += 1
-                    await asyncio.sleep(_retry_after(exc))
-                    continue
-                if status >= 500 and server_errors < 1:
-                    server_errors += 1
-                    await asyncio.sleep(0.5)
-                    continue
-                detail = _detail(exc)
+            except RefusedURLError as exc:  # a redirect the guard refused: nothing went there
+                raise ModelError(f"could not use the model server at {where}: {exc.message}") from exc
+            except (httpx.TransportError, OSError) as exc:  # refused, reset, not HTTP
+                raise ModelError(f"could not use the model server at {where}: {type(exc).__name__}: {exc}") from exc
+            status = reply.status
+            if status == 429 and rate_limited < RATE_LIMIT_RETRIES:
+                rate_limited += 1
+                await asyncio.sleep(_retry_after(reply))
+                continue
+            if status >= 500 and server_errors < 1:
+                server_errors += 1
+                await asyncio.sleep(0.5)
+                continue
+            if not 200 <= status < 300:
+                detail = _detail(reply)
                 raise ModelError(
                     f"the model server at {where} answered HTTP {status}"
                     + (f": {detail}" if detail else "")
                     + f" ({_HINTS.get(status, 'see its message')})"
-                ) from exc
-            except (httpx2.TransportError, OSError, ValueError) as exc:  # refused, reset, or not a chat completion
-                raise ModelError(f"could not use the model server at {where}: {type(exc).__name__}: {exc}") from exc
+                )
+            try:
+                return _completion(reply)
+            except ValueError as exc:
+                raise ModelError(f"could not use the model server at {where}: {exc}") from exc
 
     async def aclose(self) -> None:
-        await self._client.close()  # type: ignore[no-untyped-call]
+        await self._outbound.aclose()

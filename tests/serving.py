@@ -14,6 +14,7 @@ import uvicorn
 from app.main import create_app
 from app.server import server_config
 from app.settings import REPO_ROOT, Settings
+from core.outbound import OutboundGuard
 from tests.conftest import wait_until
 
 TEMPLATES = REPO_ROOT / "spaces_templates"
@@ -59,14 +60,16 @@ def serve_templates(*names: str, timeout_s: float = 120) -> Iterator[dict[str, s
 
 class Envhub:
     """envhub served by uvicorn on loopback, as trainers reach it: its API and gateway, and with `ui` its web page
-    (the tests that open it; building the page takes seconds the others need not spend)."""
+    (the tests that open it; building the page takes seconds the others need not spend). `guard` replaces the
+    outbound guard the settings make, e.g. one that takes a test's server on loopback for a public address."""
 
-    def __init__(self, settings: Settings, *, ui: bool = False) -> None:
+    def __init__(self, settings: Settings, *, ui: bool = False, guard: OutboundGuard | None = None) -> None:
         settings = settings.model_copy(update={"ui": ui})
         self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = server_config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        app = create_app(settings, guard=guard)
+        config = server_config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

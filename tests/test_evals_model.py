@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from core.outbound import OutboundGuard
 from evals.harness import Brief
 from evals.model import ModelConfig, ModelError, ModelPolicy
 from protocol.tools import Tool
@@ -27,7 +28,7 @@ def scripted() -> Iterator[tuple[FakeModel, list[Reply]]]:
 
 def move(config: ModelConfig, brief: Brief = BRIEF, observation: Any = None) -> Any:
     async def go() -> Any:
-        policy = ModelPolicy(config)
+        policy = ModelPolicy(config, OutboundGuard(allow_private=True))
         try:
             return await policy.player(brief, 3).act(observation or {"board": ""}, None)
         finally:

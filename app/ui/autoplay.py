@@ -95,7 +95,7 @@ def wire(
                 return {auto.reply: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
             except EnvhubError as exc:
                 return {auto.reply: f"**Not started:** {exc.message}"}
-            chosen = ModelPolicy(config)
+            chosen = ModelPolicy(config, services.guard)
         else:
             chosen = BASELINES[policy]
         with services.db() as db:

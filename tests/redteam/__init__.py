@@ -1,0 +1,15 @@
+"""Red-team tests: each module attacks a real envhub over the wire, as a hostile client or a hostile server of
+our own, and asserts the door holds. Read together, they are envhub's threat model, one entry per door:
+
+- Model calls: a model server that redirects an evaluation's requests to an internal address reaches nothing
+  there, and nothing an internal address would answer reaches a run, its episodes or the API
+  (test_model_calls).
+- Tasksets: a linked dataset whose data decompresses huge, or holds one huge value, costs envhub a bounded amount
+  of memory and is that dataset's problem; dataset downloads are capped per request and per hour
+  (test_tasksets).
+- Quality reports: a server whose observations are large costs the report a bounded amount of memory, however
+  many it sends (test_quality_memory).
+- Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more
+  episodes, concurrency or steps than the caps, or start more runs at once than allowed
+  (test_evaluation_limits).
+"""
