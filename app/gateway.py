@@ -14,9 +14,10 @@ import asyncio
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import httpx
 from fastapi import APIRouter, Request, WebSocket
@@ -24,13 +25,13 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from app.api.deps import ServicesDep
-from app.relay import HandshakeError, Leg, Session, open_upstream
+from app.gate import Refusal, admit, client_of, origin_refusal
+from app.relay import PATH_SAFE, HandshakeError, Leg, Session, open_upstream
 from app.services import Services
 from app.wire import TEXT, frame
-from core.errors import BadRequestError, NotFoundError, UpstreamError
-from hosting.endpoints import EndpointManager
-from hosting.pools import Pool, PoolFull, Slot, Upstream
-from hosting.routing import GATEWAY_PREFIX, gateway_location, gateway_path, inner_path
+from core.errors import BadRequestError, EnvhubError, NotFoundError, PayloadTooLargeError, UpstreamError
+from hosting.pools import Pool, PoolFull, Slot, Upstream, Waiter
+from hosting.routing import GATEWAY_PREFIX, Down, gateway_location, gateway_path, inner_path
 from hosting.traffic import Traffic
 from protocol.frames import capacity_frame, rpc_capacity, rpc_capacity_error
 
@@ -47,6 +48,7 @@ _PRIVATE = {"authorization", "cookie", "x-csrf-token"}
 _CONNECT_S = 10  # how long a replica has to accept a WebSocket
 _SESSION_PATH = re.compile(rf"^{GATEWAY_PREFIX}/(?P<id>[A-Za-z0-9_-]{{1,64}})/(?P<path>.*)$")
 _BUFFERED = 8 * 1024 * 1024  # request bodies up to this are read first, so that a request can be sent again
+_CONTROL_MAX = 1024 * 1024  # a JSON-RPC call to /mcp, and the answers to the calls the gateway reads
 # What a server that closed a kept-alive connection (uvicorn does after a 500 it raised) gives the request sent on it.
 _STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
 # With sign-in on, an environment's pages must not run as envhub's origin: their scripts could read
@@ -59,13 +61,19 @@ def _not_found(endpoint_id: str) -> NotFoundError:
     return NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
 
-def _down(manager: EndpointManager, endpoint_id: str) -> str | None:
-    """Why an endpoint cannot be reached, or None when it is unknown."""
-    try:
-        endpoint = manager.get(endpoint_id)
-    except NotFoundError:
-        return None
-    return f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
+async def _lookup(services: Services, endpoint_id: str) -> Pool | Down:
+    """The endpoint's pool, or why there is none: from what the routes hold, else read off the event loop."""
+    routes = services.endpoints.routes
+    found = routes.cached(endpoint_id)
+    if found is None:
+        found = await asyncio.to_thread(routes.lookup, endpoint_id)
+    return found
+
+
+def _error(refusal: Refusal) -> EnvhubError:
+    error = EnvhubError(refusal.message)
+    error.status_code = refusal.status
+    return error
 
 
 def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict[str, str]:
@@ -82,45 +90,78 @@ def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict
     return kept | upstream.headers | forwarded
 
 
-def _ready(pool: Pool | None, manager: EndpointManager, endpoint_id: str) -> Pool:
-    if pool is None:
-        reason = _down(manager, endpoint_id)
-        raise _not_found(endpoint_id) if reason is None else UpstreamError(reason)
-    return pool
+def _ready(found: Pool | Down, endpoint_id: str) -> Pool:
+    if isinstance(found, Down):
+        raise _not_found(endpoint_id) if found.reason is None else UpstreamError(found.reason)
+    return found
 
 
 def _no_replica(endpoint_id: str) -> UpstreamError:
     return UpstreamError(f"endpoint {endpoint_id} has no ready replica now (one is starting or being replaced); retry")
 
 
-async def _body(request: Request) -> bytes | None:
-    """The request's body when it is small enough to hold (None: it streams, and cannot be sent twice)."""
+class _TooLarge(Exception):
+    """A request body passed the gateway's limit while it streamed."""
+
+
+def _too_large(what: str, limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"{what} is over {limit // 1024} KiB, the most the gateway passes on; send less")
+
+
+async def _body(request: Request, limit: int, *, whole: bool = False) -> bytes | AsyncIterator[bytes]:
+    """The request's body: read first when small enough to hold (so that it can be sent again), else a stream.
+    Either way no more than `limit` bytes are taken (413); `whole` reads it first whatever its size."""
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) <= _BUFFERED:
-        return await request.body()
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise _too_large("the request's body", limit)
     if length is None and "transfer-encoding" not in request.headers:
         return b""
-    return None
+    if whole or (length is not None and length.isdigit() and int(length) <= _BUFFERED):
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large("the request's body", limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    return _capped(request.stream(), limit)
+
+
+async def _capped(stream: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    size = 0
+    async for chunk in stream:
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge()
+        yield chunk
 
 
 @router.api_route(gateway_path("{endpoint_id}"), methods=_METHODS, include_in_schema=False)
 @router.api_route(gateway_path("{endpoint_id}") + "/{path:path}", methods=_METHODS, include_in_schema=False)
 async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, path: str = "") -> Response:
-    manager = services.endpoints
     inside = inner_path(path)
     if inside is None:
         raise BadRequestError(f"{path!r} leaves endpoint {endpoint_id}; ask for a path inside it")
     path = inside
-    pool = _ready(manager.routes.resolve(endpoint_id), manager, endpoint_id)
-    traffic = manager.traffic.of(endpoint_id)
-    body = await _body(request)
-    if path == "mcp" and request.method == "POST" and body is not None:
-        return await _proxy_mcp(request, services, pool, body, traffic)
+    pool = _ready(await _lookup(services, endpoint_id), endpoint_id)
+    refusal, user = await admit(services, pool, request.headers)
+    if refusal is not None:
+        raise _error(refusal)
+    traffic = services.endpoints.traffic.of(endpoint_id)
+    if path == "mcp" and request.method == "POST":
+        refusal = origin_refusal(services, request.headers, endpoint_id)
+        if refusal is not None:
+            raise _error(refusal)
+        body = await _body(request, _CONTROL_MAX, whole=True)
+        assert isinstance(body, bytes)
+        client = client_of(request.headers, request.client.host if request.client else "", user, False)
+        return await _proxy_mcp(request, services, pool, body, traffic, client)
+    body = await _body(request, services.settings.gateway_max_body_bytes)
     slot = pool.any_ready()
     if slot is None:
         raise _no_replica(endpoint_id)
-    response = await _send(request, services, pool, slot, path, body, traffic)
-    return _passed_on(response, services, slot, endpoint_id, path, traffic)
+    answer = await _send(request, services, pool, slot, path, body, traffic)
+    return _passed_on(answer, services, slot, endpoint_id, path, traffic)
 
 
 def _loss(pool: Pool, slot: Slot) -> tuple["asyncio.Future[str]", Callable[[], None]]:
@@ -138,14 +179,44 @@ def _loss(pool: Pool, slot: Slot) -> tuple["asyncio.Future[str]", Callable[[], N
     return lost, pool.watch_loss(slot, tell)
 
 
+@dataclass
+class _Answer:
+    """A replica's answer, streaming, and what closes it (its connection's client too, for a retried request)."""
+
+    response: httpx.Response
+    close: Callable[[], Awaitable[None]]
+
+    async def read(self, limit: int, endpoint_id: str) -> bytes:
+        """The answer's body (decoded), read whole up to `limit`: over it, the replica's answer is refused (502)."""
+        chunks, size = [], 0
+        try:
+            async for chunk in self.response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise UpstreamError(
+                        f"endpoint {endpoint_id} answered with over {limit // 1024} KiB where the gateway reads "
+                        "the answer whole; its server is misbehaving"
+                    )
+                chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"endpoint {endpoint_id} broke off its answer ({type(exc).__name__})") from exc
+        finally:
+            await self.close()
+        return b"".join(chunks)
+
+
 async def _send(
-    request: Request, services: Services, pool: Pool, slot: Slot, path: str, body: bytes | None, traffic: Traffic
-) -> httpx.Response:
+    request: Request,
+    services: Services,
+    pool: Pool,
+    slot: Slot,
+    path: str,
+    body: bytes | AsyncIterator[bytes],
+    traffic: Traffic,
+) -> _Answer:
     """The request's answer from a replica, unless the replica is lost first (it hung: no waiting out the timeout)."""
     lost, forget = _loss(pool, slot)
-    sending: asyncio.Future[httpx.Response] = asyncio.ensure_future(
-        _exchange(request, services, slot, path, body, traffic)
-    )
+    sending: asyncio.Future[_Answer] = asyncio.ensure_future(_exchange(request, services, slot, path, body, traffic))
     waited: list[asyncio.Future[Any]] = [sending, lost]
     try:
         await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
@@ -160,32 +231,52 @@ async def _send(
 
 
 async def _exchange(
-    request: Request, services: Services, slot: Slot, path: str, body: bytes | None, traffic: Traffic
-) -> httpx.Response:
+    request: Request,
+    services: Services,
+    slot: Slot,
+    path: str,
+    body: bytes | AsyncIterator[bytes],
+    traffic: Traffic,
+) -> _Answer:
     """The request sent to a replica; once more on a fresh connection when a kept-alive one turns out closed."""
     client = services.http
     assert client is not None, "envhub's HTTP client is made when it starts serving"
     endpoint_id = request.path_params["endpoint_id"]
-    url = f"{slot.upstream.url}/{path}"
+    url = f"{slot.upstream.url}/{quote(path, safe=PATH_SAFE)}"
     if request.url.query:
         url += f"?{request.url.query}"
     headers = _upstream_headers(request, slot.upstream, gateway_path(endpoint_id))
+    limit = services.settings.gateway_max_body_bytes
 
     def outbound(via: httpx.AsyncClient) -> httpx.Request:
-        return via.build_request(
-            request.method, url, headers=headers, content=request.stream() if body is None else body
-        )
+        return via.build_request(request.method, url, headers=headers, content=body)
 
     try:
         try:
-            return await client.send(outbound(client), stream=True)
+            response = await client.send(outbound(client), stream=True)
+            return _Answer(response, response.aclose)
         except _STALE:
-            if body is None:
+            if not isinstance(body, bytes):
                 raise
-        async with httpx.AsyncClient(timeout=client.timeout, limits=httpx.Limits(max_keepalive_connections=0)) as fresh:
-            response = await fresh.send(outbound(fresh))  # read whole: this client closes with the block
-        return response
+        fresh = httpx.AsyncClient(timeout=client.timeout, limits=httpx.Limits(max_keepalive_connections=0))
+        try:
+            response = await fresh.send(outbound(fresh), stream=True)
+        except BaseException:
+            await fresh.aclose()
+            raise
+
+        async def close() -> None:
+            await response.aclose()
+            await fresh.aclose()
+
+        return _Answer(response, close)
+    except _TooLarge:
+        traffic.request(failed=True)
+        raise _too_large("the request's body", limit) from None
     except httpx.HTTPError as exc:
+        if isinstance(exc.__context__, _TooLarge):
+            traffic.request(failed=True)
+            raise _too_large("the request's body", limit) from None
         traffic.request(failed=True)
         services.keeper.check_soon(endpoint_id)
         raise UpstreamError(
@@ -194,9 +285,18 @@ async def _exchange(
 
 
 def _passed_on(
-    response: httpx.Response, services: Services, slot: Slot, endpoint_id: str, path: str, traffic: Traffic
+    answer: _Answer,
+    services: Services,
+    slot: Slot,
+    endpoint_id: str,
+    path: str,
+    traffic: Traffic,
+    content: bytes | None = None,
 ) -> Response:
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROPPED | {"set-cookie"}}
+    """The replica's answer as the client gets it: streamed, or `content` when the gateway read it whole."""
+    response = answer.response
+    dropped = _DROPPED | {"set-cookie"} | ({"content-encoding"} if content is not None else set())
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in dropped}
     location = headers.get("location")
     if location is not None:
         # Keep redirects (such as /web -> /web/) inside the gateway; one to another site is not passed on.
@@ -212,17 +312,19 @@ def _passed_on(
         headers["content-security-policy"] = _SANDBOX
         # The sandboxed page's own requests now come from an opaque origin; nothing of envhub's rides on them.
         headers.setdefault("access-control-allow-origin", "*")
-    if response.is_stream_consumed:
-        return Response(response.content, status_code=response.status_code, headers=headers)
+    if content is not None:
+        return Response(content, status_code=response.status_code, headers=headers)
     return StreamingResponse(
         response.aiter_raw(),
         status_code=response.status_code,
         headers=headers,
-        background=BackgroundTask(response.aclose),
+        background=BackgroundTask(answer.close),
     )
 
 
-async def _proxy_mcp(request: Request, services: Services, pool: Pool, body: bytes, traffic: Traffic) -> Response:
+async def _proxy_mcp(
+    request: Request, services: Services, pool: Pool, body: bytes, traffic: Traffic, client: str
+) -> Response:
     """POST /mcp: a session made here is pinned to the replica that made it, and its calls go there."""
     endpoint_id = pool.endpoint_id
     try:
@@ -232,50 +334,59 @@ async def _proxy_mcp(request: Request, services: Services, pool: Pool, body: byt
     method = call.get("method") if isinstance(call, dict) else None
     params = call.get("params") if isinstance(call, dict) else None
     session_id = params.get("session_id") if isinstance(params, dict) else None
-    if method == "openenv/session/create":
-        return await _create_mcp_session(request, services, pool, body, call, traffic)
+    if method == "openenv/session/create" and isinstance(call, dict):
+        return await _create_mcp_session(request, services, pool, body, call, traffic, client)
     slot = (pool.pinned_slot(session_id) if isinstance(session_id, str) else None) or pool.any_ready()
     if slot is None:
         raise _no_replica(endpoint_id)
-    response = await _send(request, services, pool, slot, "mcp", body, traffic)
+    answer = await _send(request, services, pool, slot, "mcp", body, traffic)
     if method == "openenv/session/close" and isinstance(session_id, str):
-        await response.aread()
-        result = _json(response.content).get("result")
+        content = await answer.read(_CONTROL_MAX, endpoint_id)
+        result = _json(content).get("result")
         if isinstance(result, dict) and result.get("closed") is True:
             pool.unpin(session_id)
-    return _passed_on(response, services, slot, endpoint_id, "mcp", traffic)
+        return _passed_on(answer, services, slot, endpoint_id, "mcp", traffic, content)
+    return _passed_on(answer, services, slot, endpoint_id, "mcp", traffic)
 
 
 async def _create_mcp_session(
-    request: Request, services: Services, pool: Pool, body: bytes, call: dict[str, Any], traffic: Traffic
+    request: Request,
+    services: Services,
+    pool: Pool,
+    body: bytes,
+    call: dict[str, Any],
+    traffic: Traffic,
+    client: str,
 ) -> Response:
     avoid: set[str] = set()
+    waiter = Waiter(client, active=True)  # an MCP call is work: it may grow the pool
     while True:
         try:
-            slot = await pool.acquire(services.settings.pool_queue_s, frozenset(avoid))
+            slot = await pool.acquire(services.settings.pool_queue_s, frozenset(avoid), waiter)
         except PoolFull as full:
             refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity)
             return Response(json.dumps(refusal), media_type="application/json")
         try:
-            response = await _send(request, services, pool, slot, "mcp", body, traffic)
-            await response.aread()
+            answer = await _send(request, services, pool, slot, "mcp", body, traffic)
+            content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
         except BaseException:
             pool.release(slot)
             raise
-        answer = _json(response.content)
-        refused = rpc_capacity(answer)
+        parsed = _json(content)
+        refused = rpc_capacity(parsed)
         if refused is not None:
             pool.refused(slot, _int(refused.get("max_sessions")))
             await _note_capacity(services, slot)
             avoid.add(slot.id)
             continue
-        result = answer.get("result")
+        result = parsed.get("result")
         if isinstance(result, dict) and isinstance(result.get("session_id"), str):
             pool.accepted(slot)
+            pool.activate(slot)
             pool.pin(result["session_id"], slot)
         else:
             pool.release(slot)
-        return _passed_on(response, services, slot, pool.endpoint_id, "mcp", traffic)
+        return _passed_on(answer, services, slot, pool.endpoint_id, "mcp", traffic, content)
 
 
 def _json(content: bytes) -> dict[str, Any]:
@@ -303,23 +414,34 @@ def is_session_path(path: str) -> bool:
     return _SESSION_PATH.match(path) is not None
 
 
-async def relay_websocket(services: Services, path: str, query: str, client: Leg) -> None:
+async def relay_websocket(
+    services: Services, path: str, query: str, client: Leg, headers: Mapping[str, str], peer: str
+) -> None:
     """Relay a gateway session (`/endpoints/<id>/<path>`) whose handshake is done; return once it has ended."""
     match = _SESSION_PATH.match(path)
     assert match is not None, "the server hands over gateway paths only"
     endpoint_id = match["id"]
-    manager = services.endpoints
     inside = inner_path(match["path"])
     if inside is None:
         client.close(1008, f"the path leaves endpoint {endpoint_id}")
         return
-    pool = manager.routes.resolve(endpoint_id)
-    if pool is None:
-        down = _down(manager, endpoint_id)
-        client.close(1011 if down else 1008, down or f"no endpoint {endpoint_id!r}")
+    found = await _lookup(services, endpoint_id)
+    if isinstance(found, Down):
+        client.close(1011 if found.reason else 1008, found.reason or f"no endpoint {endpoint_id!r}")
         return
-    session = Session(endpoint_id, client, manager.traffic.of(endpoint_id), services.settings.ws_ping_s)
-    await _run_session(services, pool, inside, query, session)
+    refusal = origin_refusal(services, headers, endpoint_id)
+    user = None
+    if refusal is None:
+        refusal, user = await admit(services, found, headers)
+    if refusal is not None:
+        client.close(1008, refusal.message)
+        return
+    session = Session(endpoint_id, client, services.endpoints.traffic.of(endpoint_id), services.settings.ws_ping_s)
+    waiter = Waiter(client_of(headers, peer, user, services.settings.space_id is not None))
+    try:
+        await _run_session(services, found, inside, query, session, waiter)
+    finally:
+        session.end()
 
 
 @router.websocket(gateway_path("{endpoint_id}") + "/{path:path}")
@@ -330,29 +452,48 @@ async def unrelayed_websocket(websocket: WebSocket, endpoint_id: str, path: str)
     await websocket.close(code=1011, reason=reason[:123])
 
 
-async def _run_session(services: Services, pool: Pool, path: str, query: str, session: Session) -> None:
+async def _run_session(services: Services, pool: Pool, path: str, query: str, session: Session, waiter: Waiter) -> None:
     """Place the session on a replica, moving it while replicas refuse, then relay it until either side ends."""
     endpoint_id = pool.endpoint_id
     attach = parse_qs(query).get("session_id")
     pinned = pool.pinned_slot(attach[0]) if attach else None
     avoid: set[str] = set()
+    placed: list[Slot] = []  # the slot the session holds now, once it holds one
+
+    def became_active() -> None:  # an active session is load: it may grow the pool, an idle socket may not
+        waiter.active = True
+        if placed:
+            pool.activate(placed[0])
+        else:
+            pool.nudge()
+
+    session.on_active = became_active
+    waiter.active = session.active
     while True:
         if pinned is not None:
             slot, holds = pinned, False  # the MCP session it attaches to holds the slot
         else:
             try:
-                taken = await _acquire(pool, services.settings.pool_queue_s, avoid, session.client)
+                taken = await _acquire(pool, services.settings.pool_queue_s, avoid, session.client, waiter)
             except PoolFull as full:
                 _refuse(session.client, path, full)
                 return
             if taken is None:
                 return  # the client left while it waited
             slot, holds = taken, True
+            placed[:] = [slot]
+            if session.active:
+                pool.activate(slot)
+
+        def let_go(slot: Slot = slot) -> None:
+            placed.clear()
+            pool.release(slot, active=session.active)
+
         try:
             upstream = await open_upstream(slot.upstream.url, path, query, slot.upstream.headers, _CONNECT_S)
         except (OSError, HandshakeError, TimeoutError) as exc:  # closed: not listening yet
             if holds:
-                pool.release(slot)
+                let_go()
             session.traffic.request(failed=True)
             services.keeper.check_soon(endpoint_id)
             if holds and slot.id not in avoid and len(avoid) + 1 < len(pool.slots):
@@ -370,22 +511,23 @@ async def _run_session(services: Services, pool: Pool, path: str, query: str, se
             forget()
             lost.cancel()
             if holds and outcome != "refused":
-                pool.release(slot)
+                let_go()
         if session.replica_lost:
             services.keeper.check_soon(endpoint_id)
         if outcome != "refused":
             return
         refused = session.refused or {}
         if holds:
-            pool.refused(slot, _int(refused.get("max_sessions")))
+            placed.clear()
+            pool.refused(slot, _int(refused.get("max_sessions")), active=session.active)
             await _note_capacity(services, slot)
         avoid.add(slot.id)
         pinned = None
 
 
-async def _acquire(pool: Pool, queue_s: float, avoid: set[str], client: Leg) -> Slot | None:
+async def _acquire(pool: Pool, queue_s: float, avoid: set[str], client: Leg, waiter: Waiter) -> Slot | None:
     """A slot for the session, waiting for one as long as the pool lets it wait; None if the client leaves first."""
-    acquiring: asyncio.Future[Any] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid)))
+    acquiring: asyncio.Future[Any] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid), waiter))
     await asyncio.wait([acquiring, client.gone], return_when=asyncio.FIRST_COMPLETED)
     if acquiring.done():
         acquired: Slot = acquiring.result()

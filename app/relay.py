@@ -16,15 +16,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from app.wire import CLOSE, PING, Cutter, Head, accept_of, client_key, close_frame, frame
+from app.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, Head, accept_of, client_key, close_frame, frame
 from hosting.traffic import Traffic
 from protocol.frames import capacity, rpc_capacity
 
 _MAX_HEADERS = 64 * 1024
 _HELD = 16 * 1024 * 1024  # bytes a client may send before a replica takes its session; then its reading waits
+_WAITING_HELD = 64 * 1024  # the same while the session waits in the queue for a slot: a reset fits
+# A capacity refusal is a short JSON text: a first message longer than this is no refusal and is passed on as it
+# comes, and a replica that sends this much before any message is taken as having answered.
+_REFUSAL_MAX = 64 * 1024
+_BEFORE_FIRST_MAX = 1024 * 1024
 CLOSE_TIMEOUT_S = 2.0  # how long a leg has to answer a close before its socket is shut
+# What may stand unencoded in a path passed on (RFC 3986's pchar and "/"): anything else, a bare CR or a space
+# decoded from %0D or %20 among them, is percent-encoded again before it reaches a server's request line.
+PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class HandshakeError(Exception):
@@ -165,7 +173,10 @@ async def open_upstream(url: str, path: str, query: str, headers: dict[str, str]
     secure = parts.scheme == "https"
     host = parts.hostname or "localhost"
     port = parts.port or (443 if secure else 80)
-    target = f"{parts.path.rstrip('/')}/{path}" + (f"?{query}" if query else "")
+    if any(c <= " " or c == "\x7f" for c in query):
+        raise HandshakeError("the query has spaces or control characters; percent-encode them")
+    # The path arrives decoded: encoded again, a %0D or %20 in it never splits the request line.
+    target = f"{parts.path.rstrip('/')}/{quote(path, safe=PATH_SAFE)}" + (f"?{query}" if query else "")
     loop = asyncio.get_running_loop()
     leg = Leg(client_side=False)
     leg._handshake = loop.create_future()
@@ -222,12 +233,14 @@ class Session:
     client: Leg
     traffic: Traffic
     ping_s: float
+    on_active: Callable[[], None] = lambda: None  # told once, when the client first sends a message
+    active: bool = False  # the client sent a message (a reset, a step, an MCP call)
     confirmed: bool = False  # a replica answered something other than a refusal
     refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when the replica refused
     replica_lost: bool = False  # the replica died or hung: the pool should look at it
     _held: list[bytes] = field(default_factory=list)  # the client's bytes before a replica took the session
     _held_size: int = 0
-    _first: bytes = b""  # the replica's bytes until its first message is whole
+    _first: "FirstReply" = field(default_factory=lambda: FirstReply())  # the replica's bytes until it has answered
     _upstream: Leg | None = None
     _sent_steps: list[float] = field(default_factory=list)
     _closes: set[str] = field(default_factory=set)  # the sides that sent a close frame: "client", "replica"
@@ -237,18 +250,24 @@ class Session:
 
     def __post_init__(self) -> None:
         self.client.listen(self._from_client)
+        # Pinged from the start: while it waits for a slot envhub is the client's peer, and keeps it alive.
+        self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
+
+    def end(self) -> None:
+        """The session is over (relayed, refused or abandoned): no more pings."""
+        if self._ticking is not None:
+            self._ticking.cancel()
 
     async def run(self, upstream: Leg, lost: "asyncio.Future[str]", on_confirmed: Callable[[], None]) -> str:
         """Relay to this replica until the session ends ("ended") or the replica refuses it first ("refused")."""
         loop = asyncio.get_running_loop()
         self._refusing = loop.create_future()
-        self._upstream, self.refused, self._first, self._on_confirmed = upstream, None, b"", on_confirmed
+        self._upstream, self.refused, self._first, self._on_confirmed = upstream, None, FirstReply(), on_confirmed
         self.client.partner, upstream.partner = upstream, self.client
         self.client.resume_reading()
         for held in self._held:
             upstream.write(held)
         upstream.listen(self._from_upstream)
-        self._ticking = loop.call_later(self.ping_s / 2, self._tick)
         self.traffic.session_opened()
         try:
             waited: list[asyncio.Future[Any]] = [self._refusing, lost, upstream.gone, self.client.gone]
@@ -263,7 +282,8 @@ class Session:
             await self._finish(upstream)
             return "ended"
         finally:
-            self._ticking.cancel()
+            self._upstream = None
+            self.client.partner = None
             self.traffic.session_closed()
 
     async def _finish(self, upstream: Leg) -> None:
@@ -295,18 +315,23 @@ class Session:
 
     def _from_client(self, data: bytes, heads: list[Head]) -> None:
         closing = False
+        upstream = self._upstream
         for head in heads:
             if head.opcode == CLOSE:
                 self._closes.add("client")
                 closing = "replica" in self._closes  # this answers the replica's close
-            elif head.is_step():
+            elif head.opcode == PING and upstream is None and head.start + head.length <= len(head.chunk):
+                self.client.send_frame(PONG, head.payload(head.length))  # waiting: envhub is its peer
+            elif head.opcode in (TEXT, BINARY) and not self.active:
+                self.active = True
+                self.on_active()
+            if head.is_step():
                 self._sent_steps.append(time.perf_counter())
         if not self.confirmed:
             self._held.append(data)
             self._held_size += len(data)
-            if self._held_size > _HELD:
+            if self._held_size > (_HELD if upstream is not None else _WAITING_HELD):
                 self.client.pause_reading()
-        upstream = self._upstream
         if upstream is not None:
             upstream.write(data)
         if closing:
@@ -314,8 +339,7 @@ class Session:
 
     def _from_upstream(self, data: bytes, heads: list[Head]) -> None:
         if not self.confirmed:
-            self._first += data
-            first = _first_message(self._first)
+            first = self._first.feed(data, heads)
             if first is None:
                 return
             refused = _refusal(first)
@@ -329,7 +353,7 @@ class Session:
             self._held_size = 0
             self.client.resume_reading()
             self._on_confirmed()
-            data, self._first = self._first, b""
+            data = self._first.taken()
         closing = False
         for head in heads:
             if head.opcode == CLOSE:
@@ -358,21 +382,48 @@ class Session:
         self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
 
 
-def _first_message(data: bytes) -> bytes | None:
-    """The payload of a server's first data frame once it is whole; b"" when a close (or a fragment) comes first."""
-    while True:
-        heads = Cutter().feed(data)
-        if not heads:
-            return None
-        head = heads[0]
-        end = head.start + head.length
-        if head.opcode == CLOSE or (head.opcode < CLOSE and not head.fin):
-            return b""
-        if end > len(data):
-            return None
-        if head.opcode < CLOSE:
-            return data[head.start : end]
-        data = data[end:]  # a ping or a pong first
+class FirstReply:
+    """A replica's bytes until its first data message is known: whole when it is short enough to be a refusal.
+
+    It reads the frame headers the replica's leg found, so each chunk is looked at once, and it holds at most
+    `_BEFORE_FIRST_MAX` bytes of control frames and `_REFUSAL_MAX` of payload, whatever length a frame claims.
+    """
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._payload: bytearray | None = None  # the first data frame's payload so far, once its header came
+        self._left = 0  # of that payload, bytes still to come
+
+    def feed(self, data: bytes, heads: list[Head]) -> bytes | None:
+        """The first message's payload once it is whole; b"" when it cannot be a refusal; None: more is needed."""
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._payload is not None:
+            return self._more(data)
+        for head in heads:
+            if head.opcode in (PING, PONG):
+                continue
+            if head.opcode not in (TEXT, BINARY) or not head.fin or head.mask:
+                return b""  # a close, a fragment or a masked frame comes first: no refusal
+            if head.length > _REFUSAL_MAX:
+                return b""
+            self._payload = bytearray(head.chunk[head.start : head.start + head.length])
+            self._left = head.length - len(self._payload)
+            return bytes(self._payload) if not self._left else None
+        return b"" if self._size > _BEFORE_FIRST_MAX else None
+
+    def _more(self, data: bytes) -> bytes | None:
+        assert self._payload is not None
+        piece = data[: self._left]
+        self._payload += piece
+        self._left -= len(piece)
+        return bytes(self._payload) if not self._left else None
+
+    def taken(self) -> bytes:
+        """Every byte the replica sent so far, to pass on now that it has answered."""
+        data, self._chunks, self._size = b"".join(self._chunks), [], 0
+        return data
 
 
 def _refusal(payload: bytes) -> dict[str, Any] | None:

@@ -8,12 +8,15 @@ pass untouched. Every other request and WebSocket goes to the app, as with uvico
 protocol.
 """
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import get_remote_addr
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
@@ -21,8 +24,54 @@ from app import gateway
 from app.relay import CLOSE_TIMEOUT_S, Leg
 from app.services import Services
 
-# A gateway session: (the services, the request's path, its query, the client's socket) -> relayed until it ends.
-Relay = Callable[[Services, str, str, Leg], Awaitable[None]]
+# A gateway session: (the services, the request's path, its query, the client's socket, its handshake's headers,
+# its address) -> relayed until it ends.
+Relay = Callable[[Services, str, str, Leg, Mapping[str, str], str], Awaitable[None]]
+
+
+class HeadDeadlineProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, with a deadline on each request's head (a WebSocket handshake's too): a connection
+    that stays silent, or trickles its headers, is answered 408 and closed rather than held open for good."""
+
+    head_timeout_s: float = 10
+    _head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._head_deadline is None:
+            self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+
+    def _disarm(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if self.transport.is_closing():
+            return
+        body = f"the request's head did not arrive within {self.head_timeout_s:g} s; send it whole at once\n".encode()
+        self.transport.write(
+            b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        self.transport.close()
 
 
 class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -52,14 +101,15 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
         leg = Leg(client_side=True, on_lost=self._lost)
         leg.connection_made(self.transport)
         self.taken = leg  # uvicorn makes this protocol the socket's once this call returns: it passes bytes on
-        task = self.loop.create_task(self._relay(path, query, leg))
+        address = get_remote_addr(self.transport)
+        task = self.loop.create_task(self._relay(path, query, leg, event.headers, address[0] if address else ""))
         task.add_done_callback(self.on_task_complete)
         self.tasks.add(task)
 
-    async def _relay(self, path: str, query: str, leg: Leg) -> None:
+    async def _relay(self, path: str, query: str, leg: Leg, headers: Mapping[str, str], peer: str) -> None:
         self.transport.set_protocol(leg)  # from now on the socket's bytes go to the leg alone
         try:
-            await self.relay(self.services, path, query, leg)
+            await self.relay(self.services, path, query, leg, headers, peer)
         except Exception:
             self.logger.exception("Exception in the gateway's relay of %s", path)
             leg.close(1011, "envhub failed while relaying this session; start a new one")
@@ -102,8 +152,10 @@ def server_config(app: FastAPI, **options: Any) -> uvicorn.Config:
             "claims": staticmethod(gateway.is_session_path),
         },
     )
+    http = type("EnvhubHttpProtocol", (HeadDeadlineProtocol,), {"head_timeout_s": services.settings.header_timeout_s})
     return uvicorn.Config(
         app,
+        http=http,
         ws=protocol,
         ws_per_message_deflate=False,
         ws_ping_interval=services.settings.ws_ping_s,

@@ -40,7 +40,7 @@ from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.leases import Leases
 from core.outbound import OutboundGuard
-from core.sealing import Sealer
+from core.sealing import EndpointTokens, Sealer
 from evals.presets import ModelPresets
 from evals.runs import Runner
 from hosting.endpoints import EndpointManager
@@ -138,6 +138,7 @@ class Services:
     evaluations: Runner  # the evaluation runs under way in this process
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
+    endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -167,6 +168,8 @@ class Services:
                 servers=settings.max_servers,
                 servers_per_owner=settings.max_servers_per_owner,
                 pool_idle_s=settings.pool_idle_s,
+                queue=settings.pool_queue_max,
+                queue_per_client=settings.pool_queue_per_client,
             ),
             leases,
             access,
@@ -217,6 +220,7 @@ class Services:
             ),
         )
 
+            endpoint_tokens=EndpointTokens(secret),
     @contextmanager
     def db(self) -> Iterator[Session]:
         with Session(self.engine) as session:

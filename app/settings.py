@@ -74,6 +74,25 @@ class Settings(BaseSettings):
         description="the gateway pings clients' and servers' WebSockets this often; one that leaves a ping "
         "unanswered for an interval is closed",
     )
+    pool_queue_max: int = Field(
+        default=512, ge=0, description="new sessions that may wait for a slot in one pool at once; more are refused"
+    )
+    pool_queue_per_client: int = Field(
+        default=128,
+        ge=0,
+        description="of those, how many one client (a signed-in user, else an address) may have waiting at once",
+    )
+    gateway_max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, gt=0, description="the largest request body the gateway passes on to a server"
+    )
+    header_timeout_s: float = Field(
+        default=10, gt=0, description="how long a connection has to send a whole request head (a WebSocket's too)"
+    )
+    allowed_origins: str = Field(
+        default="",
+        description="comma-separated origins (https://host[:port]) whose web pages may open sessions on endpoints, "
+        "besides envhub's own; clients that send no Origin (trainers, scripts) are not affected",
+    )
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
     process_preload: Preload = Field(

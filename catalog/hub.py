@@ -17,6 +17,7 @@ from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff, http_stream_backoff
 
+from catalog.space_access import SpaceKeys
 from core.errors import HubUnavailableError
 
 log = logging.getLogger(__name__)
@@ -82,17 +83,23 @@ class SpaceRuntimeInfo:
     private: bool = False
 
 
-def space_credentials(runtime: SpaceRuntimeInfo | None, token: str | None) -> dict[str, dict[str, str]]:
-    """The Hub token scoped to a private Space's own `*.hf.space` host, as `OutboundSession.credentials`.
+def space_credentials(
+    space_id: str, runtime: SpaceRuntimeInfo | None, token: str | None, keys: SpaceKeys
+) -> dict[str, dict[str, str]]:
+    """A key to a private Space's own `*.hf.space` host, scoped to it, as `OutboundSession.credentials`: the Space's
+    short-lived JWT, asked of the Hub with the token (which itself never reaches the Space).
 
-    Empty for a public Space, a Space served elsewhere, or without a token: the token goes
-    to nothing but the host the configured Hub names for a private Space.
+    Empty for a public Space, a Space served elsewhere, without a token, or when the Hub gives no key.
     """
     if not token or runtime is None or not runtime.private or not runtime.host:
         return {}
     if not (urlsplit(runtime.host).hostname or "").lower().endswith(".hf.space"):
         return {}
-    return {runtime.host: {"Authorization": f"Bearer {token}"}}
+    try:
+        return {runtime.host: keys.header(space_id, token)}
+    except HubUnavailableError as exc:
+        log.info("%s", exc.message)
+        return {}
 
 
 @dataclass(frozen=True)

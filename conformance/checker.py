@@ -56,10 +56,12 @@ class Checker:
         finally:
             self._running -= 1
 
-    async def run(self, url: str, *, trusted: tuple[str, ...] = ()) -> ConformanceReport:
-        """Check a URL without filing the report."""
+    async def run(
+        self, url: str, *, trusted: tuple[str, ...] = (), credentials: dict[str, str] | None = None
+    ) -> ConformanceReport:
+        """Check a URL without filing the report; `credentials` go to the trusted prefixes only."""
         async with self._slot():
-            guard = self.guard.with_trusted(*trusted) if trusted else self.guard
+            guard = self.guard.with_trusted(*trusted, credentials=credentials) if trusted else self.guard
             return await check_url(url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s)
 
     async def check(
@@ -69,12 +71,13 @@ class Checker:
         environment: str | None = None,
         endpoint: str | None = None,
         trusted: tuple[str, ...] = (),
+        credentials: dict[str, str] | None = None,
     ) -> CheckReportPublic:
         """Check a URL and file the report under its environment (found by host when not given) and endpoint."""
         url = self.guard.normalize(url)
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
-        report = await self.run(url, trusted=trusted)
+        report = await self.run(url, trusted=trusted, credentials=credentials)
         return await asyncio.to_thread(self.file, report, environment, endpoint)
 
     def _environment_at(self, url: str) -> str | None:
@@ -116,6 +119,7 @@ class Checker:
         endpoint: str | None = None,
         revision: str | None = None,
         trusted: tuple[str, ...] = (),
+        credentials: dict[str, str] | None = None,
         replicas: tuple[ReplicaTarget, ...] | None = None,
         cold_start_s: float | None = None,
         memory: Callable[[], int | None] | None = None,
@@ -131,7 +135,9 @@ class Checker:
             known, revision=revision or known.revision, replicas=replicas, cold_start_s=cold_start_s, memory=memory
         )
         async with self._slot():
-            guard = self.guard.with_trusted(*trusted, *(r.url for r in replicas or ()))
+            guard = self.guard.with_trusted(*trusted, credentials=credentials).with_trusted(
+                *(r.url for r in replicas or ())
+            )
             report = await check_quality(target, guard, timeout_s=self.timeout_s, deadline_s=self.quality_deadline_s)
         return await asyncio.to_thread(self.file_quality, report, endpoint)
 

@@ -17,6 +17,7 @@ __all__ = [
     "LaunchError",
     "NonConformingError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "RefusedURLError",
     "ShuttingDownError",
     "TooManyRequestsError",
@@ -57,6 +58,10 @@ class NotFoundError(EnvhubError):
 
 class ConflictError(EnvhubError):
     status_code = 409
+
+
+class PayloadTooLargeError(EnvhubError):
+    status_code = 413
 
 
 class InvalidInputError(EnvhubError):

@@ -139,18 +139,31 @@ class OutboundGuard:
         resolver: Resolver | None = None,
         trusted: Iterable[str] = (),
         resolve_timeout_s: float = 5,
+        credentials: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.allow_private = allow_private
         self.resolver = resolver or system_resolver
         self.trusted = tuple(trusted)
         self.resolve_timeout_s = resolve_timeout_s
+        self.credentials = credentials or {}  # trusted prefix -> headers sent under it only (envhub's own gateway)
 
-    def with_trusted(self, *prefixes: str) -> "OutboundGuard":
+    def with_trusted(self, *prefixes: str, credentials: dict[str, str] | None = None) -> "OutboundGuard":
+        """The guard, trusting these prefixes too; `credentials` are headers sent to URLs under them, and only
+        there (a private endpoint's token, to its own gateway path)."""
+        scoped = {prefix: credentials for prefix in prefixes} if credentials else {}
         return OutboundGuard(
             allow_private=self.allow_private,
             resolver=self.resolver,
             trusted=(*self.trusted, *prefixes),
             resolve_timeout_s=self.resolve_timeout_s,
+            credentials=self.credentials | scoped,
+        )
+
+    def credentials_for(self, url: str) -> dict[str, str]:
+        """The headers scoped to the trusted prefix the URL is under, if any."""
+        return next(
+            (h for prefix, h in self.credentials.items() if url == prefix or url.startswith(prefix.rstrip("/") + "/")),
+            {},
         )
 
     def normalize(self, url: str) -> str:
@@ -238,6 +251,12 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _as_http(url: str) -> str:
+    """A ws(s) URL as the http(s) one it upgrades from, as trusted prefixes name them."""
+    scheme, sep, rest = url.partition("://")
+    return {"ws": "http", "wss": "https"}.get(scheme.lower(), scheme) + sep + rest
+
+
 def origin(url: str) -> tuple[str, str, int]:
     """A URL's scheme, host and port, ws(s) counted as http(s): what credentials are scoped to."""
     parts = urlsplit(url.strip())
@@ -307,7 +326,8 @@ class OutboundSession:
     def credentials_for(self, url: str) -> dict[str, str]:
         """The scoped headers for a URL's origin, if any."""
         where = origin(url)
-        return next((h for scope, h in self.credentials.items() if origin(scope) == where), {})
+        scoped = next((h for scope, h in self.credentials.items() if origin(scope) == where), {})
+        return {**scoped, **self.guard.credentials_for(_as_http(url))}
 
     @property
     def client(self) -> httpx.AsyncClient:

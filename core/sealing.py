@@ -1,4 +1,4 @@
-"""Secrets at rest: users' Hub tokens are sealed (authenticated encryption) before they reach a table."""
+"""Secrets at rest and derived from envhub's secret: sealed Hub tokens, and endpoints' own bearer tokens."""
 
 import base64
 import hashlib
@@ -6,7 +6,7 @@ import hmac
 
 from cryptography.fernet import Fernet, InvalidToken
 
-__all__ = ["Sealer"]
+__all__ = ["EndpointTokens", "Sealer"]
 
 
 class Sealer:
@@ -25,3 +25,27 @@ class Sealer:
             return self._fernet.decrypt(sealed.encode("ascii")).decode()
         except (InvalidToken, ValueError):
             return None
+
+
+class EndpointTokens:
+    """Each endpoint's own bearer token, derived from envhub's secret and the endpoint's id.
+
+    Nothing is stored: every envhub sharing the secret derives the same token, and a token names the one
+    endpoint it opens. A token that leaked is revoked by stopping the endpoint (a new launch has a new id).
+    """
+
+    PREFIX = "envhub_ep_"
+
+    def __init__(self, secret: bytes) -> None:
+        self._key = hmac.new(secret, b"envhub: endpoint tokens v1", hashlib.sha256).digest()
+
+    def of(self, endpoint_id: str) -> str:
+        digest = hmac.new(self._key, endpoint_id.encode(), hashlib.sha256).digest()
+        return self.PREFIX + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+    def opens(self, endpoint_id: str, token: str) -> bool:
+        return hmac.compare_digest(self.of(endpoint_id).encode(), token.encode())
+
+    def header(self, endpoint_id: str) -> dict[str, str]:
+        """What envhub itself sends to reach the endpoint through its gateway."""
+        return {"Authorization": f"Bearer {self.of(endpoint_id)}"}

@@ -63,7 +63,7 @@ class EndpointManager:
         self.limits = limits
         self.leases = leases or Leases(engine)
         self.access = access
-        self.routes = Routes(engine, runtimes)
+        self.routes = Routes(engine, runtimes, limits)
         self.replicas = Replicas(engine, runtimes, self.routes, logs_dir)
         self.traffic = TrafficBook(engine)
         self._specs: dict[str, LaunchSpec[Any]] = {}  # endpoint -> what its replicas are launched with (secrets too)

@@ -22,6 +22,8 @@ class EndpointLimits:
     servers: int = 64  # replicas of all endpoints together
     servers_per_owner: int = 32
     pool_idle_s: float = 300  # a pool shrinks by replicas without sessions this long
+    queue: int = 512  # sessions that may wait for a slot in one pool
+    queue_per_client: int = 128  # of those, one client's
 
 
 def _owned_by(owner: str | None) -> ColumnElement[bool]:

@@ -158,6 +158,9 @@ class EndpointPublic(EndpointBase):
     pool: PoolPublic | None = None
     stats: EndpointStats = Field(default_factory=EndpointStats)
     log_tail: list[str] = Field(default_factory=list)
+    access_token: str | None = Field(
+        default=None, description="a private endpoint's own bearer token: shown to its owner and the admin only"
+    )
     health: Health | None = None
     conformance: ConformanceSummary | None = None
 

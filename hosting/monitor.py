@@ -23,6 +23,7 @@ from sqlmodel import Session, col
 from catalog.health import record, stage_health
 from catalog.hub import Hub, space_credentials
 from catalog.models import Environment, Health, HealthRecord, Source
+from catalog.space_access import SpaceKeys
 from catalog.store import cache_interface, save_health
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
@@ -63,7 +64,8 @@ class HealthMonitor:
     ) -> None:
         self.engine = engine
         self.hub = hub
-        self.hub_token = hub_token  # sent to private Spaces' hosts only, see space_credentials
+        self.hub_token = hub_token  # asks the Hub for private Spaces' keys, see space_credentials
+        self.keys = SpaceKeys(hub.endpoint)
         self.endpoints = endpoints
         self.guard = guard
         self.internal = OutboundGuard(allow_private=True)  # envhub's own endpoints
@@ -211,7 +213,7 @@ class HealthMonitor:
                 host = runtime.host or host
                 updates = {"runtime_stage": runtime.stage, "host": host}
                 stage_seen = stage_health(runtime.stage, runtime.error_message)
-                credentials = space_credentials(runtime, self.hub_token)
+                credentials = space_credentials(row.id, runtime, self.hub_token, self.keys)
         if row.id in self._wakes:
             return None  # a wake asked for by a user is following it
         if stage_seen is not None:
@@ -236,7 +238,7 @@ class HealthMonitor:
         except EnvhubError as exc:
             log.info("no token for %s: %s", row.id, exc.message)
             return {}
-        return space_credentials(runtime, self.hub_token)
+        return space_credentials(row.id, runtime, self.hub_token, self.keys)
 
     def _environment(self, environment_id: str) -> Environment | None:
         with Session(self.engine) as session:
@@ -269,7 +271,7 @@ class HealthMonitor:
                 raise NotFoundError(f"the Hub no longer has the Space {environment_id}")
             host = runtime.host or host
             updates = {"runtime_stage": runtime.stage, "host": host}
-            credentials = space_credentials(runtime, self.hub_token)
+            credentials = space_credentials(row.id, runtime, self.hub_token, self.keys)
         waking = Probe(HealthStatus.BUILDING, "waking on request")
         health = record(current, waking).model_copy(update={"waking_since": utcnow()})
         await asyncio.to_thread(self._save_environment, environment_id, health, None, updates)

@@ -88,13 +88,18 @@ class BackendOptions(BaseModel):
         default_factory=ReplicaRange,
         description="servers behind the endpoint's one URL: a count N, or {'min': A, 'max': B} to scale with load",
     )
+    private: bool = Field(
+        default=False,
+        description="the endpoint's URL needs its owner's Hub token, or the endpoint's own token, as a bearer "
+        "(on the space backend the Space is private too)",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _known(cls, data: Any) -> Any:
         """Unknown options are named with what the backend takes instead."""
         if isinstance(data, dict):
-            own = sorted(set(cls.model_fields) - set(BackendOptions.model_fields) | {"replicas"})
+            own = sorted(set(cls.model_fields) - set(BackendOptions.model_fields) | {"replicas", "private"})
             unknown = sorted(set(data) - set(cls.model_fields))
             backend = data.get("backend", "")
             if unknown:
@@ -120,6 +125,13 @@ class BackendOptions(BaseModel):
             raise ValueError("OPENENV_MODE must be simulation or production")
         return value
 
+    @field_validator("private", mode="before")
+    @classmethod
+    def _private(cls, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise ValueError("option private must be true or false")
+        return value
+
     def own(self) -> dict[str, Any]:
         """The backend's own options, as the endpoint's row keeps them (no variables, no secrets)."""
         return self.model_dump(exclude={"backend", "env", "secrets"})
@@ -129,6 +141,18 @@ class ProcessOptions(BackendOptions):
     """A local environment folder run by uvicorn as a subprocess of envhub (forked from its zygote when it can)."""
 
     backend: Literal[Backend.PROCESS] = Backend.PROCESS
+    sandbox: bool = Field(
+        default=False,
+        description="run the server in a sandbox (bubblewrap) that shows it only the system's folders, Python's and "
+        "its own, and no network but its own loopback; with sign-in on, every launch but the admin's is sandboxed",
+    )
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox(cls, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise ValueError("option sandbox must be true or false")
+        return value
 
 
 class ImageOptions(BackendOptions):
@@ -194,7 +218,6 @@ class SpaceOptions(BackendOptions):
     name: Annotated[str, Field(pattern=_NAME)] | None = Field(
         default=None, description="the Space's name; default: the environment's"
     )
-    private: bool = False
     hardware: str | None = Field(default=None, description="a Space hardware name such as cpu-basic or t4-small")
     sleep_time: Annotated[int, Field(ge=-1)] | None = Field(
         default=None, description="seconds idle before the Space sleeps, -1 for never"
@@ -208,7 +231,7 @@ class SpaceOptions(BackendOptions):
             raise ValueError(f"option {value!r} is not a valid Space name, user or organisation")
         return value
 
-    @field_validator("private", "delete_on_stop", mode="before")
+    @field_validator("delete_on_stop", mode="before")
     @classmethod
     def _flag(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, bool):

@@ -6,7 +6,9 @@ slots; a replica's capacity is what its server said (the `max_sessions` of a
 CAPACITY_REACHED, or the launch's MAX_CONCURRENT_ENVS) and 1 until it says, and a
 replica that has not said is tried before a session waits. When every slot is taken the
 session waits for one to free or for the pool to grow; the pool tells whoever scales it
-that sessions are waiting. The state is this envhub's: what its gateway routed.
+that sessions are waiting. Only active sessions (ones that sent the server something) press it to
+grow, so idle sockets cannot grow someone's pool; the queue is bounded in all and per client. The
+state is this envhub's: what its gateway routed.
 """
 
 import asyncio
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Pool", "PoolFull", "Slot", "Upstream"]
+__all__ = ["Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Slot:
     capacity: int = 1
     said: bool = False  # whether the capacity is the server's (or the launch's) word, not the default
     sessions: int = 0
+    active: int = 0  # of its sessions, those that sent the server something
     accepting: bool = True  # ready; not draining or unhealthy
     idle_since: float = field(default_factory=time.monotonic)  # monotonic time its sessions last went to 0
     lost: str | None = None  # why its sessions were lost, once they were
@@ -71,19 +74,50 @@ class PoolFull(Exception):
         )
 
 
+class QueueFull(PoolFull):
+    """The session may not even wait: the pool's queue, or the client's share of it, is full."""
+
+    def __init__(self, sessions: int, capacity: int, replicas: int, most: int, why: str) -> None:
+        self.why = why
+        super().__init__(sessions, capacity, replicas, most, 0)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"the pool is full: {self.sessions}/{self.capacity} sessions on {self.replicas} replicas, and {self.why}; "
+            "open fewer sessions at once, or launch the endpoint with a larger replicas max"
+        )
+
+
+@dataclass(eq=False)
+class Waiter:
+    """A session waiting for a slot: whose it is (a user, else an address), and whether it has sent anything yet."""
+
+    client: str = ""
+    active: bool = False
+
+
 class Pool:
     """One endpoint's slots, its waiting sessions, and the MCP sessions pinned to replicas."""
 
-    def __init__(self, endpoint_id: str, *, most: int = 1) -> None:
+    def __init__(self, endpoint_id: str, *, most: int = 1, queue: int = 512, queue_per_client: int = 128) -> None:
         self.endpoint_id = endpoint_id
         self.most = most  # the replicas it may grow to
+        self.queue = queue  # sessions that may wait at once
+        self.queue_per_client = queue_per_client
+        self.owner: str | None = None  # who launched the endpoint
+        self.private = False  # its URL needs the owner's (or the endpoint's) bearer token
         self.slots: dict[str, Slot] = {}
-        self.waiting = 0
         self.pinned: dict[str, str] = {}  # MCP session id -> replica id
         self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
         self._lock = threading.Lock()
-        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._turn = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiters)
 
     # -- what the replicas are (the manager's and the route table's side)
 
@@ -129,8 +163,12 @@ class Pool:
 
     # -- sessions (the gateway's side)
 
-    async def acquire(self, queue_s: float, avoid: frozenset[str] = frozenset()) -> Slot:
-        """A slot for a new session: the replica with the most free slots, waiting up to queue_s for one."""
+    async def acquire(self, queue_s: float, avoid: frozenset[str] = frozenset(), waiter: Waiter | None = None) -> Slot:
+        """A slot for a new session: the replica with the most free slots, waiting up to queue_s for one.
+
+        A session that would pass the queue's bounds (in all, or its client's share) is refused at once.
+        """
+        waiter = waiter or Waiter(active=True)
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
@@ -142,11 +180,10 @@ class Pool:
                 if slot is not None:
                     return slot
                 if not waited:
+                    self._enqueue(waiter, loop, event)
                     waited = True
-                    with self._lock:
-                        self.waiting += 1
-                        self._wakers.append((loop, event))
-                self.on_pressure()
+                if waiter.active:
+                    self.on_pressure()
                 left = queue_s - (time.monotonic() - started)
                 if left <= 0:
                     sessions, capacity, replicas = self.load()
@@ -157,8 +194,20 @@ class Pool:
         finally:
             if waited:
                 with self._lock:
-                    self.waiting -= 1
-                    self._wakers.remove((loop, event))
+                    self._waiters.remove((waiter, loop, event))
+
+    def _enqueue(self, waiter: Waiter, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        with self._lock:
+            mine = sum(1 for w, _, _ in self._waiters if w.client == waiter.client) if waiter.client else 0
+            if len(self._waiters) >= self.queue:
+                why = f"{len(self._waiters)} sessions wait already, the most its queue holds"
+            elif waiter.client and mine >= self.queue_per_client:
+                why = f"{mine} of your sessions wait already, the most one client may have waiting"
+            else:
+                self._waiters.append((waiter, loop, event))
+                return
+        sessions, capacity, replicas = self.load()
+        raise QueueFull(sessions, capacity, replicas, self.most, why)
 
     def _take(self, avoid: frozenset[str]) -> Slot | None:
         with self._lock:
@@ -176,9 +225,6 @@ class Pool:
                     return None
                 slot = min(untold, key=lambda s: s.sessions)
             slot.sessions += 1
-            nearly_full = self._fullness() > 0.8 and len(open_) < self.most  # at its most, nothing to grow
-        if nearly_full:
-            self.on_pressure()
         return slot
 
     def accepted(self, slot: Slot) -> None:
@@ -187,17 +233,30 @@ class Pool:
             if not slot.said and slot.sessions > slot.capacity:
                 slot.capacity = slot.sessions
 
-    def refused(self, slot: Slot, max_sessions: int | None) -> None:
+    def refused(self, slot: Slot, max_sessions: int | None, *, active: bool = False) -> None:
         """The server refused the session (CAPACITY_REACHED): now it has said what it holds."""
         with self._lock:
             slot.sessions -= 1
+            if active:
+                slot.active -= 1
             if max_sessions is not None and max_sessions > 0:
                 slot.capacity, slot.said = max_sessions, True
         self._wake()
 
-    def release(self, slot: Slot) -> None:
+    def activate(self, slot: Slot) -> None:
+        """A session on the slot sent its server something: it counts as load that may grow the pool."""
+        with self._lock:
+            slot.active += 1
+            nearly_full = self._fullness() > 0.8 and self._open() < self.most  # at its most, nothing to grow
+        if nearly_full:
+            self.on_pressure()
+
+    def release(self, slot: Slot, *, active: bool = False) -> None:
+        """A session ended (`active`: it had been activated)."""
         with self._lock:
             slot.sessions -= 1
+            if active:
+                slot.active -= 1
             if slot.sessions == 0:
                 slot.idle_since = time.monotonic()
         self._wake()
@@ -237,7 +296,7 @@ class Pool:
             replica_id = self.pinned.pop(session_id, None)
             slot = self.slots.get(replica_id) if replica_id else None
         if slot is not None:
-            self.release(slot)
+            self.release(slot, active=True)
         return slot
 
     # -- stateless HTTP
@@ -256,18 +315,23 @@ class Pool:
             open_ = [s for s in self.slots.values() if s.accepting]
             return sum(s.sessions for s in open_), sum(s.capacity for s in open_), len(open_)
 
+    def _open(self) -> int:
+        return sum(1 for s in self.slots.values() if s.accepting)
+
     def _fullness(self) -> float:
+        """How full the pool is of active sessions (idle sockets hold slots, but do not make it grow)."""
         open_ = [s for s in self.slots.values() if s.accepting]
         capacity = sum(s.capacity for s in open_)
-        return sum(s.sessions for s in open_) / capacity if capacity else 1.0
+        return sum(s.active for s in open_) / capacity if capacity else 1.0
 
     def wanted(self) -> int:
-        """How many replicas the sessions now would fill: the waiting ones at what a replica is known to hold,
-        one more when the pool is over 80 % full."""
+        """How many replicas the active sessions now would fill: those placed, and those waiting that have sent
+        something, at what a replica is known to hold; one more when the pool is over 80 % full of them."""
         with self._lock:
             open_ = [s for s in self.slots.values() if s.accepting]
             per_replica = max((s.capacity for s in self.slots.values() if s.said), default=1)
-            busy = sum(s.sessions for s in open_) + self.waiting
+            waiting = sum(1 for waiter, _, _ in self._waiters if waiter.active)
+            busy = sum(s.active for s in open_) + waiting
             wanted = math.ceil(busy / per_replica) if busy else 0
             if open_ and self._fullness() > 0.8:
                 wanted = max(wanted, len(open_) + 1)
@@ -291,6 +355,10 @@ class Pool:
 
     def _wake(self) -> None:
         with self._lock:
-            wakers = list(self._wakers)
+            wakers = [(loop, event) for _, loop, event in self._waiters]
         for loop, event in wakers:
             loop.call_soon_threadsafe(event.set)
+
+    def nudge(self) -> None:
+        """A waiting session became active: whoever scales the pool should look again."""
+        self.on_pressure()

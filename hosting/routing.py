@@ -12,11 +12,13 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
+from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
 from hosting.pools import Pool, Upstream
@@ -26,6 +28,7 @@ ROUTED = (ReplicaStatus.READY, ReplicaStatus.DRAINING)  # replicas the gateway r
 
 __all__ = [
     "GATEWAY_PREFIX",
+    "Down",
     "Routes",
     "endpoint_in_path",
     "gateway_location",
@@ -101,6 +104,14 @@ def gateway_location(location: str, upstream: str, endpoint_id: str, path: str) 
 # How long the gateway trusts what it read of a pool's replicas: the watch interval, so that a
 # replica stopped or added through another envhub is not missed for long.
 RESOLVE_TTL_S = 2.0
+_ABSENT_MAX = 10_000  # ids remembered as not running (most are guesses: a flood of them costs one read each)
+
+
+@dataclass(frozen=True)
+class Down:
+    """Why the gateway reaches no pool: the endpoint is not running (reason), or there is no such endpoint (None)."""
+
+    reason: str | None
 
 
 class Routes:
@@ -110,12 +121,37 @@ class Routes:
     replica, what each server said it holds) carries over each read.
     """
 
-    def __init__(self, engine: Engine, runtimes: dict[Backend, AnyRuntime]) -> None:
+    def __init__(
+        self, engine: Engine, runtimes: dict[Backend, AnyRuntime], limits: EndpointLimits | None = None
+    ) -> None:
         self.engine = engine
         self.runtimes = runtimes
+        self.limits = limits or EndpointLimits()
         self.on_pressure: Callable[[str], None] = lambda endpoint_id: None  # set by whoever scales the pools
         self._pools: dict[str, tuple[Pool, float]] = {}
+        self._absent: dict[str, tuple[Down, float]] = {}
         self._lock = threading.Lock()
+
+    def cached(self, endpoint_id: str) -> Pool | Down | None:
+        """What the last read found while it is fresh (a pool, or why there is none), without reading: None when a
+        read is due. The gateway calls this on its event loop, and reads off it."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._pools.get(endpoint_id)
+            if known is not None and now - known[1] < RESOLVE_TTL_S:
+                return known[0]
+            absent = self._absent.get(endpoint_id)
+        return absent[0] if absent is not None and now - absent[1] < RESOLVE_TTL_S else None
+
+    def lookup(self, endpoint_id: str) -> Pool | Down:
+        """The endpoint's pool, or why there is none; reads the database when what is cached is stale."""
+        found = self.cached(endpoint_id)
+        if found is None:
+            found = self.refresh(endpoint_id)
+        if found is None:
+            with self._lock:
+                found = self._absent.get(endpoint_id, (Down(None), 0.0))[0]
+        return found
 
     def resolve(self, endpoint_id: str) -> Pool | None:
         """The pool of a running endpoint; None when it is not running."""
@@ -135,6 +171,13 @@ class Routes:
         runtime = self.runtimes.get(endpoint.backend) if endpoint is not None else None
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING or runtime is None:
             self.forget(endpoint_id)
+            down = Down(
+                None if endpoint is None else f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
+            )
+            with self._lock:
+                if len(self._absent) >= _ABSENT_MAX:
+                    self._absent.clear()
+                self._absent[endpoint_id] = (down, time.monotonic())
             return None
         replicas = {}
         for row in rows:
@@ -144,11 +187,18 @@ class Routes:
             upstream = Upstream(row.internal_url, runtime.auth_headers(handle), handle.root_path)
             replicas[row.id] = (upstream, row.capacity, row.status == ReplicaStatus.READY)
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
+        limits = self.limits
         with self._lock:
             known = self._pools.get(endpoint_id)
-            pool = known[0] if known is not None else Pool(endpoint_id)
+            pool = (
+                known[0]
+                if known is not None
+                else Pool(endpoint_id, queue=limits.queue, queue_per_client=limits.queue_per_client)
+            )
             self._pools[endpoint_id] = (pool, time.monotonic())
+            self._absent.pop(endpoint_id, None)
         pool.most = size.max
+        pool.owner, pool.private = endpoint.owner, endpoint.options.get("private") is True
         pool.on_pressure = lambda: self.on_pressure(endpoint_id)
         pool.set_replicas(replicas)
         return pool

@@ -7,7 +7,8 @@ reads at an earlier commit's sha answer with that commit's files, as they do on 
 they need ``Authorization: Bearer <token>`` with a token from ``users`` (else 401) and a namespace that is the
 user's own or one of their ``orgs`` (else 403). Repos can be created, deleted and duplicated, committed to the way
 ``HfApi.upload_folder``/``create_commit`` do it (preupload + NDJSON commit, every file inline), and Spaces carry
-secrets, variables, hardware, sleep time and a runtime stage that walks ``boot_sequence`` one step per runtime poll.
+secrets, variables, hardware, sleep time and a runtime stage that walks ``boot_sequence`` one step per runtime poll;
+``GET /api/spaces/{id}/jwt`` gives whoever may read a Space a short-lived token for its own host (``space_jwts``).
 ``oauth`` serves the Hub's OAuth/OpenID routes (see tests/fakeoauth.py); the tokens it mints work as above.
 """
 
@@ -776,6 +777,7 @@ class FakeHub:
         self.boot_error_message: str = "Build failed with exit code: 1"
         self.requests: list[Request] = []
         self.writes: list[Write] = []
+        self.space_jwts: dict[str, str] = {}  # JWT -> the Space it opens, for the tests' fake Space hosts to check
         self._lock = threading.Lock()
         self._req_lock = threading.Lock()
         self._repos: dict[str, dict[str, _Repo]] = {kind: {} for kind in _URL_PREFIX}
@@ -1189,6 +1191,8 @@ class FakeHub:
                     return self._tree(kind, repo_id, unquote(tail[1]), path, raw_path, query, user)
                 if kind == "space" and tail == ["runtime"]:
                     return self._runtime(repo_id)
+                if kind == "space" and tail == ["jwt"]:
+                    return self._space_jwt(repo_id, user)
                 if kind == "space" and tail in (["secrets"], ["variables"]):
                     return self._space_action("GET", tail[0], repo_id, user, b"")
         return _error(404, "Not found")
@@ -1313,6 +1317,26 @@ class FakeHub:
             else:
                 body = repo.view(_INFO_VIEW)
         return _Response(200, body)
+
+    def _space_jwt(self, repo_id: str, user: str | None) -> _Response:
+        """A short-lived token that opens one Space's own host (what the Hub's Space iframes and gradio's client
+        use): ``{"token": <JWT>}`` for whoever may read the Space, with its ``sub`` naming the Space."""
+        with self._lock:
+            repo = self._get("space", repo_id)
+            if repo is None:
+                return _repo_not_found()
+            if user is None:
+                return _unauthorized()
+            hidden = self._hidden(repo, user)
+            if hidden is not None:
+                return hidden
+            claims = {"sub": f"/spaces/{repo.id}", "onBehalfOf": {"user": user}, "exp": int(time.time()) + 600}
+            header = base64.urlsafe_b64encode(b'{"alg":"EdDSA","typ":"JWT"}').rstrip(b"=")
+            payload = base64.urlsafe_b64encode(_dumps(claims)).rstrip(b"=")
+            signature = base64.urlsafe_b64encode(hashlib.sha256(header + payload).digest()).rstrip(b"=")
+            jwt = b".".join((header, payload, signature)).decode()
+            self.space_jwts[jwt] = repo.id
+        return _Response(200, _dumps({"token": jwt}))
 
     def _runtime(self, repo_id: str) -> _Response:
         """The runtime as it is now; a Space on its boot sequence then moves one stage on."""

@@ -3,6 +3,7 @@
 import pytest
 
 from catalog.hub import HubClient, SpaceRuntimeInfo, space_credentials
+from catalog.space_access import SpaceKeys
 from core.errors import HubUnavailableError
 from tests.conftest import space_files
 from tests.fakehub import FakeHub, Fault
@@ -73,12 +74,24 @@ def test_an_unreachable_hub_is_unavailable() -> None:
     assert "listing spaces at http://127.0.0.1:9 failed" in failed.value.message
 
 
-def test_the_hub_token_is_scoped_to_a_private_spaces_own_host() -> None:
+def test_a_private_spaces_host_gets_its_own_short_lived_key_never_the_hub_token(hub: FakeHub) -> None:
+    hub.users[TOKEN] = "alice"
+    hub.add_space("alice/count", files=space_files("Count"), private=True)
+    keys = SpaceKeys(hub.url)
     private = SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space", private=True)
-    assert space_credentials(private, TOKEN) == {"https://alice-count.hf.space": {"Authorization": f"Bearer {TOKEN}"}}
-    assert space_credentials(private, None) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space"), TOKEN) == {}  # public
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://count.example.org", private=True), TOKEN) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", "https://hf.space.example.org", private=True), TOKEN) == {}
-    assert space_credentials(SpaceRuntimeInfo("RUNNING", None, private=True), TOKEN) == {}
-    assert space_credentials(None, TOKEN) == {}
+
+    [(host, header)] = space_credentials("alice/count", private, TOKEN, keys).items()
+    assert host == "https://alice-count.hf.space"
+    scheme, _, key = header["Authorization"].partition(" ")
+    assert scheme == "Bearer" and key != TOKEN and hub.space_jwts[key] == "alice/count"
+    assert space_credentials("alice/count", private, TOKEN, keys) == {host: header}  # kept until it nears expiry
+    assert space_credentials("alice/count", private, None, keys) == {}
+    public = SpaceRuntimeInfo("RUNNING", "https://alice-count.hf.space")
+    assert space_credentials("alice/count", public, TOKEN, keys) == {}
+    elsewhere = SpaceRuntimeInfo("RUNNING", "https://count.example.org", private=True)
+    assert space_credentials("alice/count", elsewhere, TOKEN, keys) == {}
+    lookalike = SpaceRuntimeInfo("RUNNING", "https://hf.space.example.org", private=True)
+    assert space_credentials("alice/count", lookalike, TOKEN, keys) == {}
+    assert space_credentials("alice/count", SpaceRuntimeInfo("RUNNING", None, private=True), TOKEN, keys) == {}
+    assert space_credentials("alice/count", None, TOKEN, keys) == {}
+    assert space_credentials("bob/secret", private, TOKEN, keys) == {}  # the Hub gives no key to a stranger's Space

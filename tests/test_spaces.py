@@ -44,7 +44,8 @@ def test_template_becomes_a_space_that_plays_through_the_gateway(
     running = space_envhub.wait_status(endpoint["id"], "running", "failed")
 
     assert running["status"] == "running", running["message"]
-    with GenericEnvClient(base_url=running["url"]).sync() as client:
+    bearer = {"Authorization": f"Bearer {running['access_token']}"}  # a private Space's endpoint is private too
+    with GenericEnvClient(base_url=running["url"], headers=bearer).sync() as client:
         client.reset(episode_id="on-a-space")
         assert client.step({"add": 10}).done is True
     stopped = space_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()

@@ -7,7 +7,7 @@ from typing import Annotated, Self
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.deps import ServicesDep, SessionDep
+from app.api.deps import CallerDep, ServicesDep, SessionDep
 from app.quality import hosted
 from app.services import Services
 from app.urls import own_endpoint, own_gateway
@@ -15,7 +15,7 @@ from catalog.models import EnvironmentDetail, Source
 from catalog.store import get_environment
 from conformance.checker import get_report, list_reports
 from conformance.models import CheckReportPublic, CheckReportsPublic, QualityReportPublic, Suite
-from core.errors import ConflictError, InvalidInputError
+from core.errors import ConflictError, InvalidInputError, NotFoundError
 from hosting.models import EndpointStatus
 
 router = APIRouter(prefix="/api/checks", tags=["checks"])
@@ -40,17 +40,22 @@ class CheckRequest(BaseModel):
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_check(
-    body: CheckRequest, request: Request, services: ServicesDep
+    body: CheckRequest, request: Request, services: ServicesDep, caller: CallerDep
 ) -> CheckReportPublic | QualityReportPublic:
-    """Run the conformance checklist (up to 30 s) or a quality report (up to 60 s) now, and file the report."""
+    """Run the conformance checklist (up to 30 s) or a quality report (up to 60 s) now, and file the report.
+
+    A private endpoint is checked for its owner and the admin only."""
     checker, manager = services.checker, services.endpoints
     quality = body.suite == Suite.QUALITY
     endpoint_id = body.endpoint or (own_endpoint(body.url, services.settings, request) if body.url else None)
     if endpoint_id is not None:
         endpoint = await asyncio.to_thread(manager.get, endpoint_id)
+        if endpoint.options.get("private") is True and not manager.access.may_stop(caller, endpoint.owner):
+            raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
         url = own_gateway(request, endpoint.id)
+        credentials = services.endpoint_tokens.header(endpoint.id)
         if quality:
             known = await asyncio.to_thread(hosted, manager, endpoint)
             return await checker.check_quality(
@@ -59,9 +64,12 @@ async def create_check(
                 endpoint=endpoint.id,
                 revision=endpoint.revision,
                 trusted=(url,),
+                credentials=credentials,
                 **known,
             )
-        filed = await checker.check(url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,))
+        filed = await checker.check(
+            url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,), credentials=credentials
+        )
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed
     if body.environment is not None:

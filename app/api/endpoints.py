@@ -1,13 +1,15 @@
 """Hosted endpoints: launch an environment on a backend, follow it, stop it."""
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request, status
 
-from app.api.deps import CallerDep, EndpointsDep, SettingsDep
-from app.settings import Settings
+from app.api.deps import CallerDep, EndpointsDep, ServicesDep
+from app.services import Services
 from app.urls import connection_base, endpoint_url
-from hosting.endpoints import EndpointManager
+from core.callers import Caller
+from core.errors import NotFoundError
 from hosting.models import Endpoint, EndpointPublic, EndpointsPublic, ReplicaStatus
 from hosting.options import LaunchRequest
 from hosting.runtimes.logs import log_tail
@@ -15,49 +17,77 @@ from hosting.runtimes.logs import log_tail
 router = APIRouter(prefix="/api/endpoints", tags=["endpoints"])
 
 
-def present(endpoint: Endpoint, manager: EndpointManager, settings: Settings, request: Request) -> EndpointPublic:
+def present(endpoint: Endpoint, services: Services, request: Request, caller: Caller) -> EndpointPublic:
+    """The endpoint as the caller may see it: its owner and the admin see everything (its variables, log, the
+    addresses of its servers, a private endpoint's token); anyone else sees what using its URL needs."""
+    manager = services.endpoints
     # Counters are this replica's gateway's; the last activity is any replica's, as written to the row.
     stats = manager.traffic.stats(endpoint)
     pool = manager.replicas.public(endpoint, manager.routes.known(endpoint.id))
     ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]
-    return EndpointPublic.model_validate(
+    private = endpoint.options.get("private") is True
+    public = EndpointPublic.model_validate(
         endpoint.model_dump()
         | {
-            "url": endpoint_url(connection_base(settings, request), endpoint.id),
+            "url": endpoint_url(connection_base(services.settings, request), endpoint.id),
             "latest": manager.newer_revision(endpoint),
             "internal_url": ready[0] if ready else None,
             "pool": pool,
             "stats": stats,
             "log_tail": log_tail(Path(endpoint.log_path) if endpoint.log_path else manager.log_path(endpoint.id)),
+            "access_token": services.endpoint_tokens.of(endpoint.id) if private else None,
         }
     )
+    if manager.access.may_stop(caller, endpoint.owner):
+        return public
+    replicas = [r.model_copy(update={"internal_url": None, "host": "", "last_error": ""}) for r in pool.replicas]
+    hidden: dict[str, Any] = {
+        "options": {k: v for k, v in endpoint.options.items() if k not in ("env", "secrets")},
+        "internal_url": None,
+        "log_tail": [],
+        "access_token": None,
+        "pool": pool.model_copy(update={"replicas": replicas}),
+        "message": endpoint.status.value,
+    }
+    if caller.user is None and not caller.admin:
+        hidden["owner"] = None
+    return public.model_copy(update=hidden)
+
+
+def _visible(endpoint: Endpoint, services: Services, caller: Caller) -> bool:
+    """A private endpoint is listed to its owner and the admin only."""
+    return endpoint.options.get("private") is not True or services.endpoints.access.may_stop(caller, endpoint.owner)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def launch_endpoint(
-    body: LaunchRequest, request: Request, settings: SettingsDep, manager: EndpointsDep, caller: CallerDep
+    body: LaunchRequest, request: Request, services: ServicesDep, manager: EndpointsDep, caller: CallerDep
 ) -> EndpointPublic:
     """Start an environment; it is `starting` until its server answers, then `running`.
 
     A signed-in caller owns it, and the space backend creates the Space in their namespace with their token.
     """
-    return present(manager.launch(body, caller), manager, settings, request)
+    return present(manager.launch(body, caller), services, request, caller)
 
 
 @router.get("")
-def list_endpoints(request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointsPublic:
-    endpoints = [present(e, manager, settings, request) for e in manager.list()[:100]]
+def list_endpoints(request: Request, services: ServicesDep, caller: CallerDep) -> EndpointsPublic:
+    shown = [e for e in services.endpoints.list() if _visible(e, services, caller)][:100]
+    endpoints = [present(e, services, request, caller) for e in shown]
     return EndpointsPublic(data=endpoints, count=len(endpoints))
 
 
 @router.get("/{endpoint_id}")
-def read_endpoint(endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep) -> EndpointPublic:
-    return present(manager.get(endpoint_id), manager, settings, request)
+def read_endpoint(endpoint_id: str, request: Request, services: ServicesDep, caller: CallerDep) -> EndpointPublic:
+    endpoint = services.endpoints.get(endpoint_id)
+    if not _visible(endpoint, services, caller):
+        raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
+    return present(endpoint, services, request, caller)
 
 
 @router.delete("/{endpoint_id}")
 def stop_endpoint(
-    endpoint_id: str, request: Request, settings: SettingsDep, manager: EndpointsDep, caller: CallerDep
+    endpoint_id: str, request: Request, services: ServicesDep, manager: EndpointsDep, caller: CallerDep
 ) -> EndpointPublic:
     """Stop an endpoint: its owner or the admin may; one nobody owns, anyone while sign-in is off (else the admin)."""
-    return present(manager.stop(endpoint_id, caller), manager, settings, request)
+    return present(manager.stop(endpoint_id, caller), services, request, caller)

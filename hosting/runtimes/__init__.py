@@ -78,6 +78,7 @@ class SpaceHandle(Handle):
     space: str
     delete_on_stop: bool = False
     token: str | None = Field(default=None, repr=False)  # the owner's Hub token, sealed: to pause or delete it
+    private: bool = False  # reached with a Space JWT; a public Space is sent no credential
 
 
 Options = TypeVar("Options", bound=BackendOptions)

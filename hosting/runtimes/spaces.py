@@ -4,9 +4,11 @@ A template folder becomes a new Docker Space (create_repo + upload_folder); a Hu
 environment is duplicated. A signed-in user's launch uses their own Hub token (sealed in
 the handle for stopping later); otherwise the server's HF_TOKEN. The endpoint runs once
 the Hub reports the Space RUNNING and its /health answers; stopping pauses the Space, or
-deletes it when asked.
+deletes it when asked. The token never reaches the Space's own server: a public Space is
+sent no credential, a private one a short-lived JWT for it alone (catalog.space_access).
 """
 
+import logging
 import re
 import time
 from pathlib import Path
@@ -16,11 +18,14 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from catalog.models import EnvironmentDetail, Source
-from core.errors import InvalidInputError, LaunchError
+from catalog.space_access import SpaceKeys
+from core.errors import EnvhubError, InvalidInputError, LaunchError
 from core.sealing import Sealer
 from hosting.models import Backend
 from hosting.options import SpaceOptions
 from hosting.runtimes import Launched, LaunchSpec, Report, SpaceHandle, wait_healthy
+
+log = logging.getLogger(__name__)
 
 _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}
 _FAILED = {"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE", "DELETING", "STOPPED", "PAUSED"}
@@ -52,6 +57,7 @@ class SpaceRuntime:
         self.sealer = sealer
         self.poll_s = poll_s
         self.build_timeout_s = build_timeout_s
+        self.keys = SpaceKeys(endpoint)
 
     def _api(self, token: str | None = None) -> HfApi:
         return HfApi(endpoint=self.endpoint, token=token or self.token or False, library_name="envhub")
@@ -113,7 +119,11 @@ class SpaceRuntime:
         # Pausing or deleting the Space later needs the owner's token: kept sealed, never in clear.
         sealed = self.sealer.seal(spec.token) if spec.token and self.sealer is not None else None
         handle = SpaceHandle(
-            server=spec.server_id, space=space_id, delete_on_stop=spec.options.delete_on_stop, token=sealed
+            server=spec.server_id,
+            space=space_id,
+            delete_on_stop=spec.options.delete_on_stop,
+            token=sealed,
+            private=spec.options.private,
         )
         url = self.follow(space_id, token, report)
         wait_healthy(
@@ -198,8 +208,15 @@ class SpaceRuntime:
         pass  # Spaces live in their owners' namespaces: nothing is found by endpoint id alone
 
     def auth_headers(self, handle: SpaceHandle) -> dict[str, str]:
+        """A private Space's JWT (none for a public one): what reaches its server, which may read it."""
         token = self._token_of(handle)
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        if not handle.private or not token:
+            return {}
+        try:
+            return self.keys.header(handle.space, token)
+        except EnvhubError as exc:
+            log.warning("%s", exc.message)
+            return {}
 
     def is_running(self, handle: SpaceHandle) -> bool:
         try:

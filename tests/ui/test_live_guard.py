@@ -162,7 +162,7 @@ def test_a_play_session_through_envhubs_gateway(envhub: Envhub, count_template: 
     assert [o.get("total") for o in observations] == [0, 3]
 
 
-# -- a private Hub Space: the Hub token goes to the Space's host, and to nothing else
+# -- a private Hub Space: its host gets a short-lived key of its own, and nothing else gets anything
 
 SPACE = "alice/count"
 TOKEN = "hf_test_secret"
@@ -172,9 +172,10 @@ async def loopback_dns(host: str, port: int) -> list[str]:
     return ["127.0.0.1"]
 
 
-def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
+def test_a_private_space_is_probed_and_played_with_a_key_of_its_own_at_its_host(
     engine: Engine, hub: FakeHub, tmp_path: Path
 ) -> None:
+    hub.users[TOKEN] = SPACE.split("/")[0]
     hub.add_space(SPACE, files=space_files("Count"), private=True)
     Syncer(engine, HubClient(hub.url), workers=2).run()
     with Session(engine) as db:
@@ -202,8 +203,12 @@ def test_a_private_space_is_probed_and_played_with_the_token_only_at_its_host(
         space_host, other_host = f"alice-count.hf.space:{served.port}", f"other.test:{served.port}"
         hub.set_host(SPACE, f"http://{space_host}")
         asyncio.run(run(f"http://{space_host}", f"http://{other_host}"))
-    assert {(host, auth) for host, _, auth in seen} == {(space_host, f"Bearer {TOKEN}"), (other_host, None)}
-    assert (space_host, "/ws", f"Bearer {TOKEN}") in seen
+    # The Space's host gets its own key, issued by the Hub; the Hub token reaches no Space, nor any other host.
+    keys = {auth for host, _, auth in seen if host == space_host}
+    assert len(keys) == 1 and hub.space_jwts[next(iter(keys)).removeprefix("Bearer ")] == SPACE  # type: ignore[union-attr]
+    assert {auth for host, _, auth in seen if host == other_host} == {None}
+    assert all(TOKEN not in (auth or "") for _, _, auth in seen)
+    assert any(host == space_host and path == "/ws" for host, path, _ in seen)
 
 
 def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_header(

@@ -1,0 +1,122 @@
+"""Who may use an endpoint's URL: a private endpoint's needs a bearer token, and web pages need an allowed origin.
+
+A private endpoint (`options.private`) answers only a bearer of its own token (shown to its owner), its
+owner's Hub token or the admin token; the bearer is envhub's and never reaches the server. A web page may
+open sessions (WebSockets, MCP calls) only from envhub's own origin or one in ENVHUB_ALLOWED_ORIGINS, so a
+site someone visits cannot squat an endpoint's slots or drive a local envhub through DNS rebinding.
+Clients that send no Origin (trainers, scripts, MCP clients outside a browser) are not affected.
+"""
+
+import asyncio
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from app.services import Services
+from core.errors import EnvhubError, ForbiddenError, UnauthorizedError
+from hosting.pools import Pool
+
+__all__ = ["Refusal", "admit", "client_of", "origin_refusal"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int  # 401, 403 or 503 over HTTP; a WebSocket closes with 1008 and the message
+    message: str
+
+
+def bearer(headers: Mapping[str, str]) -> str | None:
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
+async def admit(services: Services, pool: Pool, headers: Mapping[str, str]) -> tuple[Refusal | None, str | None]:
+    """Whether the request may reach the endpoint, and the user it proved to be (None: nobody in particular)."""
+    if not pool.private:
+        return None, None
+    endpoint_id = pool.endpoint_id
+    token = bearer(headers)
+    if token is None:
+        return Refusal(
+            401,
+            f"endpoint {endpoint_id} is private: send 'Authorization: Bearer <token>' with its own token "
+            "(its owner finds it in GET /api/endpoints/{id}) or its owner's Hub token",
+        ), None
+    if token.startswith(services.endpoint_tokens.PREFIX):
+        if services.endpoint_tokens.opens(endpoint_id, token):
+            return None, pool.owner
+        return Refusal(403, f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"), None
+    try:
+        caller = await asyncio.to_thread(services.identities.from_bearer, token)
+    except UnauthorizedError:
+        return Refusal(401, f"endpoint {endpoint_id} is private, and the Hub did not accept that token"), None
+    except EnvhubError as exc:
+        return Refusal(exc.status_code, f"endpoint {endpoint_id} is private, and {exc.message}"), None
+    if caller.admin or (caller.name is not None and caller.name == pool.owner):
+        return None, caller.name
+    return Refusal(
+        403, f"endpoint {endpoint_id} is private to {pool.owner or 'the admin'}; {caller.name} may not use it"
+    ), None
+
+
+def raise_refusal(refusal: Refusal) -> None:
+    if refusal.status == 401:
+        raise UnauthorizedError(refusal.message)
+    if refusal.status == 403:
+        raise ForbiddenError(refusal.message)
+    raise EnvhubError(refusal.message)
+
+
+def _is_literal(host: str) -> bool:
+    """An address (or localhost) cannot be re-pointed by DNS, so a page served from it is what it says."""
+    name = host.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _allowed_hosts(services: Services) -> set[str]:
+    settings = services.settings
+    hosts = {urlsplit(o.strip()).netloc.lower() for o in settings.allowed_origins.split(",") if o.strip()}
+    if settings.public_url:
+        hosts.add(urlsplit(settings.public_url).netloc.lower())
+    if settings.space_host:
+        hosts |= {h.strip().lower() for h in settings.space_host.split(",") if h.strip()}
+    return hosts
+
+
+def origin_refusal(services: Services, headers: Mapping[str, str], endpoint_id: str) -> Refusal | None:
+    """A web page's session from an origin that is neither envhub's own nor allowed; None when it may go on."""
+    origin = headers.get("origin")
+    if origin is None:
+        return None
+    parts = urlsplit(origin.strip())
+    page = parts.netloc.lower()
+    if parts.scheme in ("http", "https") and page:
+        if page in _allowed_hosts(services):
+            return None
+        host = (headers.get("x-forwarded-host") or headers.get("host") or "").split(",")[0].strip().lower()
+        if page == host and _is_literal(parts.hostname or ""):
+            return None
+    return Refusal(
+        403,
+        f"a web page at {origin[:100]!r} may not open sessions on endpoint {endpoint_id}; clients that send no "
+        "Origin (trainers, scripts) may, and so may pages of envhub's own origin or of one in ENVHUB_ALLOWED_ORIGINS",
+    )
+
+
+def client_of(headers: Mapping[str, str], peer: str, user: str | None, behind_proxy: bool) -> str:
+    """Whom a waiting session counts against: the user it proved to be, else its address (on a Space, the one
+    the Hub's proxy saw, which it appends last to X-Forwarded-For)."""
+    if user is not None:
+        return f"user:{user}"
+    if behind_proxy:
+        forwarded = [a.strip() for a in (headers.get("x-forwarded-for") or "").split(",") if a.strip()]
+        if forwarded:
+            return f"address:{forwarded[-1]}"
+    return f"address:{peer}"
