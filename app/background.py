@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 
 from sqlmodel import Session
 
+from catalog.models import SyncRunPublic
 from catalog.store import count_listed
-from catalog.sync import Syncer
+from catalog.sync import Syncer, list_sync_runs
 from core.errors import ConflictError
 from hosting.monitor import HealthMonitor
 from hosting.reconcile import Keeper
@@ -68,23 +69,42 @@ def probe_replicas(keeper: Keeper) -> Callable[[], Awaitable[None]]:
 def sync_if_due(syncer: Syncer, interval_s: float) -> Callable[[], Awaitable[None]]:
     """On the replica holding the sync lease: a sync whenever the catalog's last one is `interval_s` old."""
 
+    said_last = False  # a restart says once that the last sync (not due again yet) failed
+
     async def sync() -> None:
+        nonlocal said_last
         if not await asyncio.to_thread(syncer.leases.acquire, SYNC_LEASE):
             return
         if not await asyncio.to_thread(syncer.due, interval_s):
+            if not said_last:
+                said_last = True
+                last = await asyncio.to_thread(_last_run, syncer)
+                if last is not None and last.error:
+                    await _warn_failed(syncer, last, f"at {last.started_at:%Y-%m-%d %H:%M} UTC ")
             return
+        said_last = True
         try:
             run = await asyncio.to_thread(syncer.run)
         except ConflictError:
             return  # a sync asked for through the API is running; this round is covered
         if run.error:
-            listed = await asyncio.to_thread(_count_listed, syncer)
-            plural = "" if listed == 1 else "s"
-            log.warning("Hub sync failed; serving the %d environment%s in the catalog. %s", listed, plural, run.error)
+            await _warn_failed(syncer, run)
         else:
             log.info(run.summary())
 
     return sync
+
+
+async def _warn_failed(syncer: Syncer, run: SyncRunPublic, when: str = "") -> None:
+    listed = await asyncio.to_thread(_count_listed, syncer)
+    plural = "" if listed == 1 else "s"
+    log.warning("Hub sync %sfailed; serving the %d environment%s in the catalog. %s", when, listed, plural, run.error)
+
+
+def _last_run(syncer: Syncer) -> SyncRunPublic | None:
+    with Session(syncer.engine) as session:
+        runs = list_sync_runs(session, limit=1)
+    return runs[0] if runs else None
 
 
 def health_round(monitor: HealthMonitor) -> Callable[[], Awaitable[None]]:

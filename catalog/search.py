@@ -1,7 +1,7 @@
 """Searching the catalog: full-text search of environments with filters and ranking, and of datasets."""
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -33,6 +33,9 @@ from catalog.models import (
     EnvironmentPublic,
     EnvironmentTag,
     Source,
+    SyncRun,
+    SyncRunPublic,
+    SyncStatus,
     Verdict,
 )
 from core.db import is_sqlite
@@ -267,3 +270,67 @@ def list_datasets(
         statement.order_by(desc(col(Dataset.likes)), col(Dataset.id)).limit(limit).offset(offset)
     ).scalars()
     return [DatasetPublic.model_validate(d) for d in page], count
+
+
+# -- what a search runs over
+
+
+_FROM = {Source.HUB: "from the Hub", Source.TEMPLATE: "built-in", Source.URL: "added by URL"}
+
+
+class CatalogExtent(BaseModel):
+    """What the catalog holds, by source, and how its Hub part was last refreshed: what an empty search says."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by_source: dict[Source, int]
+    last_sync: SyncRunPublic | None = Field(description="the newest sync run, finished or not")
+    last_synced_at: datetime | None = Field(description="when the newest sync that succeeded finished")
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_source.values())
+
+    @property
+    def sync_failed(self) -> bool:
+        return self.last_sync is not None and self.last_sync.status == SyncStatus.FAILED
+
+    def holdings(self) -> str:
+        """'6 built-in and 1 added by URL', biggest first."""
+        parts = [f"{count:,} {_FROM[source]}" for source, count in self.by_source.items() if count]
+        if len(parts) > 1:
+            return ", ".join(parts[:-1]) + " and " + parts[-1]
+        return parts[0] if parts else "nothing"
+
+    def describe(self) -> str:
+        """One sentence: how many environments, from where, and whether the Hub's are there and how fresh."""
+        noun = "environment" if self.total == 1 else "environments"
+        said = f"The catalog holds {self.total:,} {noun}: {self.holdings()}" if self.total else "The catalog is empty"
+        if self.by_source.get(Source.HUB):
+            synced = f"{self.last_synced_at:%Y-%m-%d %H:%M} UTC" if self.last_synced_at else "an earlier sync"
+            hub = f"Hub Spaces as of {synced}" + ("; the last sync failed" if self.sync_failed else "")
+        elif self.sync_failed:
+            hub = "no Hub Spaces: the last sync with the Hub failed"
+        elif self.last_sync is None:
+            hub = "no Hub Spaces yet: the Hub has not been synced"
+        else:
+            hub = "the Hub listed no environment Spaces"
+        return f"{said} ({hub})."
+
+
+def catalog_extent(session: Session) -> CatalogExtent:
+    counted = session.execute(
+        select(col(Environment.source), func.count())
+        .where(col(Environment.removed_at).is_(None))
+        .group_by(col(Environment.source))
+    ).all()
+    by_source = {Source(source): count for source, count in counted}
+    newest = session.execute(select(SyncRun).order_by(desc(col(SyncRun.id))).limit(1)).scalars().first()
+    synced = session.execute(
+        select(func.max(col(SyncRun.finished_at))).where(col(SyncRun.status) == SyncStatus.OK)
+    ).scalar()
+    return CatalogExtent(
+        by_source=dict(sorted(by_source.items(), key=lambda item: -item[1])),
+        last_sync=SyncRunPublic.model_validate(newest) if newest is not None else None,
+        last_synced_at=synced.replace(tzinfo=synced.tzinfo or UTC) if synced else None,
+    )

@@ -9,7 +9,7 @@ import gradio as gr
 from app.services import Services
 from app.ui.cards import pages, results_html, summary
 from catalog.models import Source, Verdict
-from catalog.search import EnvironmentQuery, Sort, search_environments
+from catalog.search import EnvironmentQuery, Sort, catalog_extent, search_environments
 from catalog.store import list_tags
 
 PAGE_SIZE = 12
@@ -117,11 +117,12 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
     )
     with services.db() as session:
         found, count = search_environments(session, query)
+        indexed = catalog_extent(session).describe() if not found else ""
     total_pages = pages(count, PAGE_SIZE)
     page = min(max(0, page), total_pages - 1)
     return (
         summary(count, query.offset, len(found)),
-        results_html(found, services.endpoints.active_by_environment() if found else {}, q or ""),
+        results_html(found, services.endpoints.active_by_environment() if found else {}, q or "", indexed),
         page,
         f"Page {page + 1} of {total_pages}",
         gr.Button(interactive=page > 0),

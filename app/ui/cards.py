@@ -95,19 +95,23 @@ def card_html(environment: EnvironmentPublic, launched: str | None = None) -> st
     )
 
 
-def results_html(environments: Sequence[EnvironmentPublic], launched: dict[str, str], query: str) -> str:
+def results_html(
+    environments: Sequence[EnvironmentPublic], launched: dict[str, str], query: str, indexed: str = ""
+) -> str:
+    """The cards; none found says what the search ran over (`indexed`, a sentence)."""
     if not environments:
-        return empty_state(query)
+        return empty_state(query, indexed)
     cards = "".join(card_html(e, launched.get(e.id)) for e in environments)
     return f'<div class="env-grid">{cards}</div>'
 
 
-def empty_state(query: str) -> str:
+def empty_state(query: str, indexed: str = "") -> str:
     said = f" for <b>{html.escape(query)}</b>" if query.strip() else ""
     return (
         '<div class="empty-state"><div class="empty-emoji">🔍</div>'
         f"<p>No environments found{said}.</p>"
-        "<p>Try fewer words or filters, or clear the search to see everything.</p></div>"
+        + (f'<p class="indexed">{html.escape(indexed)}</p>' if indexed else "")
+        + "<p>Try fewer words or filters, or clear the search to see everything.</p></div>"
     )
 
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, evaluate, launch, play, publish
+from app.ui import browse, detail, evaluate, launch, play, publish, status
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import caller_of
@@ -37,6 +37,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         with gr.Row(equal_height=True):
             gr.HTML(HEADER)
             account = gr.HTML(elem_id="account")
+        banner = status.build(services.settings)
         with gr.Tabs(selected="browse", elem_id="main-tabs") as tabs:
             with gr.Tab("Browse", id="browse", elem_id="tab-browse"):
                 b = browse.build()
@@ -49,6 +50,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
                 lp = launch.build(list(services.endpoints.runtimes))
         browse.wire(services, b)
+        status.wire(services, banner, (b.filters, b.outputs, lambda *values: browse.run_search(services, values, 0)))
         play_events = play.wire(services, p, selected)
         launch.wire(services, lp, selected)
         evaluate.wire(services, ev, selected)
@@ -89,7 +91,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 b.query: q,
                 b.tags: browse.tag_choices(services),
                 account: publish.account_html(services, caller_of(services, request)),
-            }
+            } | status.show(services, banner)
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
             if episode_id:  # a shared episode: its environment, and the episode in the viewer
@@ -107,7 +109,10 @@ def build_blocks(services: Services) -> gr.Blocks:
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
         blocks.load(
-            start_page, None, [*b.outputs, b.query, b.tags, account, *opened, *viewer], show_progress="hidden"
+            start_page,
+            None,
+            [*b.outputs, b.query, b.tags, account, *banner.outputs, *opened, *viewer],
+            show_progress="hidden",
         ).then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, opened, show_progress="hidden").then(
             refresh, [selected], refreshed, show_progress="hidden"

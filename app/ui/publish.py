@@ -31,6 +31,20 @@ def login_link(target: str = "/", text: str = "Sign in with Hugging Face") -> st
     return f'<a href="/auth/login?next={quote(target, safe="")}" target="_top" id="sign-in">{html.escape(text)}</a>'
 
 
+SIGN_IN_OFF = (
+    "<p class='muted'>Deploying needs sign-in with Hugging Face, which is off on this server: the Space is made in "
+    "your namespace with your token. To deploy from here, start envhub with <code>ENVHUB_DEV_LOGIN=true</code> and "
+    "your write token in <code>HF_TOKEN</code> (or with OAuth, as on a Space).</p>"
+)
+
+
+def sign_in_note(services: Services, environment_id: str, why: str) -> str:
+    """What to do before deploying: sign in where sign-in is on; where it is off, how to turn it on."""
+    if services.settings.auth_mode == "off":
+        return SIGN_IN_OFF
+    return f"<p>{login_link(f'/?env={environment_id}')} {why}</p>"
+
+
 def account_html(services: Services, caller: Caller) -> str:
     if caller.user is not None:
         name = html.escape(caller.user.name)
@@ -78,7 +92,7 @@ def show(services: Services, publish: Publish, environment_id: str, request: gr.
     if latest:
         status = status_html(latest[0])
     elif caller.user is None:
-        status = f"<p>{login_link(f'/?env={environment_id}')} to deploy it in your namespace.</p>"
+        status = sign_in_note(services, environment_id, "to deploy it in your namespace.")
     else:
         status = f"<p class='muted'>It becomes <code>{html.escape(caller.user.name)}/…</code> on the Hub.</p>"
     following = bool(latest) and latest[0].status in (PublicationStatus.BUILDING, PublicationStatus.CHECKING)
@@ -115,8 +129,8 @@ def wire(services: Services, publish: Publish, selected: gr.Textbox) -> None:
         try:
             caller = await asyncio.to_thread(acting_caller, services, request)
             if caller.user is None or caller.token is None:
-                link = login_link(f"/?env={environment_id}")
-                return {publish.status: f"<p>{link} first: the Space is made in your namespace.</p>"}
+                note = sign_in_note(services, environment_id, "first: the Space is made in your namespace.")
+                return {publish.status: note}
             publication = await services.publisher.publish(
                 environment_id, caller.user.name, caller.token, name.strip() or None
             )

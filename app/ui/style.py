@@ -30,6 +30,12 @@ CSS = """
 .badge-busy { background: #fef9c3; color: #854d0e; }
 .badge-bad { background: #fee2e2; color: #991b1b; }
 .badge-info { background: #e0e7ff; color: #3730a3; }
+#sync-status { gap: 6px; }
+.banner { border-radius: 8px; padding: 8px 12px; }
+.banner-bad { background: #fee2e2; color: #7f1d1d; }
+.banner-busy { background: #fef9c3; color: #713f12; }
+.banner code { font-size: .85em; }
+.empty-state .indexed { font-weight: 500; color: var(--body-text-color); }
 .empty-state { text-align: center; padding: 3rem 1rem; color: var(--body-text-color-subdued); }
 .empty-emoji { font-size: 2.5rem; }
 #pager { align-items: center; justify-content: center; }
