@@ -217,6 +217,8 @@ class Services:
                 settings.hf_endpoint,
                 settings.hf_token.get_secret_value() if settings.hf_token else None,
                 settings.data_dir / "datasets",
+                downloads_per_request=settings.taskset_downloads_per_request,
+                downloads_per_hour=settings.taskset_downloads_per_hour,
             ),
         )
 

@@ -119,6 +119,26 @@ class Settings(BaseSettings):
     health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
     health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")
     health_timeout_s: float = Field(default=5, gt=0, description="per request of a health probe")
+    taskset_downloads_per_request: int = Field(
+        default=20,
+        ge=1,
+        description="dataset files one request (a page of tasksets, an evaluation's rows) may download; "
+        "files already on disk do not count",
+    )
+    taskset_downloads_per_hour: int = Field(
+        default=200, ge=1, description="dataset files envhub downloads in an hour, all requests together"
+    )
+    max_evaluations_per_owner: int = Field(
+        default=2,
+        ge=1,
+        description="evaluations one user (or everyone not signed in, together) may have queued or running at once; "
+        "the admin is not capped",
+    )
+    max_evaluation_episodes: int = Field(default=500, ge=1, description="episodes of one evaluation, but the admin's")
+    max_evaluation_concurrency: int = Field(
+        default=16, ge=1, description="episodes one evaluation plays at once, but the admin's"
+    )
+    max_evaluation_steps: int = Field(default=1000, ge=1, description="steps of one episode, but the admin's")
 
     hf_endpoint: str = Field(
         default="https://huggingface.co",

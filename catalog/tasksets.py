@@ -5,14 +5,20 @@ A row's reset options are its `openenv_reset` column (the field OpenEnv's taskse
 an object or its JSON text; else, when the environment's README front matter names a `reset_key`,
 the whole row under that key. Files are the dataset's parquet, JSONL, JSON or CSV data, split by the
 card's `configs` or by the Hub's file-naming conventions (`data/train-00000-of-00001.parquet`,
-`test.jsonl`, `validation/…`). A file too large to read here leaves its split's row count unknown.
+`test.jsonl`, `validation/…`). A file too large to read here leaves its split's row count unknown; one that
+would expand past the bounds of catalog.datafiles once read is its split's problem. Downloads are capped per
+request and per hour (files already on disk are free), so a catalog of hostile datasets cannot keep envhub
+fetching.
 """
 
 import csv
 import fnmatch
 import json
+import math
 import re
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -20,17 +26,18 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from huggingface_hub import HfApi, RepoFile
+from huggingface_hub import HfApi, RepoFile, try_to_load_from_cache
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from sqlmodel import Session
 
+from catalog.datafiles import count_rows, read_rows
 from catalog.models import Dataset, EnvironmentDetail
-from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
+from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError, TooManyRequestsError
 from protocol.interface import Interface, Split
 
 __all__ = [
     "RESET_COLUMN",
+    "Allowance",
     "DatasetSplit",
     "DatasetTaskset",
     "EnvironmentTasksets",
@@ -50,7 +57,10 @@ MAX_SPLIT_BYTES = 128 * 2**20  # a split with more data is previewed, not counte
 MAX_FILES = 200  # data files looked at per dataset
 MAX_DATASETS = 10  # linked datasets read per environment
 PREVIEW_ROWS = 3
+PREVIEW_COLUMNS = 50
 PREVIEW_VALUE_CHARS = 300
+MAX_RESETS_CHARS = 16 * 2**20  # the rows one evaluation plays, as JSON
+HOUR_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -135,37 +145,6 @@ def _configured(card: dict[str, Any], paths: list[str]) -> dict[str, list[str]] 
     return {name: files for name, files in splits.items() if files} or None
 
 
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of one data file, in order."""
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-            yield from batch.to_pylist()
-    elif suffix == ".jsonl":
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if line.strip():
-                    row = json.loads(line)
-                    if not isinstance(row, dict):
-                        raise ValueError(f"line {number} is not a JSON object")
-                    yield row
-    elif suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data = data.get("data", data) if isinstance(data, dict) else data
-        if not isinstance(data, list):
-            raise ValueError("holds neither a list of rows nor {'data': [...]}")
-        yield from (row for row in data if isinstance(row, dict))
-    else:
-        with path.open(encoding="utf-8", newline="") as text:
-            yield from csv.DictReader(text)
-
-
-def _count(path: Path) -> int:
-    if path.suffix.lower() == ".parquet":
-        return int(pq.read_metadata(path).num_rows)
-    return sum(1 for _ in _rows(path))
-
-
 def _plain(value: Any) -> Any:
     """A row value as JSON can carry it: bytes and dates as text."""
     return json.loads(json.dumps(value, default=str))
@@ -176,30 +155,58 @@ def _shortened(row: dict[str, Any]) -> dict[str, Any]:
         text = value if isinstance(value, str) else json.dumps(value)
         return value if len(text) <= PREVIEW_VALUE_CHARS else text[:PREVIEW_VALUE_CHARS] + "…"
 
-    return {key: cut(value) for key, value in row.items()}
+    return {key: cut(value) for key, value in islice(row.items(), PREVIEW_COLUMNS)}
+
+
+@dataclass
+class Allowance:
+    """The downloads one request may still make."""
+
+    left: int
 
 
 class Tasksets:
     """Reads linked datasets from the Hub (or anything speaking its API at `endpoint`); a revision read once
     is kept, since a pinned revision never changes."""
 
-    def __init__(self, endpoint: str, token: str | None, cache_dir: Path) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None,
+        cache_dir: Path,
+        *,
+        downloads_per_request: int = 20,
+        downloads_per_hour: int = 200,
+    ) -> None:
         self._api = HfApi(endpoint=endpoint, token=token or False, library_name="envhub")
         self._cache_dir = cache_dir
         self._read: dict[tuple[str, str], DatasetTaskset] = {}
         self._sizes: dict[tuple[str, str], int] = {}  # (dataset, path) → bytes
         self._lock = threading.Lock()
+        self.downloads_per_request = downloads_per_request
+        self.downloads_per_hour = downloads_per_hour
+        self._downloads: deque[float] = deque()  # when each download of the last hour began
+
+    def allowance(self) -> Allowance:
+        """What one request (a page of tasksets, an evaluation's rows) may download."""
+        return Allowance(self.downloads_per_request)
 
     def read(
-        self, dataset_id: str, revision: str | None, card: dict[str, Any], reset_key: str | None
+        self,
+        dataset_id: str,
+        revision: str | None,
+        card: dict[str, Any],
+        reset_key: str | None,
+        allowance: Allowance | None = None,
     ) -> DatasetTaskset:
         """The dataset's splits, row counts and first rows at `revision` (its current one when None), and
-        how its rows reset an environment whose README names `reset_key`."""
+        how its rows reset an environment whose README names `reset_key`; downloads drawn from `allowance`
+        (a request's own when None)."""
         revision = revision or self._current(dataset_id)
         with self._lock:
             taskset = self._read.get((dataset_id, revision))
         if taskset is None:
-            taskset = self._load(dataset_id, revision, card)
+            taskset = self._load(dataset_id, revision, card, allowance or self.allowance())
             with self._lock:
                 self._read[(dataset_id, revision)] = taskset
         resets_by = _resets_by(taskset.columns, reset_key)
@@ -211,8 +218,11 @@ class Tasksets:
             return replace(taskset, problem=problem)
         return replace(taskset, resets_by=resets_by)
 
-    def rows(self, taskset: DatasetTaskset, split: str, indices: list[int]) -> list[dict[str, Any]]:
-        """The rows at `indices` of one of the taskset's splits, in the order asked."""
+    def rows(
+        self, taskset: DatasetTaskset, split: str, indices: list[int], allowance: Allowance | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows at `indices` of one of the taskset's splits, in the order asked; together at most
+        MAX_RESETS_CHARS of JSON."""
         chosen = taskset.split(split)
         if chosen.rows is None:
             raise InvalidInputError(
@@ -224,9 +234,17 @@ class Tasksets:
             raise InvalidInputError(f"{taskset.dataset} split {split} has rows 0 to {chosen.rows - 1}; not {last}")
         found: dict[int, dict[str, Any]] = {}
         wanted = set(indices)
-        for number, row in enumerate(self._split_rows(taskset.dataset, taskset.revision, chosen)):
+        held = 0
+        rows = self._split_rows(taskset.dataset, taskset.revision, chosen, allowance or self.allowance())
+        for number, row in enumerate(rows):
             if number in wanted:
                 found[number] = _plain(row)
+                held += len(json.dumps(found[number]))
+                if held > MAX_RESETS_CHARS:
+                    raise InvalidInputError(
+                        f"the rows asked of {taskset.dataset} split {split} hold over "
+                        f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
+                    )
             if number >= last:
                 break
         return [found[i] for i in indices]
@@ -242,7 +260,34 @@ class Tasksets:
             raise HubUnavailableError(f"the Hub gave no revision for dataset {dataset_id}; try again")
         return sha
 
-    def _download(self, dataset_id: str, revision: str, path: str) -> Path:
+    def _draw(self, allowance: Allowance, dataset_id: str) -> None:
+        """Count one download against the request's allowance and the hour's; TooManyRequestsError past either."""
+        if allowance.left <= 0:
+            raise TooManyRequestsError(
+                f"not all of dataset {dataset_id} was read: envhub downloads at most {self.downloads_per_request} "
+                "dataset files per request (ENVHUB_TASKSET_DOWNLOADS_PER_REQUEST); ask again to read the rest "
+                "(the files read so far are kept)"
+            )
+        with self._lock:
+            now = time.monotonic()
+            while self._downloads and now - self._downloads[0] >= HOUR_S:
+                self._downloads.popleft()
+            if len(self._downloads) >= self.downloads_per_hour:
+                wait_min = math.ceil((HOUR_S - (now - self._downloads[0])) / 60)
+                raise TooManyRequestsError(
+                    f"dataset {dataset_id} was not read: envhub has downloaded {self.downloads_per_hour} dataset "
+                    f"files in the last hour (ENVHUB_TASKSET_DOWNLOADS_PER_HOUR); try again in {wait_min} min"
+                )
+            self._downloads.append(now)
+        allowance.left -= 1
+
+    def _download(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> Path:
+        cached = try_to_load_from_cache(
+            dataset_id, path, cache_dir=self._cache_dir, revision=revision, repo_type="dataset"
+        )
+        if isinstance(cached, str):
+            return Path(cached)
+        self._draw(allowance, dataset_id)
         try:
             return Path(
                 self._api.hf_hub_download(
@@ -271,7 +316,7 @@ class Tasksets:
         }
         return {path: files[path] for path in sorted(files)[:MAX_FILES]}
 
-    def _load(self, dataset_id: str, revision: str, card: dict[str, Any]) -> DatasetTaskset:
+    def _load(self, dataset_id: str, revision: str, card: dict[str, Any], allowance: Allowance) -> DatasetTaskset:
         sizes = self._data_files(dataset_id, revision)
         if not sizes:
             return DatasetTaskset(dataset_id, revision, problem="it holds no parquet, JSONL, JSON or CSV files")
@@ -289,10 +334,10 @@ class Tasksets:
                 small = (
                     all(sizes[f] <= MAX_FILE_BYTES for f in files) and sum(sizes[f] for f in files) <= MAX_SPLIT_BYTES
                 )
-                rows = sum(_count(self._download(dataset_id, revision, f)) for f in files) if small else None
+                rows = sum(self._count(dataset_id, revision, f, allowance) for f in files) if small else None
                 first = [
                     _shortened(_plain(row))
-                    for row in islice(self._split_rows(dataset_id, revision, split), PREVIEW_ROWS)
+                    for row in islice(self._split_rows(dataset_id, revision, split, allowance), PREVIEW_ROWS)
                 ]
             except (ValueError, csv.Error, pa.ArrowException) as exc:
                 problems.append(f"split {name} could not be read: {exc}")
@@ -301,7 +346,15 @@ class Tasksets:
             splits.append(DatasetSplit(name, tuple(files), rows, tuple(first)))
         return DatasetTaskset(dataset_id, revision, tuple(splits), tuple(columns), problem="; ".join(problems) or None)
 
-    def _split_rows(self, dataset_id: str, revision: str, split: DatasetSplit) -> Iterator[dict[str, Any]]:
+    def _count(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> int:
+        try:
+            return count_rows(self._download(dataset_id, revision, path, allowance))
+        except (ValueError, csv.Error, pa.ArrowException) as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+
+    def _split_rows(
+        self, dataset_id: str, revision: str, split: DatasetSplit, allowance: Allowance
+    ) -> Iterator[dict[str, Any]]:
         """The split's rows in order, from its files small enough to read here."""
         for path in split.files:
             with self._lock:
@@ -309,8 +362,8 @@ class Tasksets:
             if size > MAX_FILE_BYTES:
                 return
             try:
-                yield from _rows(self._download(dataset_id, revision, path))
-            except (UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
+                yield from read_rows(self._download(dataset_id, revision, path, allowance))
+            except (ValueError, csv.Error, pa.ArrowException) as exc:
                 raise ValueError(f"{path}: {exc}") from exc
 
 
@@ -333,7 +386,11 @@ def reset_key_of(environment: EnvironmentDetail) -> str | None:
 
 
 def read_linked(
-    session: Session, tasksets: Tasksets, environment: EnvironmentDetail, dataset_id: str
+    session: Session,
+    tasksets: Tasksets,
+    environment: EnvironmentDetail,
+    dataset_id: str,
+    allowance: Allowance | None = None,
 ) -> DatasetTaskset:
     """One of the environment's linked datasets, at the revision the catalog last synced."""
     if dataset_id not in environment.datasets:
@@ -341,7 +398,7 @@ def read_linked(
         raise InvalidInputError(f"{environment.id} is not linked to dataset {dataset_id}; its datasets are {linked}")
     row = session.get(Dataset, dataset_id)
     revision, card = (row.sha, row.card) if row is not None else (None, {})
-    return tasksets.read(dataset_id, revision, card, reset_key_of(environment))
+    return tasksets.read(dataset_id, revision, card, reset_key_of(environment), allowance)
 
 
 def environment_tasksets(
@@ -350,9 +407,10 @@ def environment_tasksets(
     """Read every linked dataset (a failure is that dataset's problem, not the answer's) beside the Task API
     splits `interface` lists."""
     datasets = []
+    allowance = tasksets.allowance()
     for dataset_id in environment.datasets[:MAX_DATASETS]:
         try:
-            datasets.append(read_linked(session, tasksets, environment, dataset_id))
+            datasets.append(read_linked(session, tasksets, environment, dataset_id, allowance))
         except EnvhubError as exc:
             datasets.append(DatasetTaskset(dataset_id, "", problem=exc.message))
     takes = bool(interface.splits) or any(d.resets_by for d in datasets)
@@ -378,11 +436,12 @@ def dataset_resets(
     indices: list[int],
 ) -> tuple[list[dict[str, Any]], str]:
     """The reset options of rows `indices` of a linked dataset's split, and the revision they were read at."""
-    taskset = read_linked(session, tasksets, environment, dataset_id)
+    allowance = tasksets.allowance()
+    taskset = read_linked(session, tasksets, environment, dataset_id, allowance)
     if taskset.resets_by is None:
         raise InvalidInputError(f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}")
     resets = []
-    for index, row in zip(indices, tasksets.rows(taskset, split, indices), strict=True):
+    for index, row in zip(indices, tasksets.rows(taskset, split, indices, allowance), strict=True):
         options = reset_options(row, reset_key_of(environment))
         if options is None:
             raise InvalidInputError(f"row {index} of {dataset_id} split {split} has no `{RESET_COLUMN}` object")

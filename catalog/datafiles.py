@@ -1,0 +1,201 @@
+"""Reading a dataset's data files (parquet, JSONL, JSON, CSV) row by row, within bounds that hold whatever the
+file says about itself.
+
+Limits on a file's size on disk say nothing of what it holds once read: a parquet file of a few KiB can
+expand to gigabytes (a long string in a dictionary page, referenced by every row; or one huge value
+compressed to nothing). So a parquet file's metadata is checked before any of its data is read (its
+uncompressed size in total and per column of a row group), its rows are read a few at a time with
+dictionaries kept as such, and each batch's size as it would be read out is measured before any of it
+becomes Python values. Text formats are read a line at a time, with a bound on a line and on a row.
+Every bound that is passed is a `ValueError` naming the file's problem and what to do.
+"""
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+__all__ = [
+    "BATCH_ROWS",
+    "MAX_CHUNK_BYTES",
+    "MAX_JSON_BYTES",
+    "MAX_ROW_BYTES",
+    "MAX_UNCOMPRESSED_BYTES",
+    "MAX_VALUE_BYTES",
+    "count_rows",
+    "read_rows",
+]
+
+MIB = 2**20
+MAX_UNCOMPRESSED_BYTES = 512 * MIB  # a parquet file's data, decompressed
+MAX_CHUNK_BYTES = 16 * MIB  # one column of one row group, decompressed: what one value can be at most
+MAX_FOOTER_BYTES = 4 * MIB  # a parquet file's metadata
+MAX_VALUE_BYTES = 1 * MIB  # one value (a cell), as read out
+MAX_ROW_BYTES = 1 * MIB  # one row of a text format; a parquet batch holds BATCH_ROWS times this at most
+BATCH_ROWS = 16  # parquet rows read at a time
+MAX_JSON_BYTES = 4 * MIB  # a .json file is parsed whole; larger ones go as JSONL or parquet
+_READ_BUFFER = 1 * MIB  # parquet column data is read through a buffer this size, not whole
+
+
+def _mib(size: int) -> str:
+    return f"{size / MIB:.0f} MiB" if size >= MIB else f"{size / 1024:.0f} KiB"
+
+
+def _check_parquet(path: Path) -> pq.ParquetFile:
+    """The parquet file, once its metadata shows it within the bounds; ValueError naming the bound it passes."""
+    size = path.stat().st_size
+    with path.open("rb") as raw:
+        raw.seek(max(size - 8, 0))
+        tail = raw.read(8)
+    if len(tail) < 8 or tail[4:] != b"PAR1":
+        raise ValueError("it is not a parquet file (no PAR1 footer)")
+    footer = int.from_bytes(tail[:4], "little")
+    if footer > MAX_FOOTER_BYTES:
+        raise ValueError(f"its metadata is {_mib(footer)}, over the {_mib(MAX_FOOTER_BYTES)} envhub reads")
+    parquet = pq.ParquetFile(path, buffer_size=_READ_BUFFER)
+    metadata = parquet.metadata
+    total = 0
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        total += group.total_byte_size
+        for column in range(group.num_columns):
+            chunk = group.column(column)
+            if chunk.total_uncompressed_size > MAX_CHUNK_BYTES:
+                raise ValueError(
+                    f"column {chunk.path_in_schema} of row group {index} decompresses to "
+                    f"{_mib(chunk.total_uncompressed_size)}, over the {_mib(MAX_CHUNK_BYTES)} envhub reads of one "
+                    "column of a row group: write it with smaller row groups (pyarrow's row_group_size) or "
+                    "smaller values"
+                )
+    if total > MAX_UNCOMPRESSED_BYTES:
+        raise ValueError(
+            f"it decompresses to {_mib(total)}, over the {_mib(MAX_UNCOMPRESSED_BYTES)} envhub reads of one file: "
+            "split it into smaller files"
+        )
+    # Strings and bytes stay dictionary-encoded as read: a value repeated by every row is held once.
+    byte_arrays = [
+        parquet.schema.column(i).path
+        for i in range(len(parquet.schema))
+        if parquet.schema.column(i).physical_type == "BYTE_ARRAY"
+    ]
+    return pq.ParquetFile(path, buffer_size=_READ_BUFFER, read_dictionary=byte_arrays)
+
+
+_BYTE_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+
+
+def _lengths(array: pa.Array) -> tuple[int, int]:
+    """The bytes an Arrow array holds once read out of its dictionaries, and its largest value's."""
+    if isinstance(array, pa.DictionaryArray):
+        lengths = pc.fill_null(pc.binary_length(array.dictionary), 0)
+        taken = pc.take(lengths, pc.fill_null(array.indices, 0))
+        return int(pc.sum(taken).as_py() or 0), int(pc.max(taken).as_py() or 0)
+    kind = array.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _lengths(array.flatten())
+    if pa.types.is_map(kind):
+        keys, items = _lengths(array.keys), _lengths(array.items)
+        return keys[0] + items[0], max(keys[1], items[1])
+    if pa.types.is_struct(kind):
+        fields = [_lengths(child) for child in array.flatten()]
+        return sum(f[0] for f in fields), max((f[1] for f in fields), default=0)
+    if any(test(kind) for test in _BYTE_TYPES):
+        lengths = pc.binary_length(array)
+        return int(pc.sum(lengths).as_py() or 0), int(pc.max(lengths).as_py() or 0)
+    return array.nbytes, array.nbytes // max(len(array), 1)
+
+
+def _parquet_rows(path: Path) -> Iterator[dict[str, object]]:
+    parquet = _check_parquet(path)
+    start = 0
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+        total = 0
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            held, largest = _lengths(column)
+            if largest > MAX_VALUE_BYTES:
+                raise ValueError(
+                    f"column {name} holds a value of {_mib(largest)} in rows {start}-{start + batch.num_rows - 1}, "
+                    f"over the {_mib(MAX_VALUE_BYTES)} envhub reads of one value"
+                )
+            total += held
+        if total > BATCH_ROWS * MAX_ROW_BYTES:
+            raise ValueError(
+                f"rows {start}-{start + batch.num_rows - 1} hold {_mib(total)} once read, over the "
+                f"{_mib(MAX_ROW_BYTES)} a row envhub reads"
+            )
+        start += batch.num_rows
+        yield from batch.to_pylist()
+
+
+class _Lines:
+    """A text file's lines, refusing a row (a JSONL line, or the lines of one CSV row) over MAX_ROW_BYTES."""
+
+    def __init__(self, text: IO[str]) -> None:
+        self._text = text
+        self.row_chars = 0  # of the row being read; the reader sets it back to 0 at each row
+
+    def __iter__(self) -> Iterator[str]:
+        while line := self._text.readline(MAX_ROW_BYTES + 1):
+            self.row_chars += len(line)
+            if self.row_chars > MAX_ROW_BYTES:
+                raise ValueError(f"a row is over {_mib(MAX_ROW_BYTES)}, the most envhub reads of one row")
+            yield line
+
+
+def _jsonl_rows(path: Path) -> Iterator[dict[str, object]]:
+    with path.open(encoding="utf-8") as text:
+        lines = _Lines(text)
+        for number, line in enumerate(lines, 1):
+            lines.row_chars = 0
+            if line.strip():
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"line {number} is not a JSON object")
+                yield row
+
+
+def _csv_rows(path: Path) -> Iterator[dict[str, object]]:
+    with path.open(encoding="utf-8", newline="") as text:
+        lines = _Lines(text)
+        for row in csv.DictReader(lines):
+            lines.row_chars = 0
+            yield dict(row)
+
+
+def _json_rows(path: Path) -> Iterator[dict[str, object]]:
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise ValueError(
+            f"a .json file is read whole, and this one is {_mib(size)}, over {_mib(MAX_JSON_BYTES)}: "
+            "publish it as JSONL or parquet"
+        )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data = data.get("data", data) if isinstance(data, dict) else data
+    if not isinstance(data, list):
+        raise ValueError("holds neither a list of rows nor {'data': [...]}")
+    yield from (row for row in data if isinstance(row, dict))
+
+
+def read_rows(path: Path) -> Iterator[dict[str, object]]:
+    """The rows of one data file, in order; ValueError (or csv.Error, an ArrowException) when it cannot be read
+    within the bounds."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return _parquet_rows(path)
+    if suffix == ".jsonl":
+        return _jsonl_rows(path)
+    if suffix == ".json":
+        return _json_rows(path)
+    return _csv_rows(path)
+
+
+def count_rows(path: Path) -> int:
+    """How many rows the file holds: a parquet file's from its metadata, once that is within the bounds."""
+    if path.suffix.lower() == ".parquet":
+        return int(_check_parquet(path).metadata.num_rows)
+    return sum(1 for _ in read_rows(path))
