@@ -222,11 +222,11 @@ class Services:
             ),
         )
 
-            endpoint_tokens=EndpointTokens(secret),
     @contextmanager
     def db(self) -> Iterator[Session]:
         with Session(self.engine) as session:
             yield session
+            endpoint_tokens=EndpointTokens(secret),
 
     def prepare_catalog(self) -> None:
         """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
