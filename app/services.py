@@ -220,13 +220,13 @@ class Services:
                 downloads_per_request=settings.taskset_downloads_per_request,
                 downloads_per_hour=settings.taskset_downloads_per_hour,
             ),
+            endpoint_tokens=EndpointTokens(secret),
         )
 
     @contextmanager
     def db(self) -> Iterator[Session]:
         with Session(self.engine) as session:
             yield session
-            endpoint_tokens=EndpointTokens(secret),
 
     def prepare_catalog(self) -> None:
         """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
