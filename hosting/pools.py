@@ -325,13 +325,15 @@ class Pool:
         return sum(s.active for s in open_) / capacity if capacity else 1.0
 
     def wanted(self) -> int:
-        """How many replicas the active sessions now would fill: those placed, and those waiting that have sent
-        something, at what a replica is known to hold; one more when the pool is over 80 % full of them."""
+        """How many replicas the sessions now would fill. Active sessions waiting (ones that sent something) need
+        room beyond every slot taken; idle ones waiting need none. One more when active sessions fill the pool past
+        80 %. So sockets that never send anything can take free slots, but never grow a pool."""
         with self._lock:
             open_ = [s for s in self.slots.values() if s.accepting]
             per_replica = max((s.capacity for s in self.slots.values() if s.said), default=1)
             waiting = sum(1 for waiter, _, _ in self._waiters if waiter.active)
-            busy = sum(s.active for s in open_) + waiting
+            placed = sum(s.sessions for s in open_) if waiting else sum(s.active for s in open_)
+            busy = placed + waiting
             wanted = math.ceil(busy / per_replica) if busy else 0
             if open_ and self._fullness() > 0.8:
                 wanted = max(wanted, len(open_) + 1)

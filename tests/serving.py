@@ -13,6 +13,7 @@ import uvicorn
 
 from app.main import create_app
 from app.server import server_config
+from app.services import Services
 from app.settings import REPO_ROOT, Settings
 from core.outbound import OutboundGuard
 from tests.conftest import wait_until
@@ -69,6 +70,7 @@ class Envhub:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = create_app(settings, guard=guard)
+        self.services: Services = app.state.services
         config = server_config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

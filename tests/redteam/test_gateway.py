@@ -1,0 +1,248 @@
+"""The gateway under attack: hostile servers behind it, and hostile clients in front of it, over the real wire.
+
+A server's first message, an answer the gateway reads whole and a client's body are bounded however long they
+claim to be; a request's head has a deadline; a path encoded to smuggle a header stays encoded; an unknown
+endpoint id costs no SQL on the event loop; idle sockets and foreign web pages cannot squat a pool.
+"""
+
+import asyncio
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Origin
+
+from app.settings import Settings
+from tests.conftest import wait_until
+from tests.environments import write_count_env
+from tests.redteam.hostile import seen, write_hostile_env
+from tests.serving import Envhub
+
+
+@pytest.fixture
+def gateway(settings: Settings, tmp_path: Path, templates_dir: Path) -> Iterator[Envhub]:
+    """envhub with hostile servers among its templates, and small bounds to hit quickly."""
+    for mode in ("record", "huge_first", "huge_answer"):
+        write_hostile_env(templates_dir / mode, mode)
+    write_count_env(templates_dir / "count")
+    configured = settings.model_copy(
+        update={
+            "data_dir": tmp_path / "data",
+            "header_timeout_s": 1.0,
+            "gateway_max_body_bytes": 1024 * 1024,
+            "pool_queue_s": 30,
+            "pool_queue_per_client": 2,
+        }
+    )
+    envhub = Envhub(configured)
+    yield envhub
+    envhub.stop()
+
+
+def ws_url(envhub: Envhub, endpoint: dict[str, Any], path: str = "ws") -> str:
+    return f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/{path}"
+
+
+def log_of(envhub: Envhub, endpoint: dict[str, Any]) -> Path:
+    return envhub.settings.data_dir / "endpoints" / f"{endpoint['id']}.log"
+
+
+def test_a_replicas_endless_first_message_never_stalls_envhub(gateway: Envhub) -> None:
+    """A replica whose first message is 64 MiB used to be copied into one growing buffer chunk after chunk, and
+    envhub's event loop stopped answering anyone."""
+    endpoint = gateway.running("template:huge_first")
+    answered: list[int] = []
+    with connect(ws_url(gateway, endpoint), max_size=None, open_timeout=10) as ws:
+        reading = threading.Thread(target=ws.recv, kwargs={"timeout": 60}, daemon=True)
+        reading.start()
+        with httpx.Client(base_url=gateway.url, timeout=5) as client:
+            while reading.is_alive() and len(answered) < 20:
+                answered.append(client.get("/api/health").status_code)
+        reading.join(timeout=60)
+    assert answered and set(answered) == {200}  # every health call answered within 5 s while the message streamed
+
+
+def test_an_answer_the_gateway_reads_whole_is_cut_at_a_mebibyte(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:huge_answer")
+    create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    answer = gateway.http.post(f"/endpoints/{endpoint['id']}/mcp", json=create)
+    assert answer.status_code == 502
+    assert "over 1024 KiB where the gateway reads the answer whole" in answer.json()["detail"]
+    assert gateway.endpoint(endpoint["id"])["pool"]["sessions"] == 0  # the slot it took is free again
+
+
+def test_bodies_past_the_limits_are_refused_with_413(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:record")
+    base = f"/endpoints/{endpoint['id']}"
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * (1024 * 1024)}}
+    too_long_a_call = gateway.http.post(f"{base}/mcp", json=call)
+    assert too_long_a_call.status_code == 413
+    assert "over 1024 KiB" in too_long_a_call.json()["detail"]
+
+    declared = gateway.http.post(f"{base}/step", content=b"x" * (1024 * 1024 + 1))
+    assert declared.status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams
+        for _ in range(40):
+            yield b"x" * 65536
+
+    streamed = gateway.http.post(f"{base}/step", content=chunks())
+    assert streamed.status_code == 413
+    small = gateway.http.post(f"{base}/step", content=b"x" * 1000)
+    assert small.json() == {"path": "step", "received": 1000}
+
+
+@pytest.mark.parametrize("trickle", [False, True])
+def test_a_request_head_that_never_arrives_whole_is_answered_408(gateway: Envhub, trickle: bool) -> None:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        started = time.monotonic()
+        if trickle:
+            sock.sendall(b"GET /endpoints/abc/ws HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            sock.settimeout(0.2)
+            answer = b""
+            while not answer and time.monotonic() - started < 10:
+                try:
+                    sock.sendall(b"X")  # one byte of a header that never ends
+                    answer = sock.recv(4096)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+        else:
+            answer = sock.recv(4096)  # silent: envhub speaks first, and closes
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"did not arrive within 1 s" in answer
+
+
+def test_a_percent_encoded_line_break_stays_encoded_on_the_way_to_the_server(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:record")
+    # A line feed matches no gateway path: refused, nothing is passed on. A bare CR and spaces pass on encoded.
+    with (
+        pytest.raises((ConnectionClosed, InvalidStatus)),
+        connect(ws_url(gateway, endpoint, "ws%0D%0AX-Injected:%20yes")) as ws,
+    ):
+        ws.recv(timeout=10)
+    assert gateway.http.get(f"/endpoints/{endpoint['id']}/a%0D%0AX-Injected:%20yes").status_code == 404
+    with (
+        pytest.raises((ConnectionClosed, InvalidStatus)),
+        connect(ws_url(gateway, endpoint, "ws%0DX-Injected:%20yes")) as ws,
+    ):
+        ws.recv(timeout=10)  # no such path on the server
+    answer = gateway.http.get(f"/endpoints/{endpoint['id']}/a%20b%0DX-Injected:%20yes")
+    assert answer.status_code == 200
+    wait_until(lambda: len([r for r in seen(log_of(gateway, endpoint)) if "Injected" in r["raw_path"]]) == 2)
+    received = seen(log_of(gateway, endpoint))
+    assert not any("x-injected" in r["headers"] for r in received), received
+    paths = [r["raw_path"] for r in received if "Injected" in r["raw_path"]]
+    assert len(paths) == 2, paths  # the WebSocket's handshake and the GET
+    assert all("%0D" in p and "\r" not in p and "\n" not in p and " " not in p for p in paths), paths
+
+
+def test_unknown_endpoint_ids_cost_no_sql_on_the_event_loop(gateway: Envhub) -> None:
+    services = gateway.services
+    loop_thread = gateway.thread.ident
+    guessed = {secrets.token_hex(5) for _ in range(20)}
+    on_the_loop: list[str] = []
+
+    def noted(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        if threading.get_ident() == loop_thread and any(g in str(parameters) for g in guessed):
+            on_the_loop.append(statement)
+
+    event.listen(services.engine, "before_cursor_execute", noted)
+    try:
+        for guess in guessed:
+            assert gateway.http.get(f"/endpoints/{guess}/health").status_code == 404
+            with pytest.raises(ConnectionClosed) as closed, connect(ws_url(gateway, {"id": guess})) as ws:
+                ws.recv(timeout=10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    finally:
+        event.remove(services.engine, "before_cursor_execute", noted)
+    assert on_the_loop == []
+
+
+def test_a_web_page_from_another_site_cannot_open_sessions(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:count")
+    evil = Origin("https://evil.example")
+    with pytest.raises(ConnectionClosed) as closed, connect(ws_url(gateway, endpoint), origin=evil) as ws:
+        ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    assert "a web page at 'https://evil.example' may not open sessions" in closed.value.rcvd.reason
+    create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    from_a_page = gateway.http.post(
+        f"/endpoints/{endpoint['id']}/mcp", json=create, headers={"Origin": "https://evil.example"}
+    )
+    assert from_a_page.status_code == 403
+    # envhub's own origin, and clients that send none (trainers), are served.
+    own = Origin(f"http://127.0.0.1:{gateway.port}")
+    for origin in (own, None):
+        with connect(ws_url(gateway, endpoint), origin=origin) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+
+
+def test_idle_sockets_hold_no_sway_over_the_pools_size(gateway: Envhub) -> None:
+    """Sockets that never send anything wait like any session, but do not grow the pool; a reset does."""
+    endpoint = gateway.running(
+        "template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}, "replicas": {"min": 1, "max": 4}}
+    )
+    with ExitStack() as stack:
+        opened = [stack.enter_context(connect(ws_url(gateway, endpoint))) for _ in range(3)]
+        wait_until(lambda: gateway.endpoint(endpoint["id"])["pool"]["waiting"] == 2)
+        deadline = time.monotonic() + 3  # several of the scaler's rounds: it would have grown by now
+        while time.monotonic() < deadline:
+            assert len(gateway.endpoint(endpoint["id"])["pool"]["replicas"]) == 1
+            time.sleep(0.2)
+        opened[2].send(json.dumps({"type": "reset", "data": {}}))  # a waiting session starts working
+        assert json.loads(opened[2].recv(timeout=60))["type"] == "observation"
+        assert len(gateway.endpoint(endpoint["id"])["pool"]["replicas"]) >= 2  # it grew once a session worked
+
+
+def test_one_client_may_have_only_so_many_sessions_waiting(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
+    with ExitStack() as stack:
+        for _ in range(3):  # one holds the only slot, two wait
+            stack.enter_context(connect(ws_url(gateway, endpoint)))
+        wait_until(lambda: gateway.endpoint(endpoint["id"])["pool"]["waiting"] == 2)
+        with connect(ws_url(gateway, endpoint)) as third:
+            refusal = json.loads(third.recv(timeout=10))  # at once: the wait would be 30 s
+        assert refusal["type"] == "error" and refusal["data"]["code"] == "CAPACITY_REACHED"
+        assert "2 of your sessions wait already" in refusal["data"]["message"]
+
+
+def test_a_waiting_session_cannot_park_megabytes_in_envhub(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
+    with connect(ws_url(gateway, endpoint)):  # holds the only slot
+
+        async def push() -> int:
+            """Bytes of one endless frame the gateway (and the kernel between) takes from a waiting client."""
+            reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+            writer.write(
+                f"GET /endpoints/{endpoint['id']}/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+            )
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"\x82\xff" + (1 << 40).to_bytes(8, "big") + b"\x00\x00\x00\x00")  # masked, 1 TiB
+            sent, chunk = 0, b"x" * 65536
+            while sent < 64 * 1024 * 1024:
+                writer.write(chunk)
+                try:
+                    await asyncio.wait_for(writer.drain(), 2)
+                except TimeoutError:
+                    break  # nobody reads any more
+                sent += len(chunk)
+            writer.transport.abort()
+            return sent
+
+        assert asyncio.run(push()) < 16 * 1024 * 1024  # the cap, plus what loopback's buffers hold
