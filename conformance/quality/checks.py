@@ -186,14 +186,14 @@ async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], li
     async with run.session("together A") as first, run.session("together B") as second:
         sessions = (first, second)
         together = [
-            Episode(e.seed, e.episode_id, [await s.reset(seed=e.seed, episode_id=e.episode_id)])
+            Episode(e.seed, e.episode_id, [(await s.reset(seed=e.seed, episode_id=e.episode_id)).kept()])
             for s, e in zip(sessions, (a, b), strict=True)
         ]
         for index in range(max(len(a.actions), len(b.actions))):
             for session, played, episode in zip(sessions, (a, b), together, strict=True):
                 if index < len(played.actions) and not episode.done:
                     episode.actions.append(played.actions[index])
-                    episode.turns.append(await session.step(played.actions[index]))
+                    episode.turns.append((await session.step(played.actions[index])).kept())
         return together, [await first.state(), await second.state()]
 
 

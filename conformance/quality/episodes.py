@@ -3,11 +3,16 @@ player or replayed action by action, and where two episodes first differ, in can
 
 Like the checklist, the quality suite speaks the wire itself (protocol.frames), so that it sees every frame
 as sent; openenv's client would also cost seconds of imports. Every reply is bounded by the session's timeout.
+An episode keeps of each turn only its digest (the sha256 of its canonical JSON, and of its members down to a
+bound, each with a short excerpt), never the observation: a report's memory does not grow with what a server
+sends, and two turns still compare whole, with the first place they differ named.
 """
 
 import asyncio
 import contextlib
+import hashlib
 import json
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,18 +28,25 @@ from protocol.frames import error_code
 __all__ = [
     "AtCapacity",
     "Constant",
+    "Digest",
     "Episode",
+    "Kept",
     "Lost",
     "Session",
     "SessionError",
     "Turn",
     "canonical",
+    "digest",
     "first_difference",
     "play",
     "replay",
 ]
 
 RETRIES = 3  # refused actions in a row before an episode is given up
+DIGEST_DEPTH = 4  # levels of members a digest keeps below a turn: the observation's fields, and theirs
+DIGEST_MEMBERS = 64  # members a turn's digest keeps in all, level by level
+EXCERPT_CHARS = 80
+REWARD_CHARS = 200  # a reward longer than this as JSON (so not a number) is kept as its excerpt
 
 
 class SessionError(Exception):
@@ -53,6 +65,63 @@ class AtCapacity(SessionError):
         super().__init__(f"the server refused the session at capacity: {excerpt(data.get('message'), 160)}")
 
 
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass
+class Digest:
+    """A JSON value as a report keeps it: the sha256 of its canonical JSON and an excerpt, and, while the bound
+    lasts, the same of its members (an object's by key, an array's by index)."""
+
+    sha: bytes
+    excerpt: str
+    is_object: bool = False
+    members: dict[str, "Digest"] | None = None  # None: not kept (a plain value, or past the bound)
+
+
+def _node(value: Any) -> Digest:
+    sha = hashlib.sha256(canonical(value).encode()).digest()
+    return Digest(sha, excerpt(value, EXCERPT_CHARS), isinstance(value, dict))
+
+
+def _members(value: Any) -> list[tuple[str, Any]] | None:
+    if isinstance(value, dict):
+        return [(str(key), value[key]) for key in sorted(value, key=str)]
+    if isinstance(value, list):
+        return [(str(index), item) for index, item in enumerate(value)]
+    return None
+
+
+def digest(value: Any) -> Digest:
+    """The value's digest, its members kept breadth first, DIGEST_MEMBERS of them at most, DIGEST_DEPTH deep."""
+    root = _node(value)
+    budget = DIGEST_MEMBERS
+    pending = deque([(root, value, 0)])
+    while pending:
+        node, held, depth = pending.popleft()
+        members = _members(held)
+        if members is None or depth >= DIGEST_DEPTH or len(members) > budget:
+            continue
+        budget -= len(members)
+        node.members = {}
+        for key, member in members:
+            node.members[key] = child = _node(member)
+            pending.append((child, member, depth + 1))
+    return root
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What an episode keeps of a turn: its digest, reward (a number, or the excerpt of what was sent instead),
+    done flag and error."""
+
+    digest: Digest
+    reward: Any = None
+    done: bool = False
+    error: str | None = None
+
+
 @dataclass(frozen=True)
 class Turn:
     """What one reset or step got: an observation with its reward and done flag, or the error frame sent instead."""
@@ -67,9 +136,12 @@ class Turn:
             return {"error": self.error}
         return {"observation": self.observation, "reward": self.reward, "done": self.done}
 
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    def kept(self) -> Kept:
+        """The turn as an episode keeps it, its observation let go."""
+        reward = self.reward
+        if not isinstance(reward, int | float | None) and len(canonical(reward)) > REWARD_CHARS:
+            reward = excerpt(reward, REWARD_CHARS)
+        return Kept(digest(self.comparable()), reward, self.done, self.error)
 
 
 def _error_text(frame: dict[str, Any]) -> str:
@@ -164,7 +236,7 @@ class Episode:
 
     seed: int | None
     episode_id: str
-    turns: list[Turn]
+    turns: list[Kept]
     actions: list[dict[str, Any]] = field(default_factory=list)
     ended: str | None = None  # why it stopped before done: its step budget, refusals, no action
 
@@ -207,8 +279,9 @@ async def play(
     session: Session, player: Player, *, seed: int | None, episode_id: str, max_steps: int, retries: int = RETRIES
 ) -> Episode:
     """Reset, then step with the player's moves until done, the step budget, or `retries` refusals in a row."""
-    episode = Episode(seed, episode_id, [await session.reset(seed=seed, episode_id=episode_id)])
-    observation, reward = episode.turns[0].observation, None
+    first = await session.reset(seed=seed, episode_id=episode_id)
+    episode = Episode(seed, episode_id, [first.kept()])
+    observation, reward = first.observation, None
     while not episode.done:
         if episode.steps >= max_steps:
             episode.ended = f"it had not ended after {max_steps} steps"
@@ -220,7 +293,7 @@ async def play(
                 return episode
             turn = await session.step(move.action)
             episode.actions.append(move.action)
-            episode.turns.append(turn)
+            episode.turns.append(turn.kept())
             if turn.error is None:
                 break
             move = await player.retry(turn.error)
@@ -233,35 +306,39 @@ async def play(
 
 async def replay(session: Session, *, seed: int | None, episode_id: str, actions: list[dict[str, Any]]) -> Episode:
     """Reset, then send these actions in order (until done): an episode to compare with the one that chose them."""
-    episode = Episode(seed, episode_id, [await session.reset(seed=seed, episode_id=episode_id)])
+    episode = Episode(seed, episode_id, [(await session.reset(seed=seed, episode_id=episode_id)).kept()])
     for action in actions:
         if episode.done:
             break
         episode.actions.append(action)
-        episode.turns.append(await session.step(action))
+        episode.turns.append((await session.step(action)).kept())
     return episode
 
 
-def _where(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
-    """The first path at which two JSON values differ, and the two values there."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b), key=str):
-            if key not in a or key not in b or canonical(a[key]) != canonical(b[key]):
-                return _where(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for index, (x, y) in enumerate(zip(a, b, strict=True)):
-            if canonical(x) != canonical(y):
-                return _where(x, y, f"{path}[{index}]")
-    return path or "the whole turn", a, b
+def _where(a: Digest | None, b: Digest | None, path: str) -> tuple[str, str, str]:
+    """The first path at which two digested values differ, and an excerpt of each there."""
+    if a is not None and b is not None and a.members is not None and b.members is not None:
+        if a.is_object and b.is_object:
+            for key in sorted(set(a.members) | set(b.members)):
+                x, y = a.members.get(key), b.members.get(key)
+                if x is None or y is None or x.sha != y.sha:
+                    return _where(x, y, f"{path}.{key}" if path else key)
+        elif not a.is_object and not b.is_object and len(a.members) == len(b.members):
+            for index in range(len(a.members)):
+                x, y = a.members[str(index)], b.members[str(index)]
+                if x.sha != y.sha:
+                    return _where(x, y, f"{path}[{index}]")
+    missing = excerpt(None)
+    return path or "the whole turn", a.excerpt if a else missing, b.excerpt if b else missing
 
 
 def first_difference(a: Episode, b: Episode) -> str | None:
     """Where two episodes first differ, in a sentence; None when every turn is the same."""
     for index, (x, y) in enumerate(zip(a.turns, b.turns, strict=False)):
-        if canonical(x.comparable()) != canonical(y.comparable()):
-            where, first, second = _where(x.comparable(), y.comparable(), "")
+        if x.digest.sha != y.digest.sha:
+            where, first, second = _where(x.digest, y.digest, "")
             turn = "the reset" if index == 0 else f"step {index}"
-            return f"{turn}, {where}: {excerpt(first, 80)} vs {excerpt(second, 80)}"
+            return f"{turn}, {where}: {first} vs {second}"
     if len(a.turns) != len(b.turns):
         shorter = min(len(a.turns), len(b.turns)) - 1
         return f"after step {shorter} one episode was done and the other went on"
