@@ -211,7 +211,7 @@ def test_stop_and_the_log_tail(envhub: Envhub, count_template: str) -> None:
         ({"environment": "template:count", "backend": "moon"}, "backend: Input should be"),
         (
             {"environment": "template:count", "options": {"gpus": 8}},
-            "the process backend takes ['replicas'], not ['gpus']",
+            "the process backend takes ['private', 'replicas'], not ['gpus']",
         ),
         ({"environment": "template:count", "options": {"env": {"BAD NAME": "x"}}}, "not a valid environment variable"),
         ({"environment": "template:count", "options": {"env": {"OPENENV_MODE": "x"}}}, "simulation or production"),
