@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from app.services import Services
 from app.ui.connect import pool_note
+from app.ui.endpoints import launch_refusal
 from app.ui.requests import acting_caller, page_endpoint_url
+from core.callers import ANONYMOUS
 from core.errors import EnvhubError
 from hosting.models import Backend, Endpoint, EndpointStatus, PoolPublic
 from hosting.options import BACKEND_OPTIONS, BackendOptions, LaunchRequest
@@ -54,12 +56,11 @@ class Launch:
     url: gr.Textbox
     stop: gr.Button
     log: gr.Code
-    endpoints: gr.Dataframe
     timer: gr.Timer
 
     @property
     def watched(self) -> list[Any]:
-        return [self.status, self.url, self.stop, self.log, self.endpoints]
+        return [self.message, self.status, self.url, self.stop, self.log]
 
 
 def build(backends: list[Backend]) -> Launch:
@@ -89,15 +90,10 @@ def build(backends: list[Backend]) -> Launch:
             stop = gr.Button("■ Stop", variant="stop", visible=False, elem_id="launch-stop")
             log = gr.Code(label="Log (last lines)", language="shell", interactive=False, lines=8, max_lines=20,
                           elem_id="launch-log")  # fmt: skip
-    gr.Markdown("### Running endpoints")
-    endpoints = gr.Dataframe(
-        headers=["id", "environment", "backend", "status", "url", "started"],
-        interactive=False,
-        elem_id="launch-endpoints",
-    )
+    gr.Markdown("Every endpoint you run, with its URL, Stop and Open in Play, is in **My endpoints**.")
     return Launch(
         environment, backend, help_text, variables, secrets, options, start, message, gr.State(""), status, url,
-        stop, log, endpoints, gr.Timer(1.0, active=False),
+        stop, log, gr.Timer(1.0, active=False),
     )  # fmt: skip
 
 
@@ -154,23 +150,9 @@ def pool_html(pool: PoolPublic) -> str:
     )
 
 
-def rows(services: Services, request: gr.Request) -> list[list[Any]]:
-    return [
-        [
-            e.id,
-            e.environment + (f"@{e.revision[:12]}" if e.revision else ""),
-            e.backend.value,
-            e.status.value,
-            page_endpoint_url(services, request, e.id),
-            e.started_at.strftime("%H:%M:%S") if e.started_at else "",
-        ]
-        for e in services.endpoints.list(active_only=True)
-    ]
-
-
 def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Request) -> dict[Any, Any]:
-    """The followed endpoint's status, URL and log tail, and the running endpoints."""
-    values: dict[Any, Any] = {launch.endpoints: rows(services, request)}
+    """The followed endpoint's status, URL and log tail; what the status says replaces the launch's message."""
+    values: dict[Any, Any] = {launch.message: ""}
     if not endpoint_id:
         return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
@@ -198,10 +180,10 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
     ) -> Any:
         if not environment_id:
             return {launch.message: "Open an environment first."}
+        caller = ANONYMOUS
         try:
-            extra = json.loads(options or "{}")
-            if not isinstance(extra, dict):
-                raise ValueError("backend options must be a JSON object")
+            caller = acting_caller(services, request)
+            extra = parse_options(options)
             body = LaunchRequest.model_validate(
                 {
                     "environment": environment_id,
@@ -213,16 +195,23 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
                     },
                 }
             )
-            endpoint = services.endpoints.launch(body, acting_caller(services, request))
+            endpoint = services.endpoints.launch(body, caller)
         except (ValueError, ValidationError) as exc:
-            return {launch.message: f"**Not launched:** {_reason(exc)}"}
+            return not_launched(_reason(exc))
         except EnvhubError as exc:
-            return {launch.message: f"**Not launched:** {exc.message}"}
+            return not_launched(launch_refusal(services, caller, exc))
+        return {launch.endpoint: endpoint.id, launch.timer: gr.Timer(active=True)} | watch(
+            services, launch, endpoint.id, request
+        )
+
+    def not_launched(reason: str) -> dict[Any, Any]:
+        """A refusal, in place of the endpoint followed before (whose status is in My endpoints)."""
+        stopped_following = {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
         return {
-            launch.message: f"Launching `{endpoint.id}`…",
-            launch.endpoint: endpoint.id,
-            launch.timer: gr.Timer(active=True),
-        } | watch(services, launch, endpoint.id, request)
+            launch.message: f"**Not launched:** {reason}",
+            launch.endpoint: "",
+            launch.timer: gr.Timer(active=False),
+        } | stopped_following
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
         values = watch(services, launch, endpoint_id, request)
@@ -242,22 +231,45 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
             services.endpoints.stop(endpoint_id, acting_caller(services, request))
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}
-        return {launch.message: f"Stopped `{endpoint_id}`."} | watch(services, launch, endpoint_id, request)
+        return watch(services, launch, endpoint_id, request) | {launch.message: f"Stopped `{endpoint_id}`."}
 
-    def follow(request: gr.Request, event: gr.SelectData) -> Any:
-        row = event.row_value if isinstance(event.row_value, list) else []
-        endpoint_id = str(row[0]) if row else ""
-        return {launch.endpoint: endpoint_id} | watch(services, launch, endpoint_id, request)
-
-    outputs = [launch.message, launch.endpoint, launch.timer, *launch.watched]
+    outputs = [launch.endpoint, launch.timer, *launch.watched]
     launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])
     launch.start.click(start, [selected, launch.backend, launch.variables, launch.secrets, launch.options], outputs)
     launch.timer.tick(tick, [launch.endpoint], [launch.timer, *launch.watched], show_progress="hidden")
-    launch.stop.click(stop, [launch.endpoint], [launch.message, *launch.watched])
-    launch.endpoints.select(follow, None, [launch.endpoint, *launch.watched])
+    launch.stop.click(stop, [launch.endpoint], launch.watched)
+
+
+def parse_options(text: str) -> dict[str, Any]:
+    """The backend options box: one JSON object."""
+    example = 'e.g. {"replicas": 2}'
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"the backend options are not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+            f"write one object, {example}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"the backend options must be one JSON object, {example}")
+    return value
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-    return str(exc)
+    """A launch request's errors as a person reads them: the option, and what it takes."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    said = []
+    for error in exc.errors():
+        # ("options", "<backend>", name, ...): the backend is the model pydantic picked, not something typed
+        where = [str(p) for p in error["loc"]]
+        if where[:1] == ["options"]:
+            where = where[2:]
+        name = ".".join(where)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] in ("model_type", "dict_type", "model_attributes_type") and where:
+            option = BackendOptions.model_fields.get(where[0])
+            described = option is not None and option.description
+            message = f"takes {option.description}" if option is not None and described else "takes a JSON object"
+        said.append(f"option {name}: {message}" if name else message)
+    return "; ".join(said)

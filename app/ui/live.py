@@ -58,10 +58,10 @@ def connection_url(services: Services, url: str, request: gr.Request | None) -> 
 
 
 async def outbound_for(
-    services: Services, environment: EnvironmentDetail, request: gr.Request | None
+    services: Services, environment: EnvironmentDetail | None, request: gr.Request | None
 ) -> OutboundSession:
-    """The outbound session to reach this environment's live URLs with: envhub's own gateway
-    trusted, the rest through the guard, and the Hub token for a private Space's host."""
-    credentials = await services.monitor.space_credentials(environment.id)
+    """The outbound session to reach this environment's live URLs (or, without one, a URL typed in) with: envhub's
+    own gateway trusted, the rest through the guard, and the Hub token for a private Space's host."""
+    credentials = await services.monitor.space_credentials(environment.id) if environment is not None else {}
     gateway = _own_gateway(request)
     return live_session(services.guard, *([gateway] if gateway else []), credentials=credentials)

@@ -10,12 +10,13 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, evaluate, launch, play, publish, status
+from app.ui import browse, detail, endpoints, evaluate, launch, play, publish, status
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
-from app.ui.requests import caller_of
+from app.ui.requests import caller_of, page_endpoint_url
 from app.ui.style import CSS, THEME
 from core.errors import EnvhubError
+from hosting.models import Endpoint
 
 HEADER = (
     '<div class="envhub-header"><h1>🌍 envhub</h1>'
@@ -43,15 +44,17 @@ def build_blocks(services: Services) -> gr.Blocks:
                 b = browse.build()
             with gr.Tab("Environment", id="detail", elem_id="tab-detail"):
                 d = detail.build()
-            with gr.Tab("Play", id="play", elem_id="tab-play"):
+            with gr.Tab("Play", id="play", elem_id="tab-play") as play_tab:
                 p = play.build()
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
                 ev = evaluate.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
                 lp = launch.build(list(services.endpoints.runtimes))
+            with gr.Tab("My endpoints", id="endpoints", elem_id="tab-endpoints") as endpoints_tab:
+                mine = endpoints.build()
         browse.wire(services, b)
         status.wire(services, banner, (b.filters, b.outputs, lambda *values: browse.run_search(services, values, 0)))
-        play_events = play.wire(services, p, selected)
+        played = play.wire(services, p, selected)
         launch.wire(services, lp, selected)
         evaluate.wire(services, ev, selected)
         publish.wire(services, d.publish, selected)
@@ -117,9 +120,24 @@ def build_blocks(services: Services) -> gr.Blocks:
         b.results.click(from_card, None, opened, show_progress="hidden").then(
             refresh, [selected], refreshed, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
-        for event in play_events:  # a launch or a connection may reveal the schemas, tools and tasks
+        for event in played.events:  # a launch or a connection may reveal the schemas, tools and tasks
             event.then(refresh, [selected], refreshed, show_progress="hidden")
+
+        async def reopen(request: gr.Request, environment_id: str) -> dict[Any, Any]:
+            return await played.reopen(request, environment_id)
+
         d.play.click(lambda: gr.Tabs(selected="play"), None, tabs)
+        play_tab.select(reopen, [selected], [p.url, *p.setup], show_progress="minimal")
+
+        async def play_endpoint(request: gr.Request, endpoint: Endpoint) -> dict[Any, Any]:
+            url = page_endpoint_url(services, request, endpoint.id)
+            shown = open_environment(endpoint.environment, request) | {tabs: gr.Tabs(selected="play")}
+            menu = play.url_menu(services, endpoint.environment, request, url)
+            return shown | {p.url: menu} | await played.connect(request, endpoint.environment, url)
+
+        endpoints.wire(services, mine, endpoints_tab, play_endpoint, opened).then(
+            refresh, [selected], refreshed, show_progress="hidden"
+        )
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
         d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)
 

@@ -4,7 +4,7 @@ through a form made from its action schema or its MCP tools, and read what comes
 import asyncio
 import html
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ import gradio as gr
 from app.services import Services
 from app.ui import autoplay
 from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
+from app.ui.endpoints import launch_refusal, reusable
 from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
     action_from_form,
@@ -22,10 +23,12 @@ from app.ui.forms import (
 )
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
-from app.ui.requests import acting_caller, page_endpoint_url
+from app.ui.requests import acting_caller, caller_of, page_endpoint_url
 from app.ui.sessions import PlayError, PlaySession
 from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
+from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
+from core.callers import ANONYMOUS
 from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
 from hosting.options import LaunchRequest
@@ -44,6 +47,7 @@ element.addEventListener('click', (event) => {
 
 @dataclass(frozen=True)
 class Play:
+    title: gr.Markdown
     url: gr.Dropdown
     connect: gr.Button
     launch: gr.Button
@@ -75,15 +79,25 @@ class Play:
 
     @property
     def setup(self) -> list[Any]:
-        return [self.status, self.form, self.tool, self.tool_help, self.split, self.task_index, *self.results]
+        return [
+            self.title, self.status, self.form, self.tool, self.tool_help, self.split, self.task_index, *self.results
+        ]  # fmt: skip
 
 
 def build() -> Play:
+    title = gr.Markdown("Open an environment to play it, or type an OpenEnv server's URL.", elem_id="play-title")
     with gr.Row(equal_height=True):
-        url = gr.Dropdown([], label="Live URL", scale=4, elem_id="play-url", allow_custom_value=False)
+        url = gr.Dropdown(
+            [],
+            label="Live URL",
+            info="one of the environment's, or any OpenEnv server's: type it and press Connect",
+            scale=4,
+            elem_id="play-url",
+            allow_custom_value=True,
+        )
         connect = gr.Button("Connect", scale=1, elem_id="play-connect")
         launch = gr.Button("🚀 Launch locally", scale=1, variant="primary", elem_id="play-launch")
-    status = gr.Markdown("Open an environment to play it.", elem_id="play-status")
+    status = gr.Markdown(elem_id="play-status")
     with gr.Row():
         with gr.Column(scale=2):
             with gr.Row(equal_height=True):
@@ -119,9 +133,27 @@ def build() -> Play:
     )
     download = gr.HTML(elem_id="play-download")
     return Play(
-        url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
+        title, url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
         form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download, auto,
     )  # fmt: skip
+
+
+def title_md(environment: EnvironmentDetail | None, url: str = "") -> str:
+    """What the Play tab plays: the environment, or the server at a typed URL."""
+    if environment is not None:
+        return f"### Playing {environment.emoji or '🧩'} {environment.title} · `{environment.id}`"
+    if url:
+        return f"### Playing the server at `{url}` (not in the catalog)"
+    return "Open an environment to play it, or type an OpenEnv server's URL."
+
+
+@dataclass(frozen=True)
+class Wired:
+    """The Play tab's events that others follow (connect, launch), and its connect and auto-connect."""
+
+    events: list[Any]
+    connect: Callable[[gr.Request, str, str | None], Awaitable[dict[Any, Any]]]
+    reopen: Callable[[gr.Request, str], Awaitable[dict[Any, Any]]]
 
 
 def download_html(session: PlaySession) -> str:
@@ -168,8 +200,8 @@ def refusal(play: Play, error: PlayError | str) -> dict[Any, Any]:
     return {play.errors: f"**Not sent:** {message}" if isinstance(error, str) else f"**Refused:** {message}"}
 
 
-def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
-    """Wire the panel's events; returns the connect and launch events, which others may follow."""
+def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
+    """Wire the panel's events; returns what others follow and call."""
 
     def session_of(request: gr.Request) -> PlaySession | None:
         return services.play.find(request.session_hash)
@@ -185,14 +217,15 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
         return results(play, session, outcome)
 
     async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
+        """Connect this tab to a URL: one of the open environment's, or any OpenEnv server's typed in."""
+        url = (url or "").strip().rstrip("/")
         with services.db() as db:
             environment = find_environment(db, environment_id) if environment_id else None
-        if environment is None:
-            return {play.status: "Open an environment first."}
-        if not url or url not in live_urls(services, environment, request):
-            return {play.status: "Pick a live URL of this environment, or launch it."}
+        if not url:
+            return {play.status: "Type an OpenEnv server's URL above, pick one of this environment's, or launch it."}
+        listed = environment if environment and url in live_urls(services, environment, request) else None
         # One outbound session for the probe and the play socket: both reach the address checked here.
-        outbound = await outbound_for(services, environment, request)
+        outbound = await outbound_for(services, listed, request)
         address = connection_url(services, url, request)
         refused = await outbound_refusal(outbound, address)
         if refused is not None:
@@ -203,20 +236,31 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
         except BaseException:
             await outbound.aclose()
             raise
-        info = info.or_else(cached_interface(environment))
-        await services.play.open(request.session_hash or "", environment.id, url, info, outbound, address)
+        if info.metadata is None and info.schema is None and info.tools is None:
+            await outbound.aclose()
+            why = "; ".join(info.problems) or "it did not answer"
+            return {
+                play.status: f"**Could not connect to** `{url}`: {why}. An OpenEnv server answers GET /schema "
+                "and /metadata at the URL it is reached at: check the address and that the server runs."
+            }
+        if listed is not None:
+            info = info.or_else(cached_interface(listed))
+        name = listed.id if listed is not None else url
+        await services.play.open(request.session_hash or "", name, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:
             note += "\n\n" + "\n".join(f"- {p}" for p in info.problems)
         if form.mode == "none":
             note += "\n\nNo action schema was found: send actions as raw JSON below."
-        try:
-            tasks = choices(await asyncio.wait_for(read_tasksets(services, environment, info), 15), seeds=False)
-        except TimeoutError:
-            tasks = [(s.name, s.name) for s in info.splits]
-            note += "\n\nThe linked datasets took too long to read; their splits are not listed."
+        tasks = [(s.name, s.name) for s in info.splits]
+        if listed is not None:
+            try:
+                tasks = choices(await asyncio.wait_for(read_tasksets(services, listed, info), 15), seeds=False)
+            except TimeoutError:
+                note += "\n\nThe linked datasets took too long to read; their splits are not listed."
         return {
+            play.title: title_md(listed, url),
             play.status: note,
             play.form: form,
             play.tool: gr.Dropdown(
@@ -228,30 +272,40 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
         } | cleared(play)  # fmt: skip
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
-        if not environment_id:
+        """Connect to the caller's endpoint of this environment and revision, launching one only when there is none."""
+        with services.db() as db:
+            environment = find_environment(db, environment_id) if environment_id else None
+        if environment is None:
             yield {play.status: "Open an environment first."}
             return
-        endpoint = services.endpoints.running_endpoint(environment_id)
-        if endpoint is None:
-            try:
-                caller = await asyncio.to_thread(acting_caller, services, request)
+        caller = ANONYMOUS
+        try:
+            caller = await asyncio.to_thread(acting_caller, services, request)
+            endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+            reused = endpoint is not None
+            if endpoint is None:
                 body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
                 endpoint = await asyncio.to_thread(services.endpoints.launch, body, caller)
-            except EnvhubError as exc:
-                yield {play.status: f"**Could not launch:** {exc.message}"}
-                return
-            deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
-            while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
-                yield {play.status: f"Launching `{endpoint.id}` with the process backend: {endpoint.message}…"}
-                await asyncio.sleep(0.3)
-                endpoint = await asyncio.to_thread(services.endpoints.get, endpoint.id)
-            if endpoint.status != EndpointStatus.RUNNING:
-                yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
-                return
+        except EnvhubError as exc:
+            yield {play.status: f"**Could not launch:** {launch_refusal(services, caller, exc)}"}
+            return
+        deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
+        while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
+            backend = endpoint.backend.value
+            yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
+            await asyncio.sleep(0.3)
+            endpoint = await asyncio.to_thread(services.endpoints.get, endpoint.id)
+        if endpoint.status != EndpointStatus.RUNNING:
+            yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
+            return
         url = page_endpoint_url(services, request, endpoint.id)
-        yield {play.url: gr.Dropdown(choices=_urls(services, environment_id, request), value=url)} | await connect(
-            request, environment_id, url
-        )
+        connected = await connect(request, environment_id, url)
+        if reused and play.form in connected:
+            connected[play.status] = (
+                f"Connected to your endpoint `{endpoint.id}`, which was running already: `{url}`. Press **Reset** to "
+                "start an episode. (To run another, launch it from the Launch tab.)"
+            )
+        yield {play.url: url_menu(services, environment_id, request, url)} | connected
 
     async def reset(request: gr.Request, seed: str, split: str | None, index: str, more: str) -> dict[Any, Any]:
         session = session_of(request)
@@ -360,23 +414,43 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> list[Any]:
             if isinstance(control, gr.Textbox):
                 control.submit(step, controls, play.results, **common)
 
+    async def reopen(request: gr.Request, environment_id: str) -> dict[Any, Any]:
+        """Play opened on an environment this tab does not play yet: connect to the caller's running endpoint of it,
+        if there is one (a Space's host is left alone: a request would wake it)."""
+        session = session_of(request)
+        with services.db() as db:
+            environment = find_environment(db, environment_id) if environment_id else None
+        unchanged = {play.title: gr.skip()}
+        if environment is None or (session is not None and session.environment == environment.id):
+            return unchanged
+        caller = await asyncio.to_thread(caller_of, services, request)
+        endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+        if endpoint is None or endpoint.status != EndpointStatus.RUNNING:
+            return unchanged
+        url = page_endpoint_url(services, request, endpoint.id)
+        connected = await connect(request, environment_id, url)
+        return {play.url: url_menu(services, environment_id, request, url)} | connected
+
     autoplay.wire(
         services, play.auto, session_of, lambda session, outcome: results(play, session, outcome), play.results
     )
-    return [connected, launched]
+    return Wired([connected, launched], connect, reopen)
 
 
-def _urls(services: Services, environment_id: str, request: gr.Request) -> list[str]:
+def url_menu(services: Services, environment_id: str, request: gr.Request, url: str) -> gr.Dropdown:
+    """The Live URL menu: the environment's live URLs, `url` chosen."""
     with services.db() as db:
         environment = find_environment(db, environment_id)
-    return live_urls(services, environment, request) if environment else []
+    return gr.Dropdown(choices=live_urls(services, environment, request) if environment else [], value=url)
 
 
 def prepare(services: Services, play: Play, environment_id: str, request: gr.Request) -> dict[Any, Any]:
     """Offer the environment's live URLs; keep this tab's session if it plays the same environment."""
-    urls = _urls(services, environment_id, request)
+    with services.db() as db:
+        environment = find_environment(db, environment_id) if environment_id else None
+    urls = live_urls(services, environment, request) if environment else []
     session = services.play.find(request.session_hash)
-    if session is not None and session.environment == environment_id:
+    if session is not None and environment is not None and session.environment == environment.id:
         return {play.url: gr.Dropdown(choices=urls or [session.url], value=session.url)}
     note = (
         "Press **Connect** to play it at the URL above."
@@ -384,6 +458,7 @@ def prepare(services: Services, play: Play, environment_id: str, request: gr.Req
         else "It is not running anywhere yet: press **Launch locally** to start it on this server."
     )
     return {
+        play.title: title_md(environment),
         play.url: gr.Dropdown(choices=urls, value=urls[0] if urls else None),
         play.status: note,
         play.form: FormState(),

@@ -51,7 +51,8 @@ CSS = """
 .readme th, .readme td { border: 1px solid var(--border-color-primary); padding: 4px 8px; }
 table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; }
 table.schema th, table.schema td, table.kv th, table.kv td, table.obs-fields th, table.obs-fields td {
-  border-bottom: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left; vertical-align: top; }
+  border: none; border-bottom: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;
+  vertical-align: top; }
 table.kv { table-layout: fixed; }
 table.kv td { overflow-wrap: anywhere; }
 table.kv th, table.obs-fields th { width: 35%; color: var(--body-text-color-subdued); font-weight: 500; }
@@ -82,6 +83,16 @@ a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-pool table { font-size: 0.85em; margin: 6px 0; }
 .endpoint-pool td, .endpoint-pool th { padding: 2px 8px; text-align: left; }
 .endpoint-pool ul { margin: 4px 0; font-size: 0.85em; }
+table.my-endpoints { border-collapse: collapse; width: 100%; font-size: .88rem; }
+table.my-endpoints th, table.my-endpoints td { border: none; border-bottom: 1px solid var(--border-color-primary);
+  padding: 6px 8px; text-align: left; vertical-align: middle; }
+table.my-endpoints th { color: var(--body-text-color-subdued); font-weight: 500; white-space: nowrap; }
+table.my-endpoints .endpoint-url code { overflow-wrap: anywhere; }
+.row-actions { white-space: nowrap; }
+button.row-action { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 10px; margin: 2px;
+  background: var(--button-secondary-background-fill); cursor: pointer; font-size: .82rem; }
+button.row-action:hover { border-color: var(--color-accent); }
+button.row-action.stop { color: #991b1b; }
 .account { text-align: right; }
 .account form.sign-out { display: inline; }
 .account form.sign-out button { background: none; border: none; padding: 0; color: var(--link-text-color);

@@ -1,0 +1,164 @@
+"""My endpoints: the running endpoints of whoever looks (all of them for the admin), each with its environment,
+revision, URL to copy, pool and sessions, and Stop and Open in Play; and which one a launch from Play reuses."""
+
+import asyncio
+import html
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from app.services import Services
+from app.ui.requests import acting_caller, caller_of, page_endpoint_url
+from catalog.models import EnvironmentDetail
+from core.callers import Caller
+from core.errors import EnvhubError, TooManyRequestsError
+from hosting.models import Endpoint, EndpointStatus, ReplicaStatus
+
+# A click on a row's button sends its action and endpoint; copying the URL happens in the page alone.
+ROW_CLICKS = """
+element.addEventListener('click', (event) => {
+  const button = event.target.closest('button[data-action]');
+  if (!button) return;
+  if (button.dataset.action === 'copy') {
+    navigator.clipboard?.writeText(button.dataset.url);
+    button.textContent = 'Copied';
+    setTimeout(() => { button.textContent = 'Copy'; }, 1500);
+    return;
+  }
+  trigger('click', {action: button.dataset.action, endpoint: button.dataset.endpoint});
+});
+"""
+_BADGE = {EndpointStatus.STARTING: "busy", EndpointStatus.RUNNING: "ok", EndpointStatus.STOPPING: "busy"}
+_CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
+
+
+def yours(services: Services, caller: Caller) -> list[Endpoint]:
+    """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
+    is told apart, so every endpoint nobody owns is anyone's."""
+    active = services.endpoints.list(active_only=True)
+    return active if caller.admin else [e for e in active if e.owner == caller.name]
+
+
+def reusable(services: Services, caller: Caller, environment: EnvironmentDetail) -> Endpoint | None:
+    """The caller's newest running (or starting) endpoint of this environment at this revision."""
+    for endpoint in yours(services, caller):
+        same = endpoint.environment == environment.id and endpoint.revision == environment.sha
+        if same and endpoint.status in (EndpointStatus.RUNNING, EndpointStatus.STARTING):
+            return endpoint
+    return None
+
+
+def launch_refusal(services: Services, caller: Caller, exc: EnvhubError) -> str:
+    """Why a launch was refused, in the page's words: at the limit of endpoints, the panel to stop one in."""
+    limit = services.endpoints.limits.per_owner
+    if isinstance(exc, TooManyRequestsError) and len(yours(services, caller)) >= limit:
+        return (
+            f"you have {limit} endpoint{'s' if limit != 1 else ''} running, the most this server allows: stop one "
+            "in **My endpoints**, or open one of them in Play."
+        )
+    return exc.message
+
+
+@dataclass(frozen=True)
+class MyEndpoints:
+    listing: gr.HTML
+    message: gr.Markdown
+    timer: gr.Timer
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.listing, self.timer]
+
+
+def build() -> MyEndpoints:
+    gr.Markdown(
+        "Your running endpoints. Their URLs hold until you stop them (or they idle out); "
+        "**Launch locally** in Play reuses the one of the same environment and revision."
+    )
+    message = gr.Markdown(elem_id="my-endpoints-message")
+    listing = gr.HTML(elem_id="my-endpoints", js_on_load=ROW_CLICKS)
+    return MyEndpoints(listing, message, gr.Timer(2.0, active=False))
+
+
+def _pool(services: Services, endpoint: Endpoint) -> str:
+    pool = services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
+    ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
+    return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 replica', '2 replicas'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def listing_html(services: Services, request: gr.Request | None) -> str:
+    found = yours(services, caller_of(services, request))
+    if not found:
+        return (
+            '<p class="muted" id="no-endpoints">No endpoints running. Open an environment and press '
+            "<b>Launch locally</b> in Play, or launch one with options in the Launch tab.</p>"
+        )
+    rows = []
+    for e in found:
+        url = page_endpoint_url(services, request, e.id)
+        running = e.status == EndpointStatus.RUNNING
+        ident = f'data-endpoint="{html.escape(e.id, quote=True)}"'
+        revision = f"<code>{html.escape(e.revision[:12])}</code>" if e.revision else '<span class="muted">–</span>'
+        rows.append(
+            f'<tr data-endpoint="{html.escape(e.id, quote=True)}">'
+            f"<td><b>{html.escape(e.environment)}</b><br><code class='muted'>{html.escape(e.id)}</code> · "
+            f"{html.escape(e.backend.value)}</td><td>{revision}</td>"
+            f'<td><span class="badge badge-{_BADGE.get(e.status, "info")}">{html.escape(e.status.value)}</span></td>'
+            f'<td class="endpoint-url"><code>{html.escape(url)}</code> '
+            f'<button class="row-action" data-action="copy" data-url="{html.escape(url, quote=True)}">Copy</button>'
+            f"</td><td>{html.escape(_pool(services, e))}</td><td class='row-actions'>"
+            + (f'<button class="row-action" data-action="play" {ident}>▶ Open in Play</button>' if running else "")
+            + f'<button class="row-action stop" data-action="stop" {ident}>■ Stop</button></td></tr>'
+        )
+    head = "<tr><th>environment</th><th>revision</th><th>status</th><th>URL</th><th>pool</th><th></th></tr>"
+    return f'<table class="my-endpoints"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def show(services: Services, panel: MyEndpoints, request: gr.Request | None) -> dict[Any, Any]:
+    """The listing, followed every few seconds while one of the endpoints starts or stops."""
+    changing = any(e.status in _CHANGING for e in yours(services, caller_of(services, request)))
+    return {panel.listing: listing_html(services, request), panel.timer: gr.Timer(active=changing)}
+
+
+def stop(services: Services, panel: MyEndpoints, request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
+    try:
+        services.endpoints.stop(endpoint_id, acting_caller(services, request))
+    except EnvhubError as exc:
+        return {panel.message: f"**Not stopped:** {exc.message}"} | show(services, panel, request)
+    return {panel.message: f"Stopped `{endpoint_id}`."} | show(services, panel, request)
+
+
+def wire(
+    services: Services,
+    panel: MyEndpoints,
+    tab: gr.Tab,
+    play: Callable[[gr.Request, Endpoint], Awaitable[dict[Any, Any]]],
+    opened: Sequence[Any],
+) -> Any:
+    """Refresh on opening the tab and while endpoints change; a row's Stop stops it, its Open in Play calls `play`
+    (whose outputs are `opened`). Returns the click event, which the page follows."""
+
+    def refresh(request: gr.Request) -> dict[Any, Any]:
+        return show(services, panel, request)
+
+    async def act(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
+        action, endpoint_id = str(getattr(event, "action", "")), str(getattr(event, "endpoint", ""))
+        if action == "stop":
+            return await asyncio.to_thread(stop, services, panel, request, endpoint_id)
+        try:
+            endpoint = services.endpoints.get(endpoint_id)
+        except EnvhubError as exc:
+            return {panel.message: exc.message} | show(services, panel, request)
+        return {panel.message: ""} | await play(request, endpoint)
+
+    tab.select(refresh, None, panel.outputs, show_progress="hidden")
+    panel.timer.tick(refresh, None, panel.outputs, show_progress="hidden")
+    outputs = list(dict.fromkeys([panel.message, *panel.outputs, *opened]))
+    return panel.listing.click(act, None, outputs, show_progress="hidden")
