@@ -14,7 +14,7 @@ from tqdm import tqdm
 from app.settings import Settings
 from catalog.models import SyncStatus
 from catalog.search import EnvironmentQuery, Sort, search_environments
-from conformance import ConformanceReport, Outcome, check_url
+from conformance import ConformanceReport, Outcome, check_url, unreachable
 from conformance.quality import QualityReport, QualityTarget, Verdict, check_quality
 from core.errors import ConflictError, EnvhubError, RefusedURLError
 from core.outbound import OutboundGuard
@@ -150,6 +150,13 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
     quality = args.suite == "quality"
     deadline = args.deadline or (60 if quality else 30)
     try:
+        absent = asyncio.run(unreachable(args.url, guard, timeout_s=args.timeout))
+        if absent is not None:  # one fact, rather than every check failing for it
+            print(
+                f"envhub: nothing answers at {args.url}: {absent}. Is the server running, at this host and port?",
+                file=sys.stderr,
+            )
+            return 1
         if quality:
             target = QualityTarget(args.url)
             found = asyncio.run(check_quality(target, guard, timeout_s=args.timeout, deadline_s=deadline))

@@ -5,6 +5,8 @@ HTTP checks run first, then the WebSocket session checks (one short episode), th
 MCP session check; the report lists them by number.
 """
 
+import httpx
+
 from conformance import discovery, mcp, sessions, tasks
 from conformance.report import (
     CheckResult,
@@ -27,6 +29,7 @@ __all__ = [
     "Outcome",
     "ServerProfile",
     "check_url",
+    "unreachable",
 ]
 
 _WEB = ("37", "38")
@@ -56,3 +59,31 @@ async def check_url(
         return await run_checks(url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
     finally:
         await outbound.aclose()
+
+
+async def unreachable(url: str, guard: OutboundGuard, *, timeout_s: float = 10) -> str | None:
+    """Why no server answers at a URL at all (the connection refused, or never made), or None when one answers,
+    whatever it says; RefusedURLError when the guard will not fetch it."""
+    url = guard.normalize(url)
+    outbound = OutboundSession(guard, timeout_s=timeout_s)
+    try:
+        await outbound.pin(url)
+        await outbound.fetch("GET", f"{url.rstrip('/')}/health", max_bytes=1024)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        return _why_not_connected(exc)
+    except (httpx.HTTPError, TimeoutError):
+        return None  # something answered, or took the connection and hung: that is for the checks to report
+    finally:
+        await outbound.aclose()
+    return None
+
+
+def _why_not_connected(exc: BaseException) -> str:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "the connection was refused"
+        if isinstance(cause, TimeoutError | httpx.ConnectTimeout):
+            return "the connection timed out"
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__

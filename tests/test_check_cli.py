@@ -53,3 +53,14 @@ def test_public_only_refuses_private_addresses(tmp_path: Path) -> None:
     done = run_cli(cli_env(tmp_path, "http://127.0.0.1:9"), "check", "file:///etc/passwd")
     assert done.returncode == 1
     assert "only http:// and https://" in done.stderr
+
+
+def test_a_url_where_nothing_listens_is_one_line(tmp_path: Path) -> None:
+    with serve(checkservers.count_app()) as served:
+        url = served.url  # a port that was just let go: nothing listens there now
+    for suite in ("protocol", "quality"):
+        done = run_cli(cli_env(tmp_path, "http://127.0.0.1:9"), "check", url, "--suite", suite)
+        assert done.returncode == 1
+        assert done.stdout == ""
+        said = f"envhub: nothing answers at {url}: the connection was refused. Is the server running, at this host "
+        assert done.stderr.strip() == said + "and port?"
