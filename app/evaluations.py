@@ -2,7 +2,9 @@
 plays, the model's URL), recorded as a queued run, and handed to the runner with what it plays with.
 
 A run plays through a running endpoint's gateway, or through an endpoint launched for it (as the
-caller, within their limits) and stopped when it ends.
+caller, within their limits) and stopped when it ends. A private endpoint is played on by its owner
+and the admin only. On a server with sign-in, everyone but the admin is capped: runs at once,
+episodes, concurrency and steps (settings); without sign-in the server is its user's own machine.
 """
 
 import asyncio
@@ -13,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from app.services import Services
+from app.settings import Settings
 from catalog.store import get_environment
 from catalog.tasksets import dataset_resets
-from core.callers import Caller
-from core.errors import ConflictError
+from core.callers import Access, Caller
+from core.errors import ConflictError, ForbiddenError, InvalidInputError
 from core.outbound import OutboundGuard, live_session
 from evals.episodes import EpisodeSpec, Limits
 from evals.harness import Brief
@@ -126,16 +129,60 @@ async def _running(services: Services, endpoint_id: str) -> None:
         await asyncio.sleep(0.5)
 
 
+def _capped(access: Access, caller: Caller) -> bool:
+    """Whether the caps apply: to everyone but the admin on a server with sign-in."""
+    return access.sign_in and not caller.admin
+
+
+def _ensure_within_caps(settings: Settings, body: EvaluationRequest) -> None:
+    asked = {
+        "episodes": (len(body.specs()), settings.max_evaluation_episodes, "ENVHUB_MAX_EVALUATION_EPISODES"),
+        "concurrency": (body.concurrency, settings.max_evaluation_concurrency, "ENVHUB_MAX_EVALUATION_CONCURRENCY"),
+        "max_steps": (body.max_steps, settings.max_evaluation_steps, "ENVHUB_MAX_EVALUATION_STEPS"),
+    }
+    over = [
+        f"{name} {value} (at most {most}, {setting})" for name, (value, most, setting) in asked.items() if value > most
+    ]
+    if over:
+        raise InvalidInputError(
+            f"this server caps what one evaluation asks for, and this one asks for {'; '.join(over)}: ask for less, "
+            "or run the evaluation on your own machine (python -m app eval)"
+        )
+
+
+def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> None:
+    # Who may stop an endpoint (its owner, the admin) is who may play on a private one.
+    if endpoint.options.get("private") is True and not access.may_stop(caller, endpoint.owner):
+        owner = endpoint.owner or "nobody signed in"
+        raise ForbiddenError(
+            f"endpoint {endpoint.id} is private to {owner}: only they or an admin can evaluate on it; "
+            "name its environment instead to launch an endpoint of your own for the run"
+        )
+
+
 async def start_evaluation(
     services: Services, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]
 ) -> Evaluation:
     """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
     server reaches an endpoint's gateway at."""
-    services.endpoints.access.ensure_may_launch(caller)
+    access = services.endpoints.access
+    access.ensure_may_launch(caller)
+    capped = _capped(access, caller)
+    if capped:
+        _ensure_within_caps(services.settings, body)
+    # The slot is held from before the first wait until the run is on record, so that requests at once count too.
+    with services.evaluations.slot(caller.name, services.settings.max_evaluations_per_owner if capped else None):
+        return await _start(services, body, caller, gateway)
+
+
+async def _start(
+    services: Services, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]
+) -> Evaluation:
     manager = services.endpoints
     endpoint: Endpoint | None = None
     if body.endpoint is not None:
         endpoint = await asyncio.to_thread(manager.get, body.endpoint)
+        _ensure_may_play_on(manager.access, caller, endpoint)
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(
                 f"endpoint {endpoint.id} is {endpoint.status.value}; start it, or name the environment to launch one"
@@ -193,7 +240,8 @@ async def start_evaluation(
             await asyncio.to_thread(manager.end, launched.id, f"evaluation {row.id} ended")
 
     async def prepare() -> Play:
-        outbound = live_session(services.guard, url)
+        # A private endpoint's gateway wants its bearer token; the run holds it for its own session only.
+        outbound = live_session(services.guard, url, credentials={url: services.endpoint_tokens.header(endpoint_id)})
         try:
             if launched is not None:
                 await _running(services, launched.id)

@@ -8,7 +8,9 @@ reach it) and what to do afterwards (stop an endpoint it launched); the runner o
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,7 @@ from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
 from core.clock import utcnow
-from core.errors import NotFoundError
+from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundSession
 from evals.episodes import EpisodeResult, EpisodeSpec, Limits, play_episode
 from evals.harness import Brief
@@ -104,6 +106,7 @@ class Runner:
         self.replica = replica
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
+        self._starting: Counter[str | None] = Counter()  # runs being started, by owner, not yet on record
 
     # -- rows
 
@@ -140,6 +143,33 @@ class Runner:
             return list(
                 session.exec(select(Episode).where(Episode.evaluation == evaluation_id).order_by(col(Episode.index)))
             )
+
+    def list_under_way(self, owner: str | None) -> list[str]:
+        """The ids of the owner's runs queued or running, in any envhub process; None: those nobody signed in owns."""
+        mine = Evaluation.owner == owner if owner is not None else col(Evaluation.owner).is_(None)
+        statement = select(Evaluation.id).where(mine, col(Evaluation.status).in_(UNDER_WAY))
+        with Session(self.engine) as session:
+            return list(session.exec(statement))
+
+    @contextmanager
+    def slot(self, owner: str | None, most: int | None) -> Iterator[None]:
+        """Hold one of the owner's `most` runs at once while a run is started (None: no cap), until it is on record
+        or given up; TooManyRequestsError when the owner has them all."""
+        if most is not None:
+            under_way = self.list_under_way(owner)
+            if len(under_way) + self._starting[owner] >= most:
+                who = owner or "everyone not signed in"
+                raise TooManyRequestsError(
+                    f"{who} may run {most} evaluations at once on this server (ENVHUB_MAX_EVALUATIONS_PER_OWNER), "
+                    f"and {len(under_way) + self._starting[owner]} are queued or running"
+                    + (f" ({', '.join(under_way)})" if under_way else "")
+                    + ": wait for one to finish, or cancel one with DELETE /api/evaluations/{id}"
+                )
+        self._starting[owner] += 1
+        try:
+            yield
+        finally:
+            self._starting[owner] -= 1
 
     def find_run_of(self, episode_id: str) -> Evaluation | None:
         with Session(self.engine, expire_on_commit=False) as session:
