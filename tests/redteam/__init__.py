@@ -4,9 +4,10 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Model calls: a model server that redirects an evaluation's requests to an internal address reaches nothing
   there, and nothing an internal address would answer reaches a run, its episodes or the API
   (test_model_calls).
-- Tasksets: a linked dataset whose data decompresses huge, or holds one huge value, costs envhub a bounded amount
-  of memory and is that dataset's problem; dataset downloads are capped per request and per hour
-  (test_tasksets).
+- Tasksets: a linked dataset whose files are small and huge once read (one long string every row shares, one
+  huge value, one huge line) costs envhub a bounded amount of memory: it is read a few rows at a time, or what
+  it passes is that dataset's problem; an evaluation's rows are capped; dataset downloads are capped per request
+  and per hour (test_tasksets).
 - Quality reports: a server whose observations are large costs the report a bounded amount of memory, however
   many it sends (test_quality_memory).
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more
