@@ -14,6 +14,7 @@ from evals.harness import Brief
 from evals.model import ModelError
 from evals.policies import Move, Player, Policy
 from evals.summary import EpisodeFigures
+from protocol.observations import refusal
 
 if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
     from protocol.client import PinnedClient
@@ -67,7 +68,7 @@ class EpisodeResult:
             reward=self.reward,
             final_reward=self.final_reward,
             success=self.success,
-            steps=sum(1 for s in self.steps if s.get("kind") == "step"),
+            steps=sum(1 for s in self.steps if s.get("kind") == "step" and not s.get("refused")),
             invalid=self.invalid,
             tokens=self.tokens,
             completed=self.done,
@@ -172,6 +173,9 @@ class _Episode:
             if move.action is not None:
                 outcome, elapsed, problem = await self._call(self.client.step(move.action))
                 if problem is None:
+                    # An action the environment answers with an error is a step it refused: an invalid move,
+                    # kept in the episode (it answered) but not counted among its steps.
+                    refused = refusal(outcome.observation)
                     self._record(
                         "step",
                         outcome,
@@ -182,7 +186,10 @@ class _Episode:
                         problems=problems,
                         tokens=replies_tokens,
                         model_ms=round(model_ms, 3),
+                        **({"refused": refused} if refused else {}),
                     )
+                    if refused:
+                        self.result.invalid += 1
                     return
             self.result.invalid += 1
             problems.append({"reply": move.reply, "action": move.action, "problem": problem or "no action"})

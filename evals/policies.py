@@ -84,8 +84,9 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
         return example_value(node, root)
     if "const" in node:
         return node["const"]
-    if isinstance(node.get("enum"), list) and node["enum"]:
-        return rng.choice(node["enum"])
+    for listed in ("enum", "examples"):  # what the schema says a value can be comes before any value of its type
+        if isinstance(node.get(listed), list) and node[listed]:
+            return rng.choice(node[listed])
     for key in ("anyOf", "oneOf"):
         branches = [b for b in node.get(key) or [] if isinstance(b, dict) and resolve(b, root).get("type") != "null"]
         if branches:

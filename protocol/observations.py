@@ -1,11 +1,12 @@
-"""What observations carry besides their fields: images (base64 or data URIs) and the legal actions they list."""
+"""What observations carry besides their fields: images (base64 or data URIs), the legal actions they list, and the
+error that says the environment refused the action."""
 
 import base64
 import binascii
 import re
 from typing import Any
 
-__all__ = ["LEGAL_ACTION_KEYS", "MAX_IMAGE_BYTES", "image_data_uri", "legal_actions"]
+__all__ = ["LEGAL_ACTION_KEYS", "MAX_IMAGE_BYTES", "image_data_uri", "legal_actions", "refusal"]
 
 LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
@@ -48,3 +49,15 @@ def legal_actions(observation: Any) -> list[Any]:
         if isinstance(value, list):
             return value
     return []
+
+
+def refusal(observation: Any) -> str | None:
+    """Why the environment refused the action it answers, when its observation says so in an `error` field (text,
+    or an object with a message); None when it took the action."""
+    value = observation.get("error") if isinstance(observation, dict) else None
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, dict) and value.get("message"):
+        kind = value.get("error_type") or value.get("type")
+        return f"{kind}: {value['message']}" if kind else str(value["message"])
+    return None

@@ -256,3 +256,15 @@ def test_rollouts_are_pushed_to_the_hub_as_a_dataset_with_the_users_token(evalua
 
     elsewhere = evaluating.http.post(push, json={"repo": "bob/rollouts"}, headers={"Authorization": "Bearer hf_test"})
     assert elsewhere.status_code == 403 and "refused to write bob/rollouts" in elsewhere.json()["detail"]
+
+
+def test_moves_the_environment_refuses_count_as_invalid(evaluating: Envhub) -> None:
+    # The random baseline guesses random letters; wordle answers each with an error and counts no guess.
+    run = finished(
+        evaluating, start(evaluating, environment="template:wordle", policy="random", episodes=2, max_steps=3)["id"]
+    )
+    assert [(e["steps"], e["invalid"]) for e in run["episodes"]] == [(0, 3), (0, 3)]
+    assert run["summary"]["invalid_rate"] == 1.0
+    lines = evaluating.http.get(f"/api/evaluations/{run['id']}/episodes.jsonl").text.splitlines()
+    steps = [r for r in json.loads(lines[0])["records"] if r["kind"] == "step"]
+    assert len(steps) == 3 and all("not in the word list" in r["refused"] or "letters" in r["refused"] for r in steps)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.ui.readme import render_inline
-from protocol.observations import LEGAL_ACTION_KEYS, image_data_uri
+from protocol.observations import LEGAL_ACTION_KEYS, image_data_uri, refusal
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,6 @@ def _tool_result(value: dict[str, Any]) -> list[Part]:
     return parts
 
 
-def _error_text(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, dict) and value.get("message"):
-        kind = value.get("error_type") or value.get("type")
-        return f"{kind}: {value['message']}" if kind else str(value["message"])
-    return None
-
-
 def observation_view(observation: Any) -> ObservationView:
     if not isinstance(observation, dict):
         return ObservationView(parts=[Part("text", "observation", json.dumps(observation))])
@@ -65,7 +56,7 @@ def observation_view(observation: Any) -> ObservationView:
     error = None
     for key, value in observation.items():
         if key == "error":
-            error = _error_text(value)
+            error = refusal(observation)
             if value is not None:
                 tree[key] = value
             continue
