@@ -10,6 +10,7 @@ import gradio as gr
 from app.services import Services
 from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
+from app.ui.evaluate import RUN_CLICKS
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
 from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
@@ -68,7 +69,7 @@ def build() -> Detail:
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
             with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
-                board = gr.HTML(elem_id="env-leaderboard")
+                board = gr.HTML(elem_id="env-leaderboard", js_on_load=RUN_CLICKS)
         with gr.Column(scale=1, min_width=220):
             play = gr.Button("▶ Play", variant="primary", elem_id="open-play")
             evaluate = gr.Button("📊 Evaluate", elem_id="open-evaluate")

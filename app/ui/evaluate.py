@@ -122,7 +122,7 @@ def build() -> Evaluate:
                                   placeholder="you/wordle-rollouts", elem_id="eval-repo")  # fmt: skip
                 push = gr.Button("⇪ Push to the Hub", scale=1, elem_id="eval-push")
     gr.Markdown("### Leaderboard")
-    board = gr.HTML(elem_id="eval-leaderboard")
+    board = gr.HTML(elem_id="eval-leaderboard", js_on_load=RUN_CLICKS)
     gr.Markdown("### Episode viewer")
     with gr.Row():
         episode_id = gr.Textbox(
@@ -167,6 +167,22 @@ def result_rows(run: EvaluationPublic) -> list[list[Any]]:
     ]  # fmt: skip
 
 
+# A click on a run's link opens the run in place; a modified click (new tab) follows its ?run= link.
+RUN_CLICKS = """
+element.addEventListener('click', (event) => {
+  const link = event.target.closest('a[data-run]');
+  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  trigger('click', {run: link.dataset.run});
+});
+"""
+
+
+def run_link(evaluation_id: str) -> str:
+    quoted = html.escape(evaluation_id, quote=True)
+    return f'<a href="?run={quoted}" data-run="{quoted}" class="run-link"><code>{html.escape(evaluation_id)}</code></a>'
+
+
 def leaderboard_html(board: Leaderboard) -> str:
     if not board.groups:
         return "<p>No evaluations yet: run one above; the baselines make the floor.</p>"
@@ -182,7 +198,7 @@ def leaderboard_html(board: Leaderboard) -> str:
             parts.append(
                 f"<tr><td>{html.escape(row.policy)}{kind}</td><td>{_figure(row.mean_reward)}{ci}</td>"
                 f"<td>{_figure(row.success_rate)}</td><td>{row.episodes}</td><td>{_figure(row.invalid_rate)}</td>"
-                f"<td>{row.date.strftime('%Y-%m-%d')}</td><td><code>{html.escape(row.evaluation)}</code></td></tr>"
+                f"<td>{row.date.strftime('%Y-%m-%d')}</td><td>{run_link(row.evaluation)}</td></tr>"
             )
         parts.append("</table>")
     return "".join(parts) + "</div>"
@@ -239,19 +255,39 @@ def open_episode(services: Services, evaluate: Evaluate, episode_id: str, reques
     }
 
 
+def run_view(services: Services, evaluate: Evaluate, evaluation_id: str) -> dict[Any, Any]:
+    """A run's progress, episodes and leaderboard, followed while it is under way."""
+    if not evaluation_id:
+        return {evaluate.timer: gr.Timer(active=False)}
+    run = services.evaluations.public(evaluation_id)
+    under_way = run.status in UNDER_WAY
+    return {
+        evaluate.progress: progress_html(run),
+        evaluate.results: result_rows(run),
+        evaluate.board: leaderboard_html(leaderboard(services.engine, run.environment)),
+        evaluate.cancel: gr.Button(visible=under_way),
+        evaluate.timer: gr.Timer(active=under_way),
+    }
+
+
+def open_run(services: Services, evaluate: Evaluate, run_id: str, request: gr.Request | None) -> dict[Any, Any]:
+    """A past run, as from the leaderboard: its figures and episodes, and its first episode in the viewer."""
+    try:
+        run = services.evaluations.public(run_id.strip())
+    except EnvhubError as exc:
+        return {evaluate.message: exc.message}
+    shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(services, evaluate, run.id)
+    return shown | (
+        open_episode(services, evaluate, f"{run.id}-{run.episodes[0].index}", request) if run.episodes else {}
+    )
+
+
 def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     def follow(evaluation_id: str, environment_id: str) -> dict[Any, Any]:
-        if not evaluation_id:
-            return {evaluate.timer: gr.Timer(active=False)}
-        run = services.evaluations.public(evaluation_id)
-        under_way = run.status in UNDER_WAY
-        return {
-            evaluate.progress: progress_html(run),
-            evaluate.results: result_rows(run),
-            evaluate.board: leaderboard_html(leaderboard(services.engine, run.environment)),
-            evaluate.cancel: gr.Button(visible=under_way),
-            evaluate.timer: gr.Timer(active=under_way),
-        }
+        return run_view(services, evaluate, evaluation_id)
+
+    def from_board(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
+        return open_run(services, evaluate, str(getattr(event, "run", "")), request)
 
     def presets_of(caller: Caller) -> list[str]:
         try:
@@ -425,6 +461,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     evaluate.timer.tick(follow, [evaluate.evaluation, selected], evaluate.followed, show_progress="hidden")
     viewer = [evaluate.episode_id, evaluate.episode, evaluate.step, evaluate.viewer]
     evaluate.results.select(pick, None, viewer)
+    evaluate.board.click(from_board, None, [evaluate.evaluation, evaluate.message, *evaluate.followed, *viewer])
     evaluate.episode_id.submit(load, [evaluate.episode_id], viewer)
     evaluate.previous.click(previous, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
     evaluate.next.click(next_, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])

@@ -97,6 +97,14 @@ def build_blocks(services: Services) -> gr.Blocks:
             } | status.show(services, banner)
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
+            run_id = str(params.get("run", "")).strip()[:100]
+            if run_id and not episode_id:  # a run's link: its environment, and the run with its first episode
+                try:
+                    opened_env = open_environment(services.evaluations.get(run_id).environment, request)
+                except EnvhubError:
+                    opened_env = {}  # open_run says the run is not found
+                shown = evaluate.open_run(services, ev, run_id, request)
+                return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
             if episode_id:  # a shared episode: its environment, and the episode in the viewer
                 shown = evaluate.open_episode(services, ev, episode_id, request)
                 run = services.evaluations.find_run_of(episode_id)
@@ -111,10 +119,11 @@ def build_blocks(services: Services) -> gr.Blocks:
                 return values
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
+        run_view = [ev.evaluation, ev.message, *ev.followed]
         blocks.load(
             start_page,
             None,
-            [*b.outputs, b.query, b.tags, account, *banner.outputs, *opened, *viewer],
+            list(dict.fromkeys([*b.outputs, b.query, b.tags, account, *banner.outputs, *opened, *viewer, *run_view])),
             show_progress="hidden",
         ).then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, opened, show_progress="hidden").then(
@@ -139,6 +148,12 @@ def build_blocks(services: Services) -> gr.Blocks:
             refresh, [selected], refreshed, show_progress="hidden"
         )
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
+
+        def run_from_detail(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
+            shown = evaluate.open_run(services, ev, str(getattr(event, "run", "")), request)
+            return shown | {tabs: gr.Tabs(selected="evaluate")}
+
+        d.board.click(run_from_detail, None, list(dict.fromkeys([tabs, *run_view, *viewer])), show_progress="hidden")
         d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)
 
         async def wake(environment_id: str) -> dict[Any, Any]:

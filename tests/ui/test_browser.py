@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.settings import REPO_ROOT, Settings
-from tests.conftest import needs
+from tests.conftest import needs, wait_until
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
 from tests.ui.browser import (
@@ -316,3 +316,24 @@ def test_evaluate_saves_a_model_as_a_preset_and_runs_it_without_showing_its_key(
         fake.close()
     assert fake.requests and {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
     assert not [m for m in page.console if "pageerror" in m]
+
+
+def test_a_past_run_opens_from_the_leaderboard(envhub: Envhub, page: Any) -> None:
+    body = {"environment": "template:wordle", "policy": "first-legal", "episodes": 2, "max_steps": 2}
+    started = envhub.http.post("/api/evaluations", json=body)
+    assert started.status_code == 201, started.text
+    run_id = started.json()["id"]
+    wait_until(lambda: envhub.http.get(f"/api/evaluations/{run_id}").json()["status"] == "finished", LAUNCH_S / 1000)
+    open_page(page, envhub.url + "/?env=template:wordle")
+    page.get_by_role("tab", name="Leaderboard").click()
+    page.locator(f'#env-leaderboard a[data-run="{run_id}"]').click()  # from the environment's own leaderboard
+    expect(page.locator("#eval-progress")).to_contain_text(run_id)
+    expect(page.locator("#eval-results [role=row]:not(thead [role=row])")).to_have_count(2)
+    expect(page.locator("#eval-viewer")).to_contain_text(f"{run_id}-0")
+    page.locator("#eval-leaderboard a[data-run]").first.click()  # and from the Evaluate tab's
+    expect(page.locator("#eval-viewer")).to_contain_text("reset 0 of")
+
+    shared = page.context.new_page()  # the link itself opens the run
+    open_page(shared, envhub.url + f"/?run={run_id}")
+    expect(shared.locator("#eval-progress")).to_contain_text(run_id)
+    expect(shared.locator("#eval-viewer")).to_contain_text(f"{run_id}-0")
