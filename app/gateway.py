@@ -26,6 +26,7 @@ from starlette.background import BackgroundTask
 
 from app.api.deps import ServicesDep
 from app.gate import Refusal, admit, client_of, origin_refusal
+from app.pinned import close_on_replica
 from app.relay import PATH_SAFE, HandshakeError, Leg, Session, open_upstream
 from app.services import Services
 from app.wire import TEXT, frame
@@ -345,6 +346,8 @@ async def _proxy_mcp(
         result = _json(content).get("result")
         if isinstance(result, dict) and result.get("closed") is True:
             pool.unpin(session_id)
+        elif isinstance(result, dict) and result.get("closing") is True:
+            pool.close_when_detached(session_id)  # a socket is attached: the session ends with it
         return _passed_on(answer, services, slot, endpoint_id, "mcp", traffic, content)
     return _passed_on(answer, services, slot, endpoint_id, "mcp", traffic)
 
@@ -358,35 +361,55 @@ async def _create_mcp_session(
     traffic: Traffic,
     client: str,
 ) -> Response:
+    """A slot for the session (waiting while the client does), the session made on its replica and pinned there.
+
+    A client that leaves while it waits gives its place up; one that left while its session was being made gets
+    it closed on the replica, so no slot stays taken by a session nobody holds.
+    """
     avoid: set[str] = set()
     waiter = Waiter(client, active=True)  # an MCP call is work: it may grow the pool
-    while True:
-        try:
-            slot = await pool.acquire(services.settings.pool_queue_s, frozenset(avoid), waiter)
-        except PoolFull as full:
-            refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity)
-            return Response(json.dumps(refusal), media_type="application/json")
-        try:
-            answer = await _send(request, services, pool, slot, "mcp", body, traffic)
-            content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
-        except BaseException:
-            pool.release(slot)
-            raise
-        parsed = _json(content)
-        refused = rpc_capacity(parsed)
-        if refused is not None:
-            pool.refused(slot, _int(refused.get("max_sessions")))
-            await _note_capacity(services, slot)
-            avoid.add(slot.id)
-            continue
-        result = parsed.get("result")
-        if isinstance(result, dict) and isinstance(result.get("session_id"), str):
-            pool.accepted(slot)
-            pool.activate(slot)
-            pool.pin(result["session_id"], slot)
-        else:
-            pool.release(slot)
-        return _passed_on(answer, services, slot, pool.endpoint_id, "mcp", traffic, content)
+    left: asyncio.Future[None] = asyncio.ensure_future(_client_left(request))
+    try:
+        while True:
+            try:
+                slot = await _acquire(pool, services.settings.pool_queue_s, avoid, left, waiter)
+            except PoolFull as full:
+                refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity)
+                return Response(json.dumps(refusal), media_type="application/json")
+            if slot is None:
+                return Response(status_code=499)  # nobody is there to read it
+            try:
+                answer = await _send(request, services, pool, slot, "mcp", body, traffic)
+                content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
+            except BaseException:
+                pool.release(slot)
+                raise
+            parsed = _json(content)
+            refused = rpc_capacity(parsed)
+            if refused is not None:
+                pool.refused(slot, _int(refused.get("max_sessions")))
+                await _note_capacity(services, slot)
+                avoid.add(slot.id)
+                continue
+            result = parsed.get("result")
+            if not isinstance(result, dict) or not isinstance(result.get("session_id"), str):
+                pool.release(slot)
+            elif left.done():
+                await close_on_replica(services.http, slot, result["session_id"])
+                pool.release(slot)
+            else:
+                pool.accepted(slot)
+                pool.activate(slot)
+                pool.pin(result["session_id"], slot)
+            return _passed_on(answer, services, slot, pool.endpoint_id, "mcp", traffic, content)
+    finally:
+        left.cancel()
+
+
+async def _client_left(request: Request) -> None:
+    """Returns once the HTTP client has gone: its body is read, so the next message is its disconnect."""
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
 
 
 def _json(content: bytes) -> dict[str, Any]:
@@ -455,8 +478,8 @@ async def unrelayed_websocket(websocket: WebSocket, endpoint_id: str, path: str)
 async def _run_session(services: Services, pool: Pool, path: str, query: str, session: Session, waiter: Waiter) -> None:
     """Place the session on a replica, moving it while replicas refuse, then relay it until either side ends."""
     endpoint_id = pool.endpoint_id
-    attach = parse_qs(query).get("session_id")
-    pinned = pool.pinned_slot(attach[0]) if attach else None
+    attach = (parse_qs(query).get("session_id") or [""])[0]  # the MCP session a socket attaches to, if any
+    pinned = pool.pinned_slot(attach) if attach else None
     avoid: set[str] = set()
     placed: list[Slot] = []  # the slot the session holds now, once it holds one
 
@@ -474,7 +497,7 @@ async def _run_session(services: Services, pool: Pool, path: str, query: str, se
             slot, holds = pinned, False  # the MCP session it attaches to holds the slot
         else:
             try:
-                taken = await _acquire(pool, services.settings.pool_queue_s, avoid, session.client, waiter)
+                taken = await _acquire(pool, services.settings.pool_queue_s, avoid, session.client.gone, waiter)
             except PoolFull as full:
                 _refuse(session.client, path, full)
                 return
@@ -504,17 +527,23 @@ async def _run_session(services: Services, pool: Pool, path: str, query: str, se
             return
         lost, forget = _loss(pool, slot)
         outcome = "ended"
+        if not holds:
+            pool.attached(attach, +1)
         try:
             on_confirmed = functools.partial(pool.accepted, slot) if holds else (lambda: None)
             outcome = await session.run(upstream, lost, on_confirmed)
         finally:
             forget()
             lost.cancel()
+            if not holds:
+                pool.attached(attach, -1)
             if holds and outcome != "refused":
                 let_go()
         if session.replica_lost:
             services.keeper.check_soon(endpoint_id)
         if outcome != "refused":
+            if attach:
+                pool.detached(attach)
             return
         refused = session.refused or {}
         if holds:
@@ -525,10 +554,12 @@ async def _run_session(services: Services, pool: Pool, path: str, query: str, se
         pinned = None
 
 
-async def _acquire(pool: Pool, queue_s: float, avoid: set[str], client: Leg, waiter: Waiter) -> Slot | None:
+async def _acquire(
+    pool: Pool, queue_s: float, avoid: set[str], gone: "asyncio.Future[None]", waiter: Waiter
+) -> Slot | None:
     """A slot for the session, waiting for one as long as the pool lets it wait; None if the client leaves first."""
     acquiring: asyncio.Future[Any] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid), waiter))
-    await asyncio.wait([acquiring, client.gone], return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait([acquiring, gone], return_when=asyncio.FIRST_COMPLETED)
     if acquiring.done():
         acquired: Slot = acquiring.result()
         return acquired

@@ -28,6 +28,7 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
+from app.pinned import close_stale
 from app.quality import quality_round
 from app.settings import Preload, Settings
 from app.ui.sessions import PlaySessions
@@ -252,6 +253,11 @@ class Services:
             periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),
             periodically("probing replicas", probe_replicas(self.keeper), LIVENESS_INTERVAL_S),
             periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
+            periodically(
+                "closing idle MCP sessions",
+                lambda: close_stale(self.endpoints.routes, self.http, settings.mcp_session_idle_s),
+                min(30, settings.mcp_session_idle_s),
+            ),
             periodically(
                 "marking orphaned evaluations",
                 self._interrupt_orphaned_evaluations,

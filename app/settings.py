@@ -82,6 +82,12 @@ class Settings(BaseSettings):
         ge=0,
         description="of those, how many one client (a signed-in user, else an address) may have waiting at once",
     )
+    mcp_session_idle_s: float = Field(
+        default=900,
+        gt=0,
+        description="an MCP session made over HTTP that nobody calls (and no socket is attached to) this long is "
+        "closed on its server, so that its slot frees",
+    )
     gateway_max_body_bytes: int = Field(
         default=32 * 1024 * 1024, gt=0, description="the largest request body the gateway passes on to a server"
     )

@@ -109,6 +109,9 @@ class Pool:
         self.private = False  # its URL needs the owner's (or the endpoint's) bearer token
         self.slots: dict[str, Slot] = {}
         self.pinned: dict[str, str] = {}  # MCP session id -> replica id
+        self._closing: set[str] = set()  # pinned sessions the server closes when their attached socket goes
+        self._used: dict[str, float] = {}  # pinned session -> when it was last used (monotonic)
+        self._attached: dict[str, int] = {}  # pinned session -> sockets attached to it now
         self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -284,16 +287,55 @@ class Pool:
     def pin(self, session_id: str, slot: Slot) -> None:
         with self._lock:
             self.pinned[session_id] = slot.id
+            self._used[session_id] = time.monotonic()
 
     def pinned_slot(self, session_id: str) -> Slot | None:
+        """The replica a pinned session lives on; asking counts as using the session."""
         with self._lock:
             replica_id = self.pinned.get(session_id)
+            if replica_id is not None:
+                self._used[session_id] = time.monotonic()
             return self.slots.get(replica_id) if replica_id else None
+
+    def attached(self, session_id: str, delta: int) -> None:
+        """A socket attached to a pinned session (+1) or left it (-1): while one is, the session is in use."""
+        with self._lock:
+            self._attached[session_id] = self._attached.get(session_id, 0) + delta
+            if self._attached[session_id] <= 0:
+                del self._attached[session_id]
+            self._used[session_id] = time.monotonic()
+
+    def stale(self, idle_s: float) -> list[tuple[str, Slot]]:
+        """Pinned sessions nobody has used (no call, no attached socket) for longer than that, with their replicas:
+        a client that made one and went away, whose slot would stay taken for good."""
+        now = time.monotonic()
+        with self._lock:
+            self._used = {sid: at for sid, at in self._used.items() if sid in self.pinned}
+            return [
+                (sid, self.slots[rid])
+                for sid, rid in self.pinned.items()
+                if rid in self.slots and sid not in self._attached and now - self._used.get(sid, now) > idle_s
+            ]
+
+    def close_when_detached(self, session_id: str) -> None:
+        """The server will close the session once its attached socket goes (`closing`): free its slot then."""
+        with self._lock:
+            if session_id in self.pinned:
+                self._closing.add(session_id)
+
+    def detached(self, session_id: str) -> None:
+        """A socket attached to the session ended: a session asked to close has closed with it."""
+        with self._lock:
+            closing = session_id in self._closing
+        if closing:
+            self.unpin(session_id)
 
     def unpin(self, session_id: str) -> Slot | None:
         """The session closed: its replica's slot is free again."""
         with self._lock:
             replica_id = self.pinned.pop(session_id, None)
+            self._closing.discard(session_id)
+            self._used.pop(session_id, None)
             slot = self.slots.get(replica_id) if replica_id else None
         if slot is not None:
             self.release(slot, active=True)

@@ -203,6 +203,11 @@ class Routes:
         pool.set_replicas(replicas)
         return pool
 
+    def pools(self) -> list[Pool]:
+        """Every pool as last read."""
+        with self._lock:
+            return [pool for pool, _ in self._pools.values()]
+
     def known(self, endpoint_id: str) -> Pool | None:
         """The pool as last read, without reading again."""
         with self._lock:
