@@ -11,9 +11,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
 from app.auth.callers import Identities
@@ -79,12 +80,18 @@ def runtimes_from_settings(
 
     replica names this envhub process among those sharing the database: its spare containers carry it.
     """
+    database = make_url(settings.database_url)
+    database_file = [Path(database.database)] if database.get_backend_name() == "sqlite" and database.database else []
     process = ProcessRuntime(
         settings.data_dir / "runtime",
         ready_timeout_s=settings.launch_timeout_s,
         preload=settings.process_preload != Preload.OFF,
         hub_endpoint=settings.hf_endpoint,
         hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
+        user=settings.process_user,
+        closed=[settings.data_dir, *database_file],  # servers read none of envhub's data
+        templates=settings.template_roots(),
+        logs_dir=settings.data_dir / "endpoints",
     )
     return {
         Backend.PROCESS: process,

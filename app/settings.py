@@ -106,6 +106,11 @@ class Settings(BaseSettings):
         description="fork process-backend servers from a zygote that has imported openenv once: "
         "started with envhub (start), at the first launch (launch), or never (off)",
     )
+    process_user: str = Field(
+        default="envhub-env",
+        description="the unprivileged user process servers run as when envhub runs as root (a system user, made "
+        "when missing); empty: envhub's own user",
+    )
 
     allow_private_urls: bool = Field(
         default=False,

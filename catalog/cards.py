@@ -22,6 +22,8 @@ _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 _FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\r?\n(.*?)(?:\r?\n)?^---[ \t]*$\r?\n?", re.S | re.M)
 _OPENS_FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\r?\n")
 _HEADING_OR_BADGE = re.compile(r"^\s*(#|!\[|\[!\[|<|---|\|)")
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_MAX_VARIABLES = 100
 
 
 @dataclass
@@ -236,6 +238,23 @@ def card_fields(readme: Readme, manifest: Manifest) -> CardFields:
         description = _string(manifest_data, "description", 300, problems)
     fields.description = description or _first_paragraph(readme.body)
     return fields
+
+
+def declared_variables(card: dict[str, Any], manifest: dict[str, Any] | None) -> list[str]:
+    """The variables an environment says its server reads: `variables` in its manifest or its card, a list of
+    names (or of {name: ...}) or a mapping of names to what they mean. Anything else there is ignored."""
+    names: list[str] = []
+    for source in (manifest or {}, card):
+        listed = source.get("variables")
+        if isinstance(listed, dict):
+            listed = list(listed)
+        if not isinstance(listed, list):
+            continue
+        for item in listed[:_MAX_VARIABLES]:
+            name = item.get("name") if isinstance(item, dict) else item
+            if isinstance(name, str) and _VARIABLE_NAME.match(name) and name not in names:
+                names.append(name)
+    return names
 
 
 def card_values(readme: Readme, manifest: Manifest) -> tuple[dict[str, Any], CardFields]:

@@ -35,7 +35,7 @@ ANONYMOUS = Caller()
 
 @dataclass(frozen=True)
 class Access:
-    """Who may launch and stop endpoints on this server.
+    """Who may launch and stop endpoints on this server, and whose process servers run as they ask.
 
     With sign-in on, an endpoint belongs to whoever launched it: only they or the admin stop it,
     and one launched by nobody in particular (an anonymous launch, when allowed) only the admin.
@@ -54,10 +54,15 @@ class Access:
                 "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'"
             )
 
+    def trusts(self, caller: Caller) -> bool:
+        """Whether the caller's process servers run as asked: with any variables, outside the sandbox. The admin's
+        do, and anyone's on a server without sign-in (their own machine); on one with sign-in nobody else's."""
+        return caller.admin or not self.sign_in
+
     def ensure_may_run_hub_code(self, caller: Caller, environment_id: str) -> None:
-        """A Hub Space's own code, run as a process of this machine (no container around it): anyone's call on a
-        server without sign-in (their own machine), only the admin's on one with sign-in."""
-        if self.sign_in and not caller.admin:
+        """A Hub Space's own code, run as a process of this machine (no container around it): only a trusted
+        caller's (see trusts)."""
+        if not self.trusts(caller):
             raise ForbiddenError(
                 f"the process backend runs {environment_id}'s code on this server's own machine, outside any "
                 "container; with sign-in on only the admin may: launch it with the docker or space backend"

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
+from catalog.cards import declared_variables
 from catalog.models import ConformanceSummary, Environment, EnvironmentDetail, Source
 from catalog.revisions import note_image
 from catalog.store import find_environment
@@ -26,11 +27,12 @@ from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundErr
 from core.leases import Leases
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
-from hosting.options import BACKEND_OPTIONS, LaunchRequest
+from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
 from hosting.replicas import Replicas, capacity_of
 from hosting.routing import Routes, gateway_path
 from hosting.runtimes import AnyRuntime, LaunchSpec, handle_of, is_service
 from hosting.traffic import TrafficBook
+from hosting.variables import ensure_plain_variables
 
 __all__ = ["OPEN", "EndpointManager"]
 
@@ -132,7 +134,14 @@ class EndpointManager:
         _ensure_runs_revision(environment, request.backend)
         if request.backend == Backend.PROCESS and environment.source == Source.HUB:
             self.access.ensure_may_run_hub_code(caller, environment.id)
-        options = runtime.check(environment, request.options, caller.token)
+        options = request.options
+        if isinstance(options, ProcessOptions) and not self.access.trusts(caller):
+            # Their variables could steer the interpreter, and their server runs on this machine: only plain and
+            # declared variables, and a sandbox around it.
+            declared = declared_variables(environment.card, environment.manifest)
+            ensure_plain_variables(options.env | options.secrets, declared, environment.id)
+            options = options.model_copy(update={"sandbox": True})
+        options = runtime.check(environment, options, caller.token)
         endpoint = Endpoint(
             id=secrets.token_hex(5),
             environment=environment.id,

@@ -3,11 +3,12 @@
 The API's schema, the validation and the Launch page's help all come from these models.
 Every backend takes `env` (variables for the server) and `secrets` (passed to it, never
 stored or shown); variables that change how the server's interpreter or dynamic loader
-start are refused, since envhub sets those itself.
+start are refused, since envhub sets those itself (for the process backend as the launch
+starts, with what else the caller may not set: hosting.variables).
 """
 
 import re
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -24,6 +25,7 @@ __all__ = [
     "ReplicaRange",
     "SpaceOptions",
     "SwarmOptions",
+    "interpreter_refusal",
     "starts_the_interpreter",
 ]
 
@@ -40,6 +42,14 @@ def starts_the_interpreter(name: str) -> bool:
     which libraries it loads): PATH, LD_* and DYLD_*, and PYTHON* but for a few that only tune Python."""
     upper = name.upper()
     return upper == "PATH" or (upper.startswith(_LOADER_PREFIXES) and upper not in ALLOWED_PYTHON_VARIABLES)
+
+
+def interpreter_refusal(names: list[str]) -> str:
+    """Why variables that start the interpreter (starts_the_interpreter) are refused."""
+    return (
+        f"{', '.join(names)} would change how the server's interpreter or loader starts, which envhub sets itself; "
+        f"of the PYTHON* variables only {', '.join(sorted(ALLOWED_PYTHON_VARIABLES))} may be set"
+    )
 
 
 MAX_REPLICAS = 64  # of one endpoint's pool
@@ -76,6 +86,9 @@ class BackendOptions(BaseModel):
     """What every backend takes; each backend's model adds its own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Whether the backend checks env and secrets as a launch starts, against who launches, rather than here.
+    variables_checked_at_launch: ClassVar[bool] = False
 
     backend: Backend = Field(description="set from the request's backend")
     env: dict[str, str] = Field(
@@ -115,11 +128,8 @@ class BackendOptions(BaseModel):
             if len(content) > 16_384:
                 raise ValueError(f"the value of {name} is over 16 KiB")
         refused = sorted(name for name in value if starts_the_interpreter(name))
-        if refused:
-            raise ValueError(
-                f"{', '.join(refused)} would change how the server's interpreter or loader starts, which envhub "
-                f"sets itself; of the PYTHON* variables only {', '.join(sorted(ALLOWED_PYTHON_VARIABLES))} may be set"
-            )
+        if refused and not cls.variables_checked_at_launch:
+            raise ValueError(interpreter_refusal(refused))
         mode = value.get("OPENENV_MODE")
         if mode is not None and mode not in ("simulation", "production"):
             raise ValueError("OPENENV_MODE must be simulation or production")
@@ -139,6 +149,10 @@ class BackendOptions(BaseModel):
 
 class ProcessOptions(BackendOptions):
     """A local environment folder run by uvicorn as a subprocess of envhub (forked from its zygote when it can)."""
+
+    # The launch checks them (hosting.variables for a caller envhub does not trust, ProcessRuntime.check), so that
+    # one refusal names every variable it will not take.
+    variables_checked_at_launch: ClassVar[bool] = True
 
     backend: Literal[Backend.PROCESS] = Backend.PROCESS
     sandbox: bool = Field(

@@ -7,30 +7,48 @@ envhub's interpreter, they go into a virtualenv cached by the hash of those
 requirements, layered over envhub's packages so that only what differs is installed.
 A folder that runs on envhub's own interpreter can instead be forked from a zygote that
 has imported uvicorn and openenv already (zygote.py), which saves seconds per launch.
+Servers run as an unprivileged user of their own, each with a home of its own, and see none
+of envhub's data (confinement.py); a sandboxed one runs in a view of bubblewrap's with no
+network but its own loopback, and is handed its listening socket (views.py).
 """
 
 import os
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from catalog.models import EnvironmentDetail, Source
 from core.errors import InvalidInputError, LaunchError
 from hosting.models import Backend
-from hosting.options import ProcessOptions
+from hosting.options import ProcessOptions, interpreter_refusal, starts_the_interpreter
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
+from hosting.runtimes.confinement import SERVER_USER, Confinement
 from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_of
 from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, template_layout
 from hosting.runtimes.logs import note_exit
 from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
 from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.venvs import Virtualenvs
-from hosting.runtimes.zygote import WS_MAX_SIZE, ServerRequest, Zygote, forkable
+from hosting.runtimes.views import View
+from hosting.runtimes.zygote import SCRIPT, WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # what servers run on: envhub's, or layered on it
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
+_OWN = ("HOME", "TMPDIR")  # a confined server's own: its home, and the view's /tmp or the machine's
+
+
+@dataclass(frozen=True)
+class _Child:
+    """A server envhub started from scratch: the process it started (bubblewrap, for a server in a view), and the
+    server's own pid (the leader of its process group)."""
+
+    process: subprocess.Popen[bytes]
+    pid: int
 
 
 class ProcessRuntime:
@@ -46,19 +64,33 @@ class ProcessRuntime:
         preload: bool = False,
         hub_endpoint: str | None = None,
         hub_token: str | None = None,
+        user: str = SERVER_USER,
+        closed: Sequence[Path] = (),
+        templates: Sequence[Path] = (),
+        logs_dir: Path | None = None,
     ) -> None:
         """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py).
 
         hub_endpoint, hub_token: where Spaces download from (None: HF_ENDPOINT), and envhub's own token, for
         launches by nobody in particular (a signed-in user's launch downloads with their token).
+        user, closed: who servers run as when envhub is root, and envhub's folders and files they must not read
+        (see confinement.py). templates, logs_dir: the folders a zygote in a view shows its servers beside this
+        runtime's own (template roots, where their logs are written); a server from elsewhere starts from scratch.
         """
         self.work_dir = work_dir.resolve()  # servers run in their own folders: a relative path would point elsewhere
         self.virtualenvs = Virtualenvs(self.work_dir / "venvs", install_timeout_s=install_timeout_s)
         self.snapshots = Snapshots(self.work_dir / "spaces", hub_endpoint, hub_token)
+        self.confinement = Confinement(self.work_dir, user, closed=closed)
         self.ready_timeout_s = ready_timeout_s
-        zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-        self._zygote = Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120)) if preload else None
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._zygote_read = [self.snapshots.root, self.work_dir / "packages", *(p.resolve() for p in templates)]
+        self._zygote_write = [self.confinement.homes, *([logs_dir.resolve()] if logs_dir is not None else [])]
+        zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and k not in _OWN}
+        self._zygote = (
+            Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120), wrap=self._wrap_zygote)
+            if preload
+            else None
+        )
+        self._children: dict[str, _Child] = {}
         self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
 
@@ -70,6 +102,17 @@ class ProcessRuntime:
     def check(
         self, environment: EnvironmentDetail, options: ProcessOptions, token: str | None = None
     ) -> ProcessOptions:
+        if options.sandbox and self.confinement.bubblewrap() is None:
+            raise InvalidInputError(
+                "this process server would run in a sandbox (with sign-in on, every launch but the admin's does), "
+                "and this machine has no bubblewrap to make one: launch with the docker backend, or ask the admin to "
+                "install bubblewrap (apt-get install bubblewrap)"
+            )
+        variables = options.env | options.secrets
+        if refused := sorted(name for name in variables if starts_the_interpreter(name)):
+            raise InvalidInputError(interpreter_refusal(refused))
+        if (options.sandbox or self.confinement.user() is not None) and "HOME" in variables:
+            raise InvalidInputError("the process backend gives each server a home of its own: leave HOME out")
         if environment.path:
             if not Path(environment.path).is_dir():
                 raise InvalidInputError(
@@ -124,17 +167,25 @@ class ProcessRuntime:
         if layout.package is not None:
             pythonpath.append(str(self._package_shim(folder, layout.package, spec.server_id)))
         app = layout.app
-        port = free_port()
-        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+        sandbox = spec.options.sandbox
+        self.confinement.prepare()
+        user = self.confinement.user()
+        home = self.confinement.home(spec.server_id) if sandbox or user is not None else None
+        # A sandboxed server has a network of its own: it serves on a socket made here, on the machine's loopback.
+        listener = _listening_socket() if sandbox else None
+        port = listener.getsockname()[1] if listener is not None else free_port()
+        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and not (home and k in _OWN)}
         env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
         env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
+        env |= {"HOME": str(home)} if home is not None else {}
         env |= {ENDPOINT_VARIABLE: spec.server_id}
-        report(f"starting {app} on port {port}")
+        report(f"starting {app} on port {port}" + (" in a sandbox" if sandbox else ""))
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         with spec.log_path.open("a", encoding="utf-8") as log:  # which layout rule chose the app, for a failure
             log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
         pid = None
-        if self._zygote is not None and python == sys.executable and forkable(spec.env):
+        paths = [cwd, *map(Path, pythonpath), spec.log_path]
+        if self._zygote is not None and python == sys.executable and forkable(spec.env) and self._forks(sandbox, paths):
             name = f"env-{spec.server_id}"  # what ps shows for it
             # Absolute paths: the zygote works in its own folder, not in envhub's.
             request = ServerRequest(
@@ -146,6 +197,8 @@ class ProcessRuntime:
                 port,
                 name,
                 spec.root_path,
+                uid=user.uid if user is not None else None,
+                gid=user.gid if user is not None else None,
             )
             pid = self._zygote.spawn(request)
         if pid is not None:
@@ -156,12 +209,24 @@ class ProcessRuntime:
             with self._lock:
                 self._forked[spec.server_id] = (pid, started)
         else:
-            child = self._popen(python, app, cwd, env, port, spec.log_path, spec.root_path)
+            where = ["--fd", str(listener.fileno())] if listener is not None else ["--host", "127.0.0.1"]
+            where += ["--port", str(port)] if listener is None else []
+            argv = [python, "-m", "uvicorn", app, *where, "--root-path", spec.root_path]
+            argv += ["--ws-max-size", str(WS_MAX_SIZE)]
+            try:
+                child = self._from_scratch(argv, env, cwd, spec.log_path, folder, home, sandbox, listener)
+            finally:
+                if listener is not None:
+                    listener.close()  # the server has its own copy
             handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
             with self._lock:
                 self._children[spec.server_id] = child
+            viewed = child.process.pid != child.pid
             threading.Thread(
-                target=_note_when_it_ends, args=(child, spec.log_path), name=f"wait-{spec.server_id}", daemon=True
+                target=_note_when_it_ends,
+                args=(child.process, spec.log_path, viewed),
+                name=f"wait-{spec.server_id}",
+                daemon=True,
             ).start()
         url = f"http://127.0.0.1:{port}"
         launched = serve_when_healthy(
@@ -174,6 +239,48 @@ class ProcessRuntime:
         if not spec.environment.path:
             self.snapshots.hold(spec.server_id, folder)  # a later download keeps it while the server runs
         return launched
+
+    def _from_scratch(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        log_path: Path,
+        folder: Path,
+        home: Path | None,
+        sandbox: bool,
+        listener: socket.socket | None,
+    ) -> _Child:
+        """The server started from scratch: a new interpreter running uvicorn, in a view when it runs in one."""
+        if not self.confinement.viewed(sandbox):
+            process = self.confinement.popen(argv, env, cwd, log_path)
+            return _Child(process, process.pid)
+        shown = [*self.confinement.python_folders(argv[0]), folder]
+        shown += [Path(entry) for entry in env["PYTHONPATH"].split(os.pathsep)]  # a package shim, say
+        view = View(read=tuple(shown), write=(home,) if home is not None else (), sandboxed=sandbox)
+        keep = [listener.fileno()] if listener is not None else []
+        process, pid = self.confinement.start(view, argv, env, cwd, log_path, keep_fds=keep)
+        return _Child(process, pid)
+
+    def _forks(self, sandbox: bool, paths: list[Path]) -> bool:
+        """Whether the zygote may fork this server: never a sandboxed one (each has a view of its own), and one
+        whose folders a zygote in a view shows."""
+        if sandbox:
+            return False
+        if not self.confinement.viewed(sandbox=False):
+            return True  # the zygote runs on the machine itself
+        shown = [*self._zygote_read, *self._zygote_write]
+        return all(any(path.resolve().is_relative_to(folder) for folder in shown) for path in paths)
+
+    def _wrap_zygote(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str], list[int]]:
+        """The zygote as it starts: in a view when servers run in views, which shows it Python, the folders its
+        servers may run from, their homes and logs."""
+        self.confinement.prepare()
+        for folder in (*self._zygote_read, *self._zygote_write):
+            folder.mkdir(parents=True, exist_ok=True)  # a folder shown in a view must be there as it starts
+        read = (*self.confinement.python_folders(sys.executable), Path(SCRIPT), *self._zygote_read)
+        wrapped = self.confinement.wrap_zygote(View(read=read, write=tuple(self._zygote_write)), argv, env)
+        return (argv, env, []) if wrapped is None else (wrapped.argv, wrapped.env, wrapped.fds)
 
     def _folder(self, spec: LaunchSpec[ProcessOptions], report: Report) -> tuple[Path, Layout]:
         """The folder to serve (a Space's downloaded at its commit) and its layout."""
@@ -199,23 +306,6 @@ class ProcessRuntime:
             link.symlink_to(folder.resolve(), target_is_directory=True)
         return shim
 
-    @staticmethod
-    def _popen(
-        python: str, app: str, folder: Path, env: dict[str, str], port: int, log_path: Path, root_path: str
-    ) -> subprocess.Popen[bytes]:
-        """The server started from scratch: a new interpreter running uvicorn."""
-        argv = [python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--root-path", root_path]
-        with log_path.open("ab") as log:
-            return subprocess.Popen(
-                [*argv, "--ws-max-size", str(WS_MAX_SIZE)],
-                cwd=folder,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, stopped as a whole
-            )
-
     def stop(self, handle: ProcessHandle) -> None:
         self.snapshots.release(handle.server)
         with self._lock:
@@ -223,7 +313,8 @@ class ProcessRuntime:
             forked = self._forked.pop(handle.server, None)
         if child is None and forked is None and not self._is_ours(handle):
             return  # the pid is someone else's now: the server ended while no envhub watched it
-        end_group(handle.pid, reap=child.poll if child is not None else None)
+        end_group(handle.pid, reap=child.process.poll if child is not None else None)
+        self.confinement.release(handle.server)
 
     def stop_leftover(self, server_id: str) -> None:
         self.snapshots.release(server_id)
@@ -231,9 +322,10 @@ class ProcessRuntime:
             child = self._children.pop(server_id, None)
             forked = self._forked.pop(server_id, None)
         if child is not None:
-            end_group(child.pid, reap=child.poll)
+            end_group(child.pid, reap=child.process.poll)
         elif forked is not None:
             end_group(forked[0])
+        self.confinement.release(server_id)
 
     def close(self) -> None:
         if self._zygote is not None:
@@ -248,7 +340,7 @@ class ProcessRuntime:
             forked = self._forked.get(handle.server)
         if forked is not None:
             return started_at(forked[0]) == forked[1]
-        return child is not None and child.poll() is None
+        return child is not None and child.process.poll() is None
 
     def sweep(self, live_replicas: set[str]) -> None:
         pass  # the zygote, started ahead of launches, ends with its own envhub
@@ -257,7 +349,7 @@ class ProcessRuntime:
         with self._lock:
             children = dict(self._children)
             forked = dict(self._forked)
-        running = {endpoint for endpoint, child in children.items() if child.poll() is None}
+        running = {endpoint for endpoint, child in children.items() if child.process.poll() is None}
         return running | {endpoint for endpoint, (pid, started) in forked.items() if started_at(pid) == started}
 
     @staticmethod
@@ -274,5 +366,14 @@ def _names(environment: EnvironmentDetail) -> list[str]:
     return [Path(environment.path).name if environment.path else environment.id.rpartition("/")[2]]
 
 
-def _note_when_it_ends(child: subprocess.Popen[bytes], log_path: Path) -> None:
-    note_exit(str(log_path), child.wait())
+def _listening_socket() -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(2048)  # uvicorn's own backlog
+    return listener
+
+
+def _note_when_it_ends(process: subprocess.Popen[bytes], log_path: Path, viewed: bool) -> None:
+    code = process.wait()
+    # bubblewrap passes the server's exit code on, and a signal that killed it as 128 + its number, as shells do.
+    note_exit(str(log_path), 128 - code if viewed and code > 128 else code)

@@ -86,6 +86,7 @@ class Snapshots:
             found = self.find(space_id, sha)
             if found is not None:
                 found.touch()  # used now: among the last few kept
+                found.chmod(0o755)  # downloaded by an envhub that made it its own alone
                 return found
             folder = self.root / space_id / sha
             folder.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +107,7 @@ class Snapshots:
                         library_name="envhub",
                     )
                 shutil.rmtree(partial / ".cache", ignore_errors=True)  # huggingface_hub's download bookkeeping
+                partial.chmod(0o755)  # made envhub's alone; servers run as a user of their own read it
                 try:
                     partial.rename(folder)
                 except OSError:

@@ -4,8 +4,9 @@ Importing openenv's server imports gradio, which costs seconds of CPU in every n
 interpreter. The zygote is one long-lived process, started from envhub's own interpreter
 with a minimal environment, that imports uvicorn and openenv once and then forks a
 server per request. A forked server is a session leader (stopped by its process group),
-runs in the environment folder with the same sys.path, variables and log file as a
-server started from scratch, and outlives the zygote. The zygote exits when its control
+runs in the environment folder with the same sys.path, variables, log file and user as a
+server started from scratch (a zygote of envhub's as root drops to the servers' user in
+each child, once its log is open), and outlives the zygote. The zygote exits when its control
 pipe closes, so it never outlives envhub; it reaps its children, and notes in each
 one's log how it ended (its exit code, or the signal that killed it). It forks only
 while it has a single thread: numpy's BLAS would start a thread pool at import, and
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -53,6 +55,9 @@ ONE_THREAD = {
 READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL_", "JE_", "GRADIO_", "HF_", "UVICORN_")
 READ_LATER = {"HF_TOKEN"}  # huggingface_hub reads it on each call
 WS_MAX_SIZE = 100 * 1024 * 1024
+SCRIPT = os.path.abspath(__file__)  # what the zygote runs: this file
+# A command and its variables as they are started (in a view, say), and the descriptors the process inherits.
+Wrapper = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], list[int]]]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +97,8 @@ class ServerRequest:
     port: int
     name: str = ""  # what ps and top show for the server (at most 15 bytes)
     root_path: str = ""  # the ASGI root_path: where the gateway serves it
+    uid: int | None = None  # the user the server runs as (None: the zygote's own)
+    gid: int | None = None
 
 
 # -- the zygote process
@@ -178,6 +185,12 @@ def _serve(request: ServerRequest) -> NoReturn:
         if request.name:
             with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
                 comm.write(request.name[:15])
+        if request.uid is not None and request.gid is not None:
+            # For good (real, effective and saved ids), with no other group, before anything of the environment
+            # runs: its log is open already, and what it reads it reads as that user.
+            os.setgroups([])
+            os.setgid(request.gid)
+            os.setuid(request.uid)
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
@@ -212,10 +225,15 @@ class Zygote:
     one that fails to start is not tried again.
     """
 
-    def __init__(self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120) -> None:
+    def __init__(
+        self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120, wrap: Wrapper | None = None
+    ) -> None:
+        """wrap: what the zygote's command and variables become as they are started (a view of bubblewrap's), and
+        the descriptors the process inherits (closed here once it has them)."""
         self.work_dir = work_dir.resolve()  # it runs in that folder, so relative paths would point elsewhere
         self.env = env
         self.ready_timeout_s = ready_timeout_s
+        self.wrap = wrap
         self.broken: str | None = None  # why the zygote is not used, once it failed to start
         self._process: subprocess.Popen[bytes] | None = None
         self._starting: subprocess.Popen[bytes] | None = None  # the zygote importing, before it says it is ready
@@ -266,28 +284,38 @@ class Zygote:
         self._closed = True
         starting = self._starting
         if starting is not None:
-            with contextlib.suppress(OSError):
-                starting.kill()
+            _kill(starting)
         with self._lock:
             self._discard()
 
     def _start(self) -> None:
         self._discard()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-P", SCRIPT, str(self.work_dir)]  # -P: no script folder on sys.path
+        env = self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"}
+        fds: list[int] = []
         with self.log_path.open("ab") as stderr, contextlib.suppress(OSError):
-            self._process = subprocess.Popen(
-                [sys.executable, "-P", __file__, str(self.work_dir)],  # -P: no script folder on sys.path
-                env=self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=self.work_dir,
-                start_new_session=True,  # signals to envhub's group are not for it
-            )
+            if self.wrap is not None:
+                command, env, fds = self.wrap(command, env)
+            try:
+                self._process = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    cwd=self.work_dir,
+                    pass_fds=fds,
+                    start_new_session=True,  # signals to envhub's group are not for it
+                )
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         self._starting = self._process
         try:
             if self._closed and self._process is not None:
-                self._process.kill()  # closed just now: close() may not have seen it
+                _kill(self._process)  # closed just now: close() may not have seen it
             if self._process is None:
                 raise OSError(f"{sys.executable} could not be started")
             ready = self._read(timeout_s=self.ready_timeout_s)
@@ -333,7 +361,7 @@ class Zygote:
         if process is None:
             return
         if kill:
-            process.kill()
+            _kill(process)
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -341,8 +369,18 @@ class Zygote:
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill(process)
             process.wait()
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Kill the zygote's process group: the zygote, and bubblewrap when the zygote runs in a view (the servers it
+    forked lead groups of their own)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        with contextlib.suppress(OSError):
+            process.kill()
 
 
 if __name__ == "__main__":
