@@ -11,6 +11,7 @@ from app.services import Services
 from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.evaluate import RUN_CLICKS
+from app.ui.introspect import can_introspect, template_interface
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
 from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
@@ -154,6 +155,8 @@ async def refresh(
                 info = info.or_else(await read_interface(address, outbound))
         finally:
             await outbound.aclose()
+    elif info.schema is None and can_introspect(services, environment):  # envhub has the source: no launch needed
+        info = info.or_else(await template_interface(services, environment))
     try:
         tasksets = await read_tasksets(services, environment, info)
         tasks = tasksets_html(tasksets, services.settings.hf_endpoint)

@@ -65,3 +65,15 @@ def test_the_maze_is_walked_with_its_direction_dropdown(envhub: Envhub, page: An
     expect(page.locator("#play-errors")).to_contain_text("There is a wall right of you")
     expect(history_rows(page).first).to_contain_text('"direction": "right"')
     screenshot(page, "play-maze")
+
+
+def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: Any) -> None:
+    open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
+    page.get_by_role("tab", name="API").click()
+    expect(page.locator("#env-api")).to_contain_text("Task API")
+    expect(page.locator("#env-api table").first).to_contain_text("answer")
+    page.get_by_role("tab", name="Tasks").click()
+    expect(page.locator("#env-tasks")).to_contain_text("Task API splits")
+    expect(page.locator("#env-tasks")).to_contain_text("test-0000")
+    launched = [e["environment"] for e in envhub.http.get("/api/endpoints").json()["data"]]
+    assert "template:arithmetic_tasks" not in launched  # read from the source: nothing was launched
