@@ -13,4 +13,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more
   episodes, concurrency or steps than the caps, or start more runs at once than allowed
   (test_evaluation_limits).
+- Process servers: a signed-in user's launch variables cannot make a process server run code of their own
+  (PYTHONWARNINGS with BROWSER, UVICORN_LOG_CONFIG, PYTHONSTARTUP and BASH_ENV are refused with a 422 naming
+  them, and nothing runs); a server's own code runs as an unprivileged user, forked or from scratch, and reads
+  neither envhub's database, its data folder nor its process's secrets; a non-admin's server is sandboxed: it
+  sees none of envhub's folders or processes and reaches no network but its own loopback (test_process).
 """
