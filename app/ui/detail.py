@@ -30,6 +30,7 @@ class Detail:
     api: gr.HTML
     tasks: gr.HTML
     quality: gr.HTML
+    run_quality: gr.Button
     status: gr.HTML
     board: gr.HTML
     play: gr.Button
@@ -66,6 +67,7 @@ def build() -> Detail:
             with gr.Tab("Tasks", elem_id="tasks-tab"):
                 tasks = gr.HTML(elem_id="env-tasks")
             with gr.Tab("Quality", elem_id="quality-tab"):
+                run_quality = gr.Button("▶ Run a quality report", size="sm", elem_id="quality-run")
                 quality = gr.HTML(elem_id="env-quality")
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
@@ -78,7 +80,9 @@ def build() -> Detail:
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
-    return Detail(header, readme, api, tasks, quality, status, board, play, evaluate, launch, wake, panel, deploy)
+    return Detail(
+        header, readme, api, tasks, quality, run_quality, status, board, play, evaluate, launch, wake, panel, deploy
+    )
 
 
 def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:

@@ -2,7 +2,7 @@
 deep links (/?env=owner/name, /?q=wordle, /?episode=ID), and its mount at / on the FastAPI app."""
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import gradio as gr
@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, endpoints, evaluate, launch, play, publish, status
+from app.ui import browse, detail, endpoints, evaluate, launch, play, publish, quality, status
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import caller_of, page_endpoint_url
@@ -160,6 +160,12 @@ def build_blocks(services: Services) -> gr.Blocks:
             return await detail.wake(services, d, environment_id)
 
         d.wake.click(wake, [selected], [d.status, d.wake], show_progress="hidden")
+
+        async def run_quality(request: gr.Request, environment_id: str) -> AsyncIterator[str]:
+            yield '<p class="muted">Running a quality report: seeded episodes against the server, up to a minute…</p>'
+            yield await quality.run_report(services, environment_id, request)
+
+        d.run_quality.click(run_quality, [selected], [d.quality], show_progress="minimal")
 
         def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
             return launch.watch(services, lp, endpoint_id, request)

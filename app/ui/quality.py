@@ -1,18 +1,28 @@
 """The environment page's Quality section: the last quality report's verdict, each check with its evidence and
 remediation, and the operational figures; or how to get a report when there is none."""
 
+import asyncio
 import html
 import json
 from typing import Any
 
+import gradio as gr
 from sqlmodel import Session
 
+from app.quality import hosted
+from app.services import Services
 from app.ui.cards import badges_html, quality_badge
-from catalog.models import EnvironmentDetail
+from app.ui.endpoints import reusable
+from app.ui.requests import acting_caller, connection_of
+from app.urls import own_gateway
+from catalog.models import EnvironmentDetail, Source
+from catalog.store import find_environment
 from conformance.checker import list_reports
 from conformance.models import QualityReportPublic, Suite
 from conformance.quality import Figures, QualityResult
 from conformance.report import Outcome
+from core.errors import EnvhubError
+from hosting.models import EndpointStatus
 
 _OUTCOMES = {Outcome.PASS: "ok", Outcome.FAIL: "bad", Outcome.SKIP: "idle", Outcome.ERROR: "bad"}
 
@@ -32,8 +42,8 @@ def quality_html(environment: EnvironmentDetail, filed: QualityReportPublic | No
     if summary is None:
         return (
             '<div class="quality"><p>No quality report yet. A report plays seeded episodes against a running '
-            "server and says whether it can be trusted as a reward signal (RFC 008's checks). Launch it, then "
-            '<code>POST /api/checks {"endpoint": "ENDPOINT_ID", "suite": "quality"}</code>, or run '
+            "server and says whether it can be trusted as a reward signal (RFC 008's checks): press <b>Run a "
+            "quality report</b> (on your running endpoint of it, or its Space), or run "
             "<code>python -m app check URL --suite quality</code>.</p></div>"
         )
     revision = f" on revision <code>{_e(summary.revision[:12])}</code>" if summary.revision else ""
@@ -91,3 +101,41 @@ def _figures(figures: Figures) -> str:
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     notes = "".join(f'<p class="muted">{_e(note)}</p>' for note in figures.notes)
     return f'<h3>Operational figures</h3><table class="kv quality-figures">{body}</table>{notes}'
+
+
+async def run_report(services: Services, environment_id: str, request: gr.Request) -> str:
+    """Run a quality report now, on the caller's running endpoint of the environment or on its Space's host, file
+    it, and answer the Quality section as it then reads; or say what to do first."""
+    with services.db() as session:
+        environment = find_environment(session, environment_id) if environment_id else None
+    if environment is None:
+        return '<p class="problem">Open an environment first.</p>'
+    caller = await asyncio.to_thread(acting_caller, services, request)
+    endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+    connection = connection_of(request)
+    try:
+        if endpoint is not None and endpoint.status == EndpointStatus.RUNNING and connection is not None:
+            url = own_gateway(connection, endpoint.id)
+            known = await asyncio.to_thread(hosted, services.endpoints, endpoint)
+            await services.checker.check_quality(
+                url,
+                environment=endpoint.environment,
+                endpoint=endpoint.id,
+                revision=endpoint.revision,
+                trusted=(url,),
+                credentials=services.endpoint_tokens.header(endpoint.id),
+                **known,
+            )
+        elif environment.host and environment.source != Source.TEMPLATE:
+            await services.checker.check_quality(environment.host, environment=environment.id)
+        else:
+            return (
+                '<p class="problem">It runs nowhere yet: a report plays episodes against a running server. Press '
+                "<b>Launch locally</b> in Play, then run the report.</p>"
+            )
+    except EnvhubError as exc:
+        return f'<p class="problem">No report: {_e(exc.message)}</p>'
+    with services.db() as session:
+        environment = find_environment(session, environment_id)
+        filed = latest_report(session, environment_id)
+    return quality_html(environment, filed) if environment is not None else ""

@@ -122,4 +122,10 @@ def test_badges_filter_sort_and_the_quality_section(envhub: Envhub, page: Any) -
     expect(page.locator("#env-header h1")).to_contain_text("Lights")
     page.get_by_role("tab", name="Quality").click()
     expect(page.locator("#env-quality")).to_contain_text("No quality report yet")
-    expect(page.locator("#env-quality")).to_contain_text('"suite": "quality"')
+    page.locator("#quality-run").click()  # it runs nowhere: the section says what to do first
+    expect(page.locator("#env-quality")).to_contain_text("It runs nowhere yet")
+    envhub.running("template:lights_out")
+    page.locator("#quality-run").click()  # now on its running endpoint, filed, and shown
+    expect(page.locator("#env-quality .quality-verdict")).to_contain_text("Quality:", timeout=LAUNCH_S * 1000)
+    reports = envhub.http.get("/api/checks", params={"environment": "template:lights_out", "suite": "quality"})
+    assert reports.json()["count"] == 1
