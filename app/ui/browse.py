@@ -31,9 +31,15 @@ STAGES = [
     ("Paused", "PAUSED"),
     ("Runtime error", "RUNTIME_ERROR"),
 ]
-# Clicking a card opens it in place; a modified click (new tab) follows the card's ?env= link.
+# Clicking a card opens it in place, a modified click (new tab) follows the card's ?env= link; a tag filters by it.
 CARD_CLICKS = """
 element.addEventListener('click', (event) => {
+  const tag = event.target.closest('[data-tag]');
+  if (tag) {
+    event.preventDefault();
+    trigger('click', {tag: tag.dataset.tag});
+    return;
+  }
   const card = event.target.closest('[data-env]');
   if (!card || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
   event.preventDefault();
@@ -130,9 +136,15 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
     )
 
 
-def tag_choices(services: Services) -> Any:
+def tag_choices(services: Services, *, chosen: str | None = None) -> Any:
+    """The tag filter's choices, the most used first; `chosen` is chosen (and listed, however rare)."""
     with services.db() as session:
-        return gr.Dropdown(choices=[(f"{tag} ({count})", tag) for tag, count in list_tags(session, limit=60)])
+        listed = [(f"{tag} ({count})", tag) for tag, count in list_tags(session, limit=60)]
+    if chosen is None:
+        return gr.Dropdown(choices=listed)
+    if chosen not in [tag for _, tag in listed]:
+        listed.append((chosen, chosen))
+    return gr.Dropdown(choices=listed, value=[chosen])
 
 
 def wire(services: Services, browse: Browse) -> None:

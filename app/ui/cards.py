@@ -81,7 +81,13 @@ def card_html(environment: EnvironmentPublic, launched: str | None = None) -> st
     e = environment
     emoji = html.escape(e.emoji or "🧩")
     author = f"by {html.escape(e.author)} · " if e.author else ""
-    tags = "".join(f'<span class="tag">{html.escape(t)}</span>' for t in e.tags[:MAX_TAGS] if t != "openenv")
+    tags = "".join(
+        # a span, not a button: the card is a link, which holds no interactive element
+        f'<span class="tag" role="button" data-tag="{html.escape(t, quote=True)}" title="filter by this tag">'
+        f"{html.escape(t)}</span>"
+        for t in e.tags[:MAX_TAGS]
+        if t != "openenv"
+    )
     description = html.escape(e.description or "No description.")
     return (
         f'<a class="env-card" href="?env={html.escape(e.id, quote=True)}" data-env="{html.escape(e.id, quote=True)}">'

@@ -76,6 +76,9 @@ def build_blocks(services: Services) -> gr.Blocks:
             )
 
         def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
+            tag = getattr(event, "tag", None)
+            if isinstance(tag, str) and tag:  # a tag chip: filter by it (the filter's change searches again)
+                return {b.tags: browse.tag_choices(services, chosen=tag[:200])}
             return open_environment(str(getattr(event, "env", "")), request)
 
         refreshed = [*d.live_outputs, ev.tasks]
@@ -126,7 +129,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             list(dict.fromkeys([*b.outputs, b.query, b.tags, account, *banner.outputs, *opened, *viewer, *run_view])),
             show_progress="hidden",
         ).then(refresh, [selected], refreshed, show_progress="hidden")
-        b.results.click(from_card, None, opened, show_progress="hidden").then(
+        b.results.click(from_card, None, [*opened, b.tags], show_progress="hidden").then(
             refresh, [selected], refreshed, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
         for event in played.events:  # a launch or a connection may reveal the schemas, tools and tasks

@@ -25,6 +25,8 @@ CSS = """
 .env-badges, .env-tags { display: flex; flex-wrap: wrap; gap: 4px; margin-top: 4px; }
 .badge, .tag { font-size: .72rem; border-radius: 999px; padding: 1px 8px; white-space: nowrap; }
 .tag { background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+.env-card .tag[data-tag] { cursor: pointer; }
+.env-card .tag[data-tag]:hover { color: var(--color-accent); outline: 1px solid var(--color-accent); }
 .badge-ok { background: #dcfce7; color: #166534; }
 .badge-idle { background: #e5e7eb; color: #374151; }
 .badge-busy { background: #fef9c3; color: #854d0e; }

@@ -337,3 +337,12 @@ def test_a_past_run_opens_from_the_leaderboard(envhub: Envhub, page: Any) -> Non
     open_page(shared, envhub.url + f"/?run={run_id}")
     expect(shared.locator("#eval-progress")).to_contain_text(run_id)
     expect(shared.locator("#eval-viewer")).to_contain_text(f"{run_id}-0")
+
+
+def test_a_tag_on_a_card_filters_by_it(envhub: Envhub, page: Any) -> None:
+    open_page(page, envhub.url + "/")
+    expect(page.locator(".env-card")).to_have_count(7)
+    page.locator('.env-card[data-env="template:wordle"] .tag[data-tag="game"]').click()
+    expect(page.locator(".env-card")).to_have_count(2)  # wordle and connect four
+    expect(page.locator("#tags")).to_contain_text("game")
+    expect(page.locator("#main-tabs [role=tab][aria-selected=true]")).to_have_text("Browse")  # nothing was opened

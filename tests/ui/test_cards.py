@@ -16,7 +16,7 @@ def test_a_card_shows_what_a_result_needs() -> None:
     html = card_html(environment(emoji="🌀", description="Walk it", tags=["openenv", "maze", "mcp"]), "running")
     assert 'href="?env=alice/maze"' in html and 'data-env="alice/maze"' in html
     assert "🌀" in html and "Maze" in html and "by alice" in html and "♥ 1,234" in html and "Walk it" in html
-    assert '<span class="tag">maze</span>' in html and ">openenv<" not in html
+    assert 'data-tag="maze"' in html and ">maze</span>" in html and ">openenv<" not in html
     assert "Launched here" in html and "MCP tools" in html
 
 
