@@ -186,9 +186,14 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     assert re.fullmatch(re.escape(envhub.url) + r"/endpoints/[0-9a-f]{10}", url), url
     assert envhub.http.get(url.removeprefix(envhub.url) + "/health").json() == {"status": "healthy"}
     expect(page.locator("#launch-log")).to_contain_text("Uvicorn running")
+    expect(page.locator("#launch-message")).not_to_contain_text("Launching")  # the status above says it runs
     page.locator("#launch-stop").click()
     expect(page.locator("#launch-status")).to_contain_text("stopped")
     assert envhub.endpoint(url.rsplit("/", 1)[1])["status"] == "stopped"
+    page.locator("#launch-options .cm-content").fill('{"replicas": "2"}')  # refused: said alone, not over the old one
+    page.locator("#launch-start").click()
+    expect(page.locator("#launch-message")).to_contain_text("Not launched: option replicas: takes servers behind")
+    expect(page.locator("#launch-status")).to_be_empty()
 
 
 def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> None:

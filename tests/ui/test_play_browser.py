@@ -77,3 +77,21 @@ def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: 
     expect(page.locator("#env-tasks")).to_contain_text("test-0000")
     launched = [e["environment"] for e in envhub.http.get("/api/endpoints").json()["data"]]
     assert "template:arithmetic_tasks" not in launched  # read from the source: nothing was launched
+
+
+def test_play_connects_to_a_url_typed_in_and_says_why_it_cannot(envhub: Envhub, page: Any) -> None:
+    endpoint = envhub.running("template:lights_out")
+    open_page(page, envhub.url + "/")
+    page.get_by_role("tab", name="Play").click()
+    url_box = page.locator("#play-url input")
+    url_box.fill(envhub.url + "/endpoints/0000000000")  # nothing serves there
+    url_box.press("Enter")
+    page.locator("#play-connect").click()
+    expect(page.locator("#play-status")).to_contain_text(f"Could not connect to {envhub.url}/endpoints/0000000000")
+    url_box.fill(endpoint["url"])
+    url_box.press("Enter")
+    page.locator("#play-connect").click()
+    expect(page.locator("#play-status")).to_contain_text(f"Connected to {endpoint['url']}")
+    expect(page.locator("#play-title")).to_contain_text(f"Playing the server at {endpoint['url']}")
+    reset(page)
+    expect(history_rows(page)).to_have_count(1)
