@@ -228,7 +228,8 @@ def step_html(episode: Episode, index: int, share: str) -> str:
         body += f"<p><b>Reset</b> <code>{html.escape(json.dumps(record.get('options'), ensure_ascii=False))}</code></p>"
     if index == len(records) - 1 and episode.error:
         body += f'<p class="eval-problem">{html.escape(episode.error)}</p>'
-    return head + body + render_view(observation_view(record.get("observation"))) + "</div>"
+    view = observation_view(record.get("observation"), records[0].get("observation"))
+    return head + body + render_view(view) + "</div>"
 
 
 def show(services: Services, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:

@@ -46,10 +46,17 @@ def _tool_result(value: dict[str, Any]) -> list[Part]:
     return parts
 
 
-def observation_view(observation: Any) -> ObservationView:
+def observation_view(observation: Any, reset: Any = None) -> ObservationView:
+    """The observation's readable parts; with the episode's `reset` observation, its text that this one no longer
+    carries (a tool environment's question, once a tool's result is all a step returns) comes first."""
     if not isinstance(observation, dict):
         return ObservationView(parts=[Part("text", "observation", json.dumps(observation))])
     parts: list[Part] = []
+    if isinstance(reset, dict) and reset is not observation:
+        for key, value in reset.items():
+            carried = key not in observation and key != "error" and isinstance(value, str) and value.strip()
+            if carried and image_data_uri(value) is None:
+                parts.append(Part("text" if _is_layout(value) else "markdown", f"{key} (from the reset)", value))
     scalars: dict[str, Any] = {}
     tree: dict[str, Any] = {}
     legal: list[Any] = []

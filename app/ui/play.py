@@ -181,7 +181,8 @@ def cleared(play: Play) -> dict[Any, Any]:
 
 
 def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any]:
-    view = observation_view(outcome.observation)
+    records = session.episode.records
+    view = observation_view(outcome.observation, records[0]["observation"] if records else None)
     session.legal_actions = view.legal_actions
     episode = session.episode
     return {

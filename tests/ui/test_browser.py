@@ -125,6 +125,7 @@ def test_mcp_tool_call(envhub: Envhub, page: Any) -> None:
     page.locator("#play-step").click()
     steps_become(page, 1)
     expect(page.locator("#play-observation")).to_contain_text("98")
+    expect(page.locator("#play-observation")).to_contain_text("question (from the reset)")  # still in view
     expect(history_rows(page).first).to_contain_text('"tool_name": "calculate"')
     page.get_by_role("tab", name="Environment").click()
     page.get_by_role("tab", name="API").click()

@@ -83,3 +83,15 @@ def test_stats() -> None:
     assert 'data-stat="done"><span>done</span><b>yes</b>' in html
     assert "<b>1.25</b>" in html and "<b>3</b>" in html and 'class="stats done"' in html
     assert "<b>null</b>" in stats_html(None, False, 0.0, 0)
+
+
+def test_a_tool_result_keeps_the_question_of_the_reset() -> None:
+    reset = {"task_id": "t1", "question": "How much is 2 * (3 + 4) ^ 2?", "tools": ["calculate"], "message": "Play."}
+    step = {"result": {"content": [{"type": "text", "text": "98"}]}, "error": None}
+    shown = [(p.label, p.value) for p in observation_view(step, reset).parts]
+    assert shown[:2] == [
+        ("task_id (from the reset)", "t1"),
+        ("question (from the reset)", "How much is 2 * (3 + 4) ^ 2?"),
+    ]
+    assert ("result", "98") in shown
+    assert [p.label for p in observation_view(reset, reset).parts if "reset" in p.label] == []  # the reset itself
