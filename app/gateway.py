@@ -52,6 +52,9 @@ _BUFFERED = 8 * 1024 * 1024  # request bodies up to this are read first, so that
 _CONTROL_MAX = 1024 * 1024  # a JSON-RPC call to /mcp, and the answers to the calls the gateway reads
 # What a server that closed a kept-alive connection (uvicorn does after a 500 it raised) gives the request sent on it.
 _STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
+# Sent again after such an error only when that cannot apply it twice (RFC 9110 §9.2.2): a POST (a step, an MCP call)
+# may have reached the server before its connection broke, unless it never connected.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 # With sign-in on, an environment's pages must not run as envhub's origin: their scripts could read
 # /api/me's CSRF token and act as whoever opened them. A sandbox without allow-same-origin gives them
 # an origin of their own; they can still run scripts and forms.
@@ -256,8 +259,10 @@ async def _exchange(
         try:
             response = await client.send(outbound(client), stream=True)
             return _Answer(response, response.aclose)
-        except _STALE:
-            if not isinstance(body, bytes):
+        except _STALE as exc:
+            if not isinstance(body, bytes) or (
+                request.method not in _IDEMPOTENT and not isinstance(exc, httpx.ConnectError)
+            ):
                 raise
         fresh = httpx.AsyncClient(timeout=client.timeout, limits=httpx.Limits(max_keepalive_connections=0))
         try:
@@ -518,6 +523,11 @@ async def _run_session(services: Services, pool: Pool, path: str, query: str, se
             if holds:
                 let_go()
             session.traffic.request(failed=True)
+            if isinstance(exc, HandshakeError) and exc.status is not None and exc.status < 500:
+                # It answered, and refused: every replica of the endpoint serves the same app.
+                reason = f"the environment's server refused the WebSocket (HTTP {exc.status}): it serves no /{path}"
+                session.client.close(1011, reason)
+                return
             services.keeper.check_soon(endpoint_id)
             if holds and slot.id not in avoid and len(avoid) + 1 < len(pool.slots):
                 avoid.add(slot.id)  # another replica may answer

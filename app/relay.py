@@ -13,6 +13,7 @@ import asyncio
 import json
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -242,7 +243,11 @@ class Session:
     _held_size: int = 0
     _first: "FirstReply" = field(default_factory=lambda: FirstReply())  # the replica's bytes until it has answered
     _upstream: Leg | None = None
-    _sent_steps: list[float] = field(default_factory=list)
+    # The client's messages still unanswered, oldest first: whether each is a step, and when it was sent. The
+    # protocol answers each message with one, in order, so every reply is paired with the oldest of them.
+    _unanswered: deque[tuple[bool, float]] = field(default_factory=deque)
+    _step_begun: bool = False  # the message the client is in the middle of sending is a step
+    _reply_error: bool = False  # the message the replica is in the middle of sending is an error
     _closes: set[str] = field(default_factory=set)  # the sides that sent a close frame: "client", "replica"
     _refusing: asyncio.Future[None] | None = None
     _ticking: asyncio.TimerHandle | None = None
@@ -325,8 +330,10 @@ class Session:
             elif head.opcode in (TEXT, BINARY) and not self.active:
                 self.active = True
                 self.on_active()
-            if head.is_step():
-                self._sent_steps.append(time.perf_counter())
+            if head.opcode in (TEXT, BINARY):
+                self._step_begun = head.is_step()
+            if head.is_message_end:
+                self._unanswered.append((self._step_begun, time.perf_counter()))
         if not self.confirmed:
             self._held.append(data)
             self._held_size += len(data)
@@ -359,8 +366,13 @@ class Session:
             if head.opcode == CLOSE:
                 self._closes.add("replica")
                 closing = "client" in self._closes  # the replica echoed the client's close
-            elif head.is_message_end and self._sent_steps:
-                self.traffic.step(time.perf_counter() - self._sent_steps.pop(0), failed=head.is_error())
+                continue
+            if head.opcode in (TEXT, BINARY):
+                self._reply_error = head.is_error()
+            if head.is_message_end and self._unanswered:
+                step, sent = self._unanswered.popleft()
+                if step:
+                    self.traffic.step(time.perf_counter() - sent, failed=self._reply_error)
         self.client.write(data)
         if closing:
             self.client.close_now()

@@ -73,9 +73,12 @@ class EndpointManager:
 
     # -- reading
 
-    def get(self, endpoint_id: str) -> Endpoint:
+    def find(self, endpoint_id: str) -> Endpoint | None:
         with Session(self.engine) as session:
-            endpoint = session.get(Endpoint, endpoint_id)
+            return session.get(Endpoint, endpoint_id)
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        endpoint = self.find(endpoint_id)
         if endpoint is None:
             raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
         return endpoint

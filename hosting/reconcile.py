@@ -34,6 +34,8 @@ class Keeper:
         self.endpoints = endpoints
         self.scaler = Scaler(endpoints)
         self._swept_for: set[str] = set()  # the live replicas when spares were last swept
+        self._checking: set[str] = set()  # endpoints a check_soon is looking at now
+        self._lock = threading.Lock()
 
     @property
     def replica(self) -> str:
@@ -81,15 +83,24 @@ class Keeper:
         self._sweep(live)
 
     def check_soon(self, endpoint_id: str) -> None:
-        """The gateway saw a replica fail to answer: find out now whether it died."""
-        threading.Thread(target=self._check, args=(endpoint_id,), daemon=True).start()
+        """The gateway saw a replica fail to answer: find out now whether it died. A flood of failures while one
+        check runs asks for nothing more: one thread per endpoint at most."""
+        with self._lock:
+            if endpoint_id in self._checking:
+                return
+            self._checking.add(endpoint_id)
+        threading.Thread(target=self._check, args=(endpoint_id,), name=f"check-{endpoint_id}", daemon=True).start()
 
     def _check(self, endpoint_id: str) -> None:
-        endpoint = self.endpoints.get(endpoint_id)
-        if endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
-            return  # its own envhub replica watches it
-        if endpoint.backend in self.endpoints.runtimes:
-            self.scaler.tend(endpoint)
+        try:
+            endpoint = self.endpoints.find(endpoint_id)
+            if endpoint is None or endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
+                return  # its own envhub replica watches it
+            if endpoint.backend in self.endpoints.runtimes:
+                self.scaler.tend(endpoint)
+        finally:
+            with self._lock:
+                self._checking.discard(endpoint_id)
 
     def shutdown(self) -> None:
         """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""

@@ -10,6 +10,7 @@ from textwrap import dedent
 from typing import Any
 
 HOSTILE_APP = """
+import asyncio
 import json
 
 from fastapi import FastAPI, Request, WebSocket
@@ -41,7 +42,10 @@ async def ws(websocket: WebSocket):
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
             return
-        await websocket.send_text(message.get("text") or "")
+        text = message.get("text") or ""
+        if MODE == "slow_step" and '"step"' in text:  # steps take half a second, anything else none
+            await asyncio.sleep(0.5)
+        await websocket.send_text(text)
 
 
 @routes.post("/mcp")
@@ -65,7 +69,8 @@ async def anything(path: str, request: Request):
 
 
 def write_hostile_env(folder: Path, mode: str = "record") -> Path:
-    """A server of the given mode: `record` (only records), `huge_first`, `huge_answer`."""
+    """A server of the given mode: `record` (only records), `huge_first`, `huge_answer`, `slow_step` (its WebSocket
+    echoes each message, a step's after half a second)."""
     (folder / "server").mkdir(parents=True)
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(dedent(HOSTILE_APP).format(mode=mode))
