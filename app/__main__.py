@@ -3,17 +3,18 @@
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from tqdm import tqdm
 
+from app import logs
 from app.settings import Settings
-from catalog.models import SyncStatus
-from catalog.search import EnvironmentQuery, Sort, search_environments
+from catalog.models import Source, SyncStatus
+from catalog.search import EnvironmentQuery, Sort, catalog_extent, search_environments
 from conformance import ConformanceReport, Outcome, check_url, unreachable
 from conformance.quality import QualityReport, QualityTarget, Verdict, check_quality
 from core.errors import ConflictError, EnvhubError, RefusedURLError
@@ -36,6 +37,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     config = server_config(
         create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*"
     )
+    logs.quiet_page_requests()
     uvicorn.Server(config).run()
     return 0
 
@@ -73,6 +75,7 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
     query = EnvironmentQuery(q=" ".join(args.query), tags=args.tag, sort=args.sort, limit=args.limit)
     with services.db() as session:
         found, count = search_environments(session, query)
+        extent = catalog_extent(session) if count == 0 else None
     if args.json:
         print(json.dumps({"data": [e.model_dump(mode="json") for e in found], "count": count}, indent=2))
         return 0
@@ -80,6 +83,10 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
         stage = f" [{env.runtime_stage}]" if env.runtime_stage else ""
         print(f"{env.emoji or '•'} {env.id}  ♥{env.likes}{stage}\n    {env.title}: {env.description[:100]}")
     print(f"{count} found" + (f", showing {len(found)}" if count > len(found) else ""))
+    if extent is not None:  # what the search ran over, and how to get more
+        print(extent.describe())
+        if not extent.by_source.get(Source.HUB):
+            print("Index the Hub's environment Spaces with: python -m app sync")
     return 0
 
 
@@ -232,6 +239,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
         await asyncio.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
     services = app.state.services
+    began = time.monotonic()  # the run's own wall time leaves out starting the environment's server
     try:
         try:
             run = await start_evaluation(
@@ -257,11 +265,12 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     if as_json:
         print(public.model_dump_json(indent=2))
     else:
-        print_summary(public)
+        print_summary(public, time.monotonic() - began)
     return 0 if public.status == "finished" else 1
 
 
-def print_summary(run: Any) -> None:
+def print_summary(run: Any, total_s: float | None = None) -> None:
+    """The run's figures; total_s: the command's own time, the server's start included."""
     s = run.summary or {}
 
     def number(key: str, digits: int = 3) -> str:
@@ -269,6 +278,7 @@ def print_summary(run: Any) -> None:
         return "-" if value is None else f"{value:.{digits}f}"
 
     ci = f" ± {s['ci95']:.3f}" if s.get("ci95") is not None else ""
+    started = f", {total_s:.1f} s with the server's start" if total_s else ""
     rows = [
         ("evaluation", run.id),
         ("environment", run.environment + (f" @ {run.revision[:12]}" if run.revision else "")),
@@ -280,7 +290,7 @@ def print_summary(run: Any) -> None:
         ("mean steps", number("mean_steps", 1)),
         ("invalid rate", number("invalid_rate")),
         ("tokens", f"{s.get('tokens', 0):,}"),
-        ("wall time", f"{s.get('wall_s', 0):.1f} s"),
+        ("wall time", f"{s.get('wall_s', 0):.1f} s{started}"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
@@ -408,12 +418,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # envhub reports Hub failures itself, in one line; the client's per-retry warnings would repeat it.
-    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-    # One line per outbound request (gateway, health probes, checks) would drown everything else.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the model client's
+    logs.configure(args.command)
     code: int = args.handler(Settings(), args)
     return code
 

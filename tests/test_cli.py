@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,18 @@ def test_sync_against_an_unreachable_hub_says_why(tmp_path: Path) -> None:
     assert "Traceback" not in failed.stderr
 
 
+def test_a_search_that_finds_nothing_says_what_is_indexed(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, "http://127.0.0.1:9") | {"ENVHUB_TEMPLATES_DIR": str(TEMPLATES)}
+    found = run_cli(env, "search", "chess")
+    assert found.returncode == 0
+    assert found.stdout.splitlines() == [
+        "0 found",
+        "The catalog holds 6 environments: 6 built-in (no Hub Spaces yet: the Hub has not been synced).",
+        "Index the Hub's environment Spaces with: python -m app sync",
+    ]
+    assert found.stderr == ""  # no migration or indexing lines
+
+
 def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) -> None:
     key = "sk-cli-secret-42"
     fake = FakeModel(lambda body: Reply(text='```json\n{"guess": "crane"}\n```'))
@@ -89,6 +102,8 @@ def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) 
     assert "policy        cli-model" in played.stdout and "status        finished" in played.stdout
     assert "episodes      3 of 3" in played.stdout and "mean steps    2.0" in played.stdout
     assert "3/3" in played.stderr  # the progress bar
+    assert "alembic" not in played.stderr and "INFO" not in played.stderr  # only what was asked for
+    assert re.search(r"wall time     \d+\.\d s, \d+\.\d s with the server's start", played.stdout)
     assert key not in played.stdout + played.stderr
     assert {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
     # The run is in the catalog the server reads, for its leaderboard.
