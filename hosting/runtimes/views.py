@@ -1,12 +1,12 @@
 """A process server's view of the machine, built by bubblewrap: the folders it sees, its network, its processes.
 
-A view shows the system's folders (/usr and /etc, read-only), a /proc and /dev of its own, an empty /tmp,
-and then only the folders it lists: read-only ones (Python's, the environment's) and writable ones (the
-server's home). The folders on the way to a listed one are made for the view and may be entered, so a
-server whose user could not enter them on the machine itself (Python installed under /root, say) still
-reaches what it needs, and nothing beside it: not envhub's data folder, its database or its logs. A sandboxed
-view also has a network of its own (only a loopback nobody else reaches; the server is handed its listening
-socket) and its own process tree.
+A view shows the system's folders (/usr and /etc, read-only), a /proc and /dev of its own, an empty /tmp (in
+memory, at most TMP_BYTES), and then only the folders it lists: read-only ones (Python's, the environment's)
+and writable ones (the server's home). The folders on the way to a listed one are made for the view and may be
+entered, so a server whose user could not enter them on the machine itself (Python installed under /root, say)
+still reaches what it needs, and nothing beside it: not envhub's data folder, its database or its logs. A
+sandboxed view also has a network of its own (only a loopback nobody else reaches; the server is handed its
+listening socket) and its own process tree.
 
 bubblewrap reads its arguments from a memory file, so that what it is given (variables, secrets) is not on
 its command line for `ps` to show, and starts the command from a script in the view, so that the command's
@@ -22,9 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SYSTEM_LINKS", "View", "Wrapped", "bubblewrap", "wrap"]
+__all__ = ["SYSTEM_LINKS", "TMP_BYTES", "View", "Wrapped", "bubblewrap", "wrap"]
 
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged into /usr on most systems now
+TMP_BYTES = 512 * 1024 * 1024  # of a view's /tmp
 _COMMAND = "/.envhub-command"  # in the view: the script that starts the command
 _TMP = Path("/tmp")  # noqa: S108 (a tmpfs of the view's own, not the machine's /tmp)
 
@@ -141,7 +142,8 @@ def _system() -> list[str]:
         elif path.is_dir():
             args += ["--ro-bind", name, name]
     args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
-    return [*args, "--perms", "1777", "--tmpfs", str(_TMP)]  # the view's own, empty, as any /tmp may be written
+    # The view's own /tmp, empty, and as any /tmp writable by all; it is memory, so it is bounded.
+    return [*args, "--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", str(_TMP)]
 
 
 def _listed(view: View) -> list[str]:
