@@ -39,6 +39,7 @@ def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
     cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
     return {
         "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
+        "pool_capacity": pool.held_at_most() if pool is not None else None,
         "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
         "memory": lambda: manager.replicas.resident_bytes(endpoint),
     }

@@ -50,13 +50,17 @@ async def check_url(
     timeout_s: float = 10,
     deadline_s: float = 30,
     headers: dict[str, str] | None = None,
+    pool_capacity: int | None = None,
 ) -> ConformanceReport:
-    """Check a base URL against the whole checklist; RefusedURLError when the guard will not fetch it."""
+    """Check a base URL against the whole checklist; RefusedURLError when the guard will not fetch it.
+    `pool_capacity`: the sessions an envhub endpoint's pool holds at most, when known."""
     url = guard.normalize(url)
     outbound = OutboundSession(guard, timeout_s=timeout_s, headers=headers or {})
     try:
         await outbound.pin(url)  # refuse before any check runs; every request then goes to this address
-        return await run_checks(url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
+        return await run_checks(
+            url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s, pool_capacity=pool_capacity
+        )
     finally:
         await outbound.aclose()
 

@@ -57,12 +57,19 @@ class Checker:
             self._running -= 1
 
     async def run(
-        self, url: str, *, trusted: tuple[str, ...] = (), credentials: dict[str, str] | None = None
+        self,
+        url: str,
+        *,
+        trusted: tuple[str, ...] = (),
+        credentials: dict[str, str] | None = None,
+        pool_capacity: int | None = None,
     ) -> ConformanceReport:
         """Check a URL without filing the report; `credentials` go to the trusted prefixes only."""
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials) if trusted else self.guard
-            return await check_url(url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s)
+            return await check_url(
+                url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s, pool_capacity=pool_capacity
+            )
 
     async def check(
         self,
@@ -72,12 +79,13 @@ class Checker:
         endpoint: str | None = None,
         trusted: tuple[str, ...] = (),
         credentials: dict[str, str] | None = None,
+        pool_capacity: int | None = None,
     ) -> CheckReportPublic:
         """Check a URL and file the report under its environment (found by host when not given) and endpoint."""
         url = self.guard.normalize(url)
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
-        report = await self.run(url, trusted=trusted, credentials=credentials)
+        report = await self.run(url, trusted=trusted, credentials=credentials, pool_capacity=pool_capacity)
         return await asyncio.to_thread(self.file, report, environment, endpoint)
 
     def _environment_at(self, url: str) -> str | None:
@@ -123,6 +131,7 @@ class Checker:
         replicas: tuple[ReplicaTarget, ...] | None = None,
         cold_start_s: float | None = None,
         memory: Callable[[], int | None] | None = None,
+        pool_capacity: int | None = None,
     ) -> QualityReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
         endpoint; the revision, replicas, cold start and memory are what hosting knows of an endpoint (the revision
@@ -132,7 +141,12 @@ class Checker:
             environment = await asyncio.to_thread(self._environment_at, url)
         known = await asyncio.to_thread(self._target, url, environment)
         target = replace(
-            known, revision=revision or known.revision, replicas=replicas, cold_start_s=cold_start_s, memory=memory
+            known,
+            revision=revision or known.revision,
+            replicas=replicas,
+            cold_start_s=cold_start_s,
+            memory=memory,
+            pool_capacity=pool_capacity,
         )
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials).with_trusted(

@@ -75,6 +75,9 @@ class Facts:
     splits: list[dict[str, Any]] | None = None
     web_ui: bool = False
     max_sessions: int | None = None
+    # The sessions the pool behind the URL holds at most, when envhub knows it (its own endpoint at its most
+    # replicas): a pool queues a session past it rather than refusing it.
+    pool_capacity: int | None = None
     capacity_frame: dict[str, Any] | None = None
     capacity_close_code: int | None = None
     ws_failure: str | None = None  # /ws stopped answering or closed on the checker: no more /ws checks

@@ -92,11 +92,14 @@ async def run_checks(
     *,
     timeout_s: float = 10,
     deadline_s: float = 30,
+    pool_capacity: int | None = None,
 ) -> ConformanceReport:
-    """Run checks in order against url; the report lists them by checklist number."""
+    """Run checks in order against url; the report lists them by checklist number. `pool_capacity`: what the
+    pool behind the URL holds at most, when it is envhub's own endpoint."""
     checked_at = datetime.now(UTC)
     started = time.perf_counter()
     ctx = Context(url, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
+    ctx.facts.pool_capacity = pool_capacity
     results: list[CheckResult] = []
     try:
         for check in checks:

@@ -357,6 +357,15 @@ class Pool:
             open_ = [s for s in self.slots.values() if s.accepting]
             return sum(s.sessions for s in open_), sum(s.capacity for s in open_), len(open_)
 
+    def held_at_most(self) -> int | None:
+        """The sessions the pool holds at its most replicas, when it is there and every replica said what it holds;
+        else None (it may hold more)."""
+        with self._lock:
+            open_ = [s for s in self.slots.values() if s.accepting]
+            if not open_ or len(open_) < self.most or not all(s.said for s in open_):
+                return None
+            return sum(s.capacity for s in open_)
+
     def _open(self) -> int:
         return sum(1 for s in self.slots.values() if s.accepting)
 

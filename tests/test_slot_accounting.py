@@ -43,6 +43,8 @@ def test_envhubs_own_checks_give_the_only_slot_back(envhub: Envhub, suite: str) 
     endpoint = envhub.running("template:count", options=ONE_SLOT)
     filed = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"], "suite": suite}, timeout=120)
     assert filed.status_code == 201, filed.text
+    # A pool that holds one session queues a second rather than refusing it: the checks that need two say so.
+    assert filed.json()["verdict"] in ("pass", "warn"), filed.json()
     wait_until(lambda: sessions(envhub, endpoint) == 0, timeout_s=2)
     served_at_once(endpoint)
 

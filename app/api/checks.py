@@ -67,8 +67,14 @@ async def create_check(
                 credentials=credentials,
                 **known,
             )
+        pool = manager.routes.known(endpoint.id)
         filed = await checker.check(
-            url, environment=endpoint.environment, endpoint=endpoint.id, trusted=(url,), credentials=credentials
+            url,
+            environment=endpoint.environment,
+            endpoint=endpoint.id,
+            trusted=(url,),
+            credentials=credentials,
+            pool_capacity=pool.held_at_most() if pool is not None else None,
         )
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed

@@ -202,6 +202,8 @@ async def episode_isolation(run: Run) -> Finding:
     state is its own."""
     if run.no_action:
         return Finding.skipped(run.no_action, NO_ACTION_FIX)
+    if run.target.pool_capacity == 1:  # its pool would queue the second session until the first ends
+        return Finding.skipped("the endpoint holds one session at a time: isolation needs two at once")
     alone: list[Episode] = []
     for name, seed in (("A", 11), ("B", 12)):
         async with run.session(f"alone {name}") as session:

@@ -42,6 +42,7 @@ class QualityTarget:
     replicas: tuple[ReplicaTarget, ...] | None = None  # a pool's ready replicas; None: not known (a bare URL)
     cold_start_s: float | None = None  # from the launch to the first healthy answer, when the caller saw it
     memory: Callable[[], int | None] | None = None  # bytes the servers hold now, where the backend can see it
+    pool_capacity: int | None = None  # sessions an envhub endpoint's pool holds at most (it queues past them)
 
 
 @dataclass(frozen=True)
