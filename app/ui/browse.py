@@ -80,12 +80,15 @@ def build() -> Browse:
     with gr.Row(equal_height=True):
         query = gr.Textbox(
             placeholder="Search environments: wordle, chess, tool use…",
+            label="Search environments",
             show_label=False,
             scale=5,
             elem_id="search",
             autofocus=True,
         )
-        sort = gr.Dropdown(SORTS, value="relevance", show_label=False, scale=1, elem_id="sort", container=False)
+        sort = gr.Dropdown(
+            SORTS, value="relevance", label="Sort by", show_label=False, scale=1, elem_id="sort", container=False
+        )
     with gr.Row(equal_height=True):
         tags = gr.Dropdown([], multiselect=True, label="Tags", scale=3, elem_id="tags")
         source = gr.Dropdown(SOURCES, value="", label="Source", scale=1, elem_id="source")

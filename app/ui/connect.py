@@ -7,6 +7,7 @@ import gradio as gr
 
 from app.ui.forms import form_fields
 from app.ui.snippets import Target, all_snippets
+from app.ui.wording import plural
 from hosting.models import PoolPublic, ReplicaStatus
 from hosting.routing import gateway_path
 from protocol.interface import Interface
@@ -46,6 +47,7 @@ def build() -> Connect:
                     language=language,  # type: ignore[arg-type]
                     interactive=False,
                     buttons=["copy"],
+                    label=f"{name} snippet",
                     show_label=False,
                     elem_id=f"snippet-{name.lower().replace(' ', '-').strip('()')}",
                 )
@@ -72,8 +74,8 @@ def pool_note(pool: PoolPublic) -> str:
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     grows = f", up to {pool.max} replicas" if pool.max > pool.min else ""
     return (
-        f"Its pool: {pool.sessions}/{pool.capacity} sessions on {ready} replicas{grows}. "
-        f"It holds {pool.generation_batch_size} sessions at once at its most: set TRL's "
+        f"Its pool: {pool.sessions}/{pool.capacity} sessions on {plural(ready, 'replica')}{grows}. "
+        f"It holds {plural(pool.generation_batch_size, 'session')} at once at its most: set TRL's "
         f"generation_batch_size (or your trainer's parallel rollouts) to at most {pool.generation_batch_size}."
     )
 

@@ -11,6 +11,7 @@ import gradio as gr
 
 from app.services import Services
 from app.ui.requests import acting_caller, caller_of, page_endpoint_url
+from app.ui.wording import plural
 from catalog.models import EnvironmentDetail
 from core.callers import Caller
 from core.errors import EnvhubError, TooManyRequestsError
@@ -55,7 +56,7 @@ def launch_refusal(services: Services, caller: Caller, exc: EnvhubError) -> str:
     limit = services.endpoints.limits.per_owner
     if isinstance(exc, TooManyRequestsError) and len(yours(services, caller)) >= limit:
         return (
-            f"you have {limit} endpoint{'s' if limit != 1 else ''} running, the most this server allows: stop one "
+            f"you have {plural(limit, 'endpoint')} running, the most this server allows: stop one "
             "in **My endpoints**, or open one of them in Play."
         )
     return exc.message
@@ -86,11 +87,6 @@ def _pool(services: Services, endpoint: Endpoint) -> str:
     pool = services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
-
-
-def plural(count: int, noun: str) -> str:
-    """'1 replica', '2 replicas'."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def listing_html(services: Services, request: gr.Request | None) -> str:

@@ -27,7 +27,7 @@ from evals.presets import preset_owner
 from evals.rollouts import push_rollouts
 
 POLICIES = ["random", "first-legal", "model"]
-PLAY, PAUSE = "⏵ Play", "⏸ Pause"
+PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has
 REPLAY_S = 0.8  # between steps when the viewer plays an episode
 
 

@@ -94,6 +94,17 @@ def observation_view(observation: Any, reset: Any = None) -> ObservationView:
     return ObservationView(parts=parts, legal_actions=legal, error=error, tree=tree)
 
 
+_ENCODINGS = {"png", "jpeg", "jpg", "gif", "webp", "base64", "b64", "data", "uri"}
+
+
+def readable(name: str, *, image: bool = False) -> str:
+    """A field's name as a label: 'image_png_base64' -> 'image', 'steps_left' -> 'steps left'."""
+    words = name.replace("_", " ").replace("-", " ").split()
+    if image:
+        words = [w for w in words if w.lower() not in _ENCODINGS] or ["image"]
+    return " ".join(words)
+
+
 def _scalar(value: Any) -> str:
     return html.escape(json.dumps(value))
 
@@ -102,8 +113,9 @@ def render_view(view: ObservationView) -> str:
     """The readable parts as HTML; every string from the environment is escaped or sanitized."""
     chunks = []
     for part in view.parts:
-        label = f'<div class="obs-label">{html.escape(part.label)}</div>' if part.label else ""
-        alt = html.escape(part.label)
+        named = readable(part.label, image=part.kind == "image")
+        label = f'<div class="obs-label">{html.escape(named)}</div>' if part.label else ""
+        alt = html.escape(named)
         if part.kind == "image":
             chunks.append(
                 f'<figure class="obs-image">{label}<img src="{html.escape(part.value)}" alt="{alt}"></figure>'
@@ -114,7 +126,9 @@ def render_view(view: ObservationView) -> str:
             shown = render_inline(part.value)
             chunks.append(f'<div class="obs-part">{label}<div class="obs-markdown">{shown}</div></div>')
         else:
-            rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{_scalar(v)}</td></tr>" for k, v in part.value.items())
+            rows = "".join(
+                f"<tr><th>{html.escape(readable(k))}</th><td>{_scalar(v)}</td></tr>" for k, v in part.value.items()
+            )
             chunks.append(f'<table class="obs-fields">{rows}</table>')
     return '<div class="observation">' + "".join(chunks) + "</div>" if chunks else ""
 

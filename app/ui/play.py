@@ -26,6 +26,7 @@ from app.ui.observation import legal_html, observation_view, render_view, stats_
 from app.ui.requests import acting_caller, caller_of, page_endpoint_url
 from app.ui.sessions import PlayError, PlaySession
 from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
+from app.ui.wording import plural
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
 from core.callers import ANONYMOUS
@@ -105,7 +106,14 @@ def build() -> Play:
                 split = gr.Dropdown([], label="Task split", visible=False, elem_id="play-split")
                 task_index = gr.Textbox(label="Task index", placeholder="any", visible=False, elem_id="play-index")
             with gr.Accordion("More reset options (JSON)", open=False):
-                reset_options = gr.Code("", language="json", lines=2, show_label=False, elem_id="play-reset-options")
+                reset_options = gr.Code(
+                    "",
+                    language="json",
+                    lines=2,
+                    label="Reset options (JSON)",
+                    show_label=False,
+                    elem_id="play-reset-options",
+                )
             reset = gr.Button("↺ Reset", elem_id="play-reset")
             gr.Markdown("### Action")
             tool = gr.Dropdown([], label="MCP tool", visible=False, elem_id="play-tool")
@@ -115,7 +123,9 @@ def build() -> Play:
             step = gr.Button("Step ▶", variant="primary", elem_id="play-step")
             errors = gr.Markdown(elem_id="play-errors", elem_classes=["play-errors"])
             with gr.Accordion("Raw action JSON", open=False):
-                raw_action = gr.Code("{}", language="json", lines=3, show_label=False, elem_id="play-raw")
+                raw_action = gr.Code(
+                    "{}", language="json", lines=3, label="Raw action (JSON)", show_label=False, elem_id="play-raw"
+                )
                 raw_step = gr.Button("Step with this JSON", size="sm", elem_id="play-raw-step")
             auto = autoplay.build()
         with gr.Column(scale=3):
@@ -164,7 +174,7 @@ def download_html(session: PlaySession) -> str:
     return (
         f'<a class="download" id="episode-download" href="{html.escape(href)}" '
         f'download="{html.escape(episode_filename(session.environment))}">'
-        f"⬇ Download the episode (JSONL, {count} records)</a>"
+        f"⬇ Download the episode (JSONL, {plural(count, 'record')})</a>"
     )
 
 

@@ -48,6 +48,7 @@ def build(settings: Settings) -> SyncBanner:
         text = gr.HTML(elem_id="sync-banner")
         with gr.Row(equal_height=True, visible=rule != "nobody"):
             token = gr.Textbox(
+                label="Admin token",
                 show_label=False,
                 placeholder="admin token",
                 type="password",

@@ -51,7 +51,7 @@ CSS = """
 .readme code { font-family: var(--font-mono); font-size: .88em; }
 .readme table { border-collapse: collapse; }
 .readme th, .readme td { border: 1px solid var(--border-color-primary); padding: 4px 8px; }
-table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; }
+table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
 table.schema th, table.schema td, table.kv th, table.kv td, table.obs-fields th, table.obs-fields td {
   border: none; border-bottom: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;
   vertical-align: top; }
@@ -63,8 +63,7 @@ table.kv th, table.obs-fields th { width: 35%; color: var(--body-text-color-subd
 .problem { color: #991b1b; }
 .tool { border-left: 3px solid var(--color-accent); padding-left: 10px; margin: 10px 0; }
 .observation { display: flex; flex-direction: column; gap: 8px; }
-.obs-label { font-size: .75rem; text-transform: uppercase; letter-spacing: .04em;
-  color: var(--body-text-color-subdued); }
+.obs-label { font-size: .78rem; font-weight: 600; color: var(--body-text-color-subdued); }
 .obs-text { font-family: var(--font-mono); font-size: .95rem; line-height: 1.25; padding: 8px;
   background: var(--background-fill-secondary); border-radius: 6px; margin: 2px 0; white-space: pre; overflow-x: auto; }
 .obs-image img { max-width: 100%; image-rendering: pixelated; border-radius: 6px; }
@@ -85,7 +84,7 @@ a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-pool table { font-size: 0.85em; margin: 6px 0; }
 .endpoint-pool td, .endpoint-pool th { padding: 2px 8px; text-align: left; }
 .endpoint-pool ul { margin: 4px 0; font-size: 0.85em; }
-table.my-endpoints { border-collapse: collapse; width: 100%; font-size: .88rem; }
+table.my-endpoints { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
 table.my-endpoints th, table.my-endpoints td { border: none; border-bottom: 1px solid var(--border-color-primary);
   padding: 6px 8px; text-align: left; vertical-align: middle; }
 table.my-endpoints th { color: var(--body-text-color-subdued); font-weight: 500; white-space: nowrap; }
@@ -96,6 +95,9 @@ button.row-action { border: 1px solid var(--border-color-primary); border-radius
 button.row-action:hover { border-color: var(--color-accent); }
 button.row-action.stop { color: #991b1b; }
 .account { text-align: right; }
+footer .show-api-divider { display: none; }
+#play-history th, #eval-results th, #play-history th *, #eval-results th * { word-break: keep-all;
+  overflow-wrap: normal; hyphens: none; }
 .account form.sign-out { display: inline; }
 .account form.sign-out button { background: none; border: none; padding: 0; color: var(--link-text-color);
   text-decoration: underline; cursor: pointer; font: inherit; }

@@ -252,7 +252,7 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     expect(shared.locator("#eval-leaderboard")).to_contain_text("random")
     shared.locator("#eval-replay").click()  # it plays the episode through, step by step, then stops
     expect(shared.locator("#eval-viewer")).to_contain_text("step 4 of 4", timeout=15_000)
-    expect(shared.locator("#eval-replay")).to_have_text("⏵ Play")
+    expect(shared.locator("#eval-replay")).to_have_text("▶ Play")
     screenshot(shared, "episode-viewer")
     shared.get_by_role("tab", name="Environment").click()  # the environment's page has its leaderboard too
     shared.get_by_role("tab", name="Leaderboard").click()

@@ -44,7 +44,8 @@ def test_a_maze_observation() -> None:
     html = render_view(view)
     assert '<pre class="obs-text">#####\n#A..#\n###E#</pre>' in html
     assert f'src="data:image/png;base64,{png}"' in html
-    assert "<strong>right</strong>" in html and "<th>steps_left</th><td>5</td>" in html
+    assert "<strong>right</strong>" in html and "<th>steps left</th><td>5</td>" in html
+    assert '<div class="obs-label">image</div>' in html and "image_png_base64" not in html
 
 
 def test_legal_actions_and_errors() -> None:
