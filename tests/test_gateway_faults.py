@@ -7,8 +7,6 @@ WebSocket upgrade says so; and a session waiting for a slot outlives its client'
 
 import asyncio
 import json
-import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
@@ -27,7 +26,6 @@ from tests.environments import write_count_env, write_echo_env
 from tests.fakehub import FakeHub
 from tests.redteam.hostile import write_hostile_env
 from tests.serving import Envhub, free_port
-from tests.test_pools import server_pid
 
 
 @pytest.fixture
@@ -65,33 +63,6 @@ def test_refused_attempts_leave_no_session_counted(envhub: Envhub) -> None:
     wait_until(lambda: envhub.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=2)
 
 
-def test_a_flood_of_failures_checks_the_endpoint_once_at_a_time(envhub: Envhub, settings: Settings) -> None:
-    endpoint = envhub.running("template:count")
-    os.kill(server_pid(settings, f"{endpoint['id']}"), signal.SIGKILL)
-    most, stop = [0], threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            checking = [t for t in threading.enumerate() if "_check" in t.name or t.name.startswith("check-")]
-            most[0] = max(most[0], len(checking))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-
-    async def flood() -> None:
-        import httpx
-
-        async with httpx.AsyncClient(base_url=envhub.url, timeout=10) as client:
-            await asyncio.gather(*(client.get(f"/endpoints/{endpoint['id']}/health") for _ in range(60)))
-
-    try:
-        asyncio.run(flood())
-    finally:
-        stop.set()
-        watcher.join()
-    assert most[0] <= 1, f"{most[0]} threads checked the endpoint at once"
-
-
 class DroppingServer:
     """A Space's server that answers /health, and takes each POST whole, counts it, and closes without a word:
     it may have applied it, and the client cannot know."""
@@ -112,6 +83,8 @@ class DroppingServer:
         started.set()
         self._loop.run_forever()
         server.close()
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -144,9 +117,11 @@ class DroppingServer:
         self._thread.join(5)
 
 
-def test_a_post_that_may_have_reached_its_server_is_not_sent_twice(
+@pytest.fixture
+def dropping_space(
     settings: Settings, tmp_path: Path, count_template: str, hub: FakeHub
-) -> None:
+) -> Iterator[tuple[Envhub, dict[str, Any], DroppingServer]]:
+    """An endpoint on the space backend whose Space's server drops every POST: (envhub, endpoint, server)."""
     dropping = DroppingServer()
     configured = settings.model_copy(
         update={"data_dir": tmp_path / "data", "hf_token": SecretStr("hf_test"), "space_poll_s": 0.05}
@@ -160,13 +135,51 @@ def test_a_post_that_may_have_reached_its_server_is_not_sent_twice(
         hub.set_stage("alice/count", "RUNNING")
         endpoint = envhub.wait_status(launched["id"], "running", "failed")
         assert endpoint["status"] == "running", endpoint["message"]
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "step", "arguments": {}}}
-        answer = envhub.http.post(f"/endpoints/{endpoint['id']}/mcp", json=call)
-        assert answer.status_code == 502
-        assert dropping.posts == 1  # once: the server may have applied it
+        yield envhub, endpoint, dropping
     finally:
         envhub.stop()
         dropping.close()
+
+
+def test_a_post_that_may_have_reached_its_server_is_not_sent_twice(
+    dropping_space: tuple[Envhub, dict[str, Any], DroppingServer],
+) -> None:
+    envhub, endpoint, dropping = dropping_space
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "step", "arguments": {}}}
+    answer = envhub.http.post(f"/endpoints/{endpoint['id']}/mcp", json=call)
+    assert answer.status_code == 502
+    assert dropping.posts == 1  # once: the server may have applied it
+
+
+def test_a_flood_of_failures_checks_the_endpoint_once_at_a_time(
+    dropping_space: tuple[Envhub, dict[str, Any], DroppingServer],
+) -> None:
+    """Each request that finds its replica broken asks for the endpoint to be looked at: one look at a time."""
+    envhub, endpoint, _ = dropping_space
+    most, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            checking = [t for t in threading.enumerate() if "_check" in t.name or t.name.startswith("check-")]
+            most[0] = max(most[0], len(checking))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+
+    async def flood() -> list[int]:
+        async with httpx.AsyncClient(base_url=envhub.url, timeout=30) as client:
+            answers = await asyncio.gather(
+                *(client.post(f"/endpoints/{endpoint['id']}/step", json={}) for _ in range(60))
+            )
+        return [a.status_code for a in answers]
+
+    try:
+        statuses = asyncio.run(flood())
+    finally:
+        stop.set()
+        watcher.join()
+    assert set(statuses) == {502}
+    assert most[0] <= 1, f"{most[0]} threads checked the endpoint at once"
 
 
 def test_a_steps_latency_is_its_own_replys(envhub: Envhub) -> None:
