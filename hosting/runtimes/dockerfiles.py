@@ -162,9 +162,14 @@ def _copies(rest: str, workdir: str, variables: dict[str, str]) -> list[tuple[st
         return []
     *sources, target = paths
     target = posixpath.normpath(posixpath.join(workdir, target))
-    # Sources are the repo's, relative to its root however written ("." and "/" are the root itself).
+    # Sources are the repo's, relative to its root however written ("." and "/" are the root itself); one that
+    # climbs out of it copies nothing (Docker refuses a path outside the build context).
     sources = [posixpath.normpath(source).strip("/") for source in sources if "://" not in source]
-    return [("" if source == "." else source, target) for source in sources]
+    return [("" if source == "." else source, target) for source in sources if not _climbs_out(source)]
+
+
+def _climbs_out(path: str) -> bool:
+    return path == ".." or path.startswith("../")
 
 
 def _system_packages(script: str) -> list[str]:

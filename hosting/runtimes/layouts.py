@@ -53,21 +53,32 @@ class FolderFiles:
     """The files of a folder on disk."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        self.root = root.resolve()
+
+    def _inside(self, path: str) -> Path | None:
+        """The path under the folder, or None when it (or a link on the way) leads out of it."""
+        found = (self.root / path).resolve()
+        return found if found == self.root or self.root in found.parents else None
 
     def is_file(self, path: str) -> bool:
-        return (self.root / path).is_file()
+        found = self._inside(path)
+        return found is not None and found.is_file()
 
     def is_folder(self, path: str) -> bool:
-        return (self.root / path).is_dir()
+        found = self._inside(path)
+        return found is not None and found.is_dir()
 
     def folders(self, path: str) -> list[str]:
-        folder = self.root / path
-        return sorted(child.name for child in folder.iterdir() if child.is_dir()) if folder.is_dir() else []
+        folder = self._inside(path)
+        if folder is None or not folder.is_dir():
+            return []
+        return sorted(
+            child.name for child in folder.iterdir() if child.is_dir() and self._inside(f"{path}/{child.name}")
+        )
 
     def read(self, path: str) -> str | None:
-        file = self.root / path
-        if not file.is_file() or file.stat().st_size > SMALL_FILE:
+        file = self._inside(path)
+        if file is None or not file.is_file() or file.stat().st_size > SMALL_FILE:
             return None
         return file.read_text(errors="replace")
 
