@@ -49,6 +49,7 @@ class _Child:
 
     process: subprocess.Popen[bytes]
     pid: int
+    viewed: bool = False
 
 
 class ProcessRuntime:
@@ -184,8 +185,13 @@ class ProcessRuntime:
         with spec.log_path.open("a", encoding="utf-8") as log:  # which layout rule chose the app, for a failure
             log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
         pid = None
-        paths = [cwd, *map(Path, pythonpath), spec.log_path]
-        if self._zygote is not None and python == sys.executable and forkable(spec.env) and self._forks(sandbox, paths):
+        imports = [Path(entry) for entry in pythonpath]
+        if (
+            self._zygote is not None
+            and python == sys.executable
+            and forkable(spec.env)
+            and self._forks(sandbox, [cwd, *imports, spec.log_path])
+        ):
             name = f"env-{spec.server_id}"  # what ps shows for it
             # Absolute paths: the zygote works in its own folder, not in envhub's.
             request = ServerRequest(
@@ -209,22 +215,23 @@ class ProcessRuntime:
             with self._lock:
                 self._forked[spec.server_id] = (pid, started)
         else:
-            where = ["--fd", str(listener.fileno())] if listener is not None else ["--host", "127.0.0.1"]
-            where += ["--port", str(port)] if listener is None else []
+            where = ["--fd", str(listener.fileno())] if listener else ["--host", "127.0.0.1", "--port", str(port)]
             argv = [python, "-m", "uvicorn", app, *where, "--root-path", spec.root_path]
             argv += ["--ws-max-size", str(WS_MAX_SIZE)]
             try:
-                child = self._from_scratch(argv, env, cwd, spec.log_path, folder, home, sandbox, listener)
+                child = self._from_scratch(argv, env, cwd, spec.log_path, [folder, *imports], home, listener)
+            except LaunchError:
+                self.confinement.release(spec.server_id)
+                raise
             finally:
                 if listener is not None:
                     listener.close()  # the server has its own copy
             handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
             with self._lock:
                 self._children[spec.server_id] = child
-            viewed = child.process.pid != child.pid
             threading.Thread(
                 target=_note_when_it_ends,
-                args=(child.process, spec.log_path, viewed),
+                args=(child, spec.log_path),
                 name=f"wait-{spec.server_id}",
                 daemon=True,
             ).start()
@@ -246,21 +253,21 @@ class ProcessRuntime:
         env: dict[str, str],
         cwd: Path,
         log_path: Path,
-        folder: Path,
+        folders: list[Path],
         home: Path | None,
-        sandbox: bool,
         listener: socket.socket | None,
     ) -> _Child:
-        """The server started from scratch: a new interpreter running uvicorn, in a view when it runs in one."""
+        """The server started from scratch: a new interpreter running uvicorn, in a view when it runs in one (a
+        sandboxed server, which has a listener, always does). folders: the environment's, and its import path."""
+        sandbox = listener is not None
         if not self.confinement.viewed(sandbox):
             process = self.confinement.popen(argv, env, cwd, log_path)
             return _Child(process, process.pid)
-        shown = [*self.confinement.python_folders(argv[0]), folder]
-        shown += [Path(entry) for entry in env["PYTHONPATH"].split(os.pathsep)]  # a package shim, say
-        view = View(read=tuple(shown), write=(home,) if home is not None else (), sandboxed=sandbox)
+        shown = (*self.confinement.python_folders(argv[0]), *folders)
+        view = View(read=shown, write=(home,) if home is not None else (), sandboxed=sandbox)
         keep = [listener.fileno()] if listener is not None else []
         process, pid = self.confinement.start(view, argv, env, cwd, log_path, keep_fds=keep)
-        return _Child(process, pid)
+        return _Child(process, pid, viewed=True)
 
     def _forks(self, sandbox: bool, paths: list[Path]) -> bool:
         """Whether the zygote may fork this server: never a sandboxed one (each has a view of its own), and one
@@ -373,7 +380,7 @@ def _listening_socket() -> socket.socket:
     return listener
 
 
-def _note_when_it_ends(process: subprocess.Popen[bytes], log_path: Path, viewed: bool) -> None:
-    code = process.wait()
+def _note_when_it_ends(child: _Child, log_path: Path) -> None:
+    code = child.process.wait()
     # bubblewrap passes the server's exit code on, and a signal that killed it as 128 + its number, as shells do.
-    note_exit(str(log_path), 128 - code if viewed and code > 128 else code)
+    note_exit(str(log_path), 128 - code if child.viewed and code > 128 else code)
