@@ -8,7 +8,7 @@ from sqlmodel import Session
 
 from app.services import hub_from_settings
 from app.settings import Settings
-from catalog.cards import README_LIMIT, Manifest, card_fields, parse_manifest, parse_readme
+from catalog.cards import README_LIMIT, Manifest, card_fields, declared_variables, parse_manifest, parse_readme
 from catalog.models import Environment, SyncStatus
 from catalog.search import EnvironmentQuery, search_environments
 from catalog.sync import Syncer
@@ -152,3 +152,14 @@ def test_description_falls_back_to_the_first_paragraph() -> None:
     body = "# Title\n\n![badge](x.png)\n\nA maze where the agent\nlooks for the exit.\n\nMore text.\n"
     fields = card_fields(parse_readme(readme("title: Maze", body).encode()), Manifest(None))
     assert fields.description == "A maze where the agent looks for the exit."
+
+
+def test_an_environment_declares_the_variables_its_server_reads(
+    hub: FakeHub, settings: Settings, engine: Engine
+) -> None:
+    card = "title: Env\nsdk: docker\ntags: [openenv]\nvariables:\n  MODEL_NAME: the model to ask\n  HF_TOKEN: its key\n"
+    manifest = MANIFEST + "variables: [OPENENV_LABEL, {name: SEED}, 'not a name', 7, HF_TOKEN]\n"
+    env = sync_one(hub, settings, engine, {"README.md": readme(card), "openenv.yaml": manifest})
+
+    # The manifest's list first, then the card's mapping; what is not a variable's name is left out.
+    assert declared_variables(env.card, env.manifest) == ["OPENENV_LABEL", "SEED", "HF_TOKEN", "MODEL_NAME"]
