@@ -109,6 +109,11 @@ class ProcessRuntime:
                 "and this machine has no bubblewrap to make one: launch with the docker backend, or ask the admin to "
                 "install bubblewrap (apt-get install bubblewrap)"
             )
+        if options.sandbox and self.confinement.as_root and self.confinement.user() is None:
+            raise InvalidInputError(
+                "this process server would run in a sandbox as an unprivileged user, and ENVHUB_PROCESS_USER names "
+                "none: launch with the docker backend, or ask the admin to set it (envhub-env, say)"
+            )
         variables = options.env | options.secrets
         if refused := sorted(name for name in variables if starts_the_interpreter(name)):
             raise InvalidInputError(interpreter_refusal(refused))
@@ -283,7 +288,7 @@ class ProcessRuntime:
         """The zygote as it starts: in a view when servers run in views, which shows it Python, the folders its
         servers may run from, their homes and logs."""
         self.confinement.prepare()
-        for folder in (*self._zygote_read, *self._zygote_write):
+        for folder in (self.snapshots.root, self.work_dir / "packages", *self._zygote_write):
             folder.mkdir(parents=True, exist_ok=True)  # a folder shown in a view must be there as it starts
         read = (*self.confinement.python_folders(sys.executable), Path(SCRIPT), *self._zygote_read)
         wrapped = self.confinement.wrap_zygote(View(read=read, write=tuple(self._zygote_write)), argv, env)
