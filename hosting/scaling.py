@@ -14,6 +14,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import httpx
 
@@ -25,7 +26,7 @@ from hosting.pools import Pool
 from hosting.runtimes import handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY
 
-__all__ = ["LIVENESS_INTERVAL_S", "Scaler"]
+__all__ = ["LIVENESS_INTERVAL_S", "Scaler", "Sizing", "sizing"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,27 @@ MISSES = 2  # /health deadlines missed in a row before a replica counts as hung
 # An endpoint that loses this many replicas this quickly, and has none ready, is failed rather than replaced again.
 CRASH_LOOP_LOSSES = 3
 CRASH_LOOP_S = 600
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What a pool should do now: grow to so many replicas (`kind`: to keep its min, or for its load), or drain
+    these idle ones, or nothing."""
+
+    grow_to: int | None = None
+    kind: str = ""
+    drain: tuple[str, ...] = ()
+
+
+def sizing(size: ReplicaRange, serving: int, wanted: int, ready: set[str], idle: list[str]) -> Sizing:
+    """The decision for a pool of `serving` replicas (starting or ready) whose load wants `wanted`: within its
+    min and max; shrinking only by ready replicas idle long enough (longest idle first), never below the target."""
+    target = min(size.max, max(size.min, wanted))
+    if serving < target:
+        return Sizing(grow_to=target, kind="replace" if serving < size.min else "grow")
+    if serving > target:
+        return Sizing(drain=tuple([r for r in idle if r in ready][: serving - target]))
+    return Sizing()
 
 
 class Scaler:
@@ -103,14 +125,13 @@ class Scaler:
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
         rows = self.replicas.rows(endpoint.id)
         serving = [r for r in rows if r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY)]
-        wanted = pool.wanted() if pool is not None else 0
-        target = min(size.max, max(size.min, wanted))
-        if len(serving) < target:
-            self._grow(endpoint, target, len(serving), "replace" if len(serving) < size.min else "grow")
-        elif len(serving) > target and pool is not None:
-            excess = len(serving) - target
-            ready = {r.id for r in serving if r.status == ReplicaStatus.READY}
-            for replica_id in [r for r in pool.idle(self.endpoints.limits.pool_idle_s) if r in ready][:excess]:
+        ready = {r.id for r in serving if r.status == ReplicaStatus.READY}
+        idle = pool.idle(self.endpoints.limits.pool_idle_s) if pool is not None else []
+        decided = sizing(size, len(serving), pool.wanted() if pool is not None else 0, ready, idle)
+        if decided.grow_to is not None:
+            self._grow(endpoint, decided.grow_to, len(serving), decided.kind)
+        elif decided.drain and pool is not None:
+            for replica_id in decided.drain:
                 self.replicas.update(replica_id, status=ReplicaStatus.DRAINING)
                 pool.drain(replica_id)
             rows = self.replicas.rows(endpoint.id)
