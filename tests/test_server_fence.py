@@ -1,0 +1,33 @@
+"""A fence around the uvicorn internals envhub's server builds on (app/server.py subclasses two private protocol
+classes): an upgrade of uvicorn that changes any method it overrides or calls fails here, naming it, so that the
+subclass is read again before the new version is pinned. After reviewing it, update the digests below."""
+
+import hashlib
+import inspect
+
+import pytest
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+# sha256 (first 16 hex digits) of each method's source, as of the pinned uvicorn (requirements.txt).
+REVIEWED = {
+    (WebSocketsSansIOProtocol, "__init__"): "631dcd744eab875f",
+    (WebSocketsSansIOProtocol, "handle_connect"): "fc648c2161ff8e13",
+    (WebSocketsSansIOProtocol, "data_received"): "c89d394077d8841d",
+    (WebSocketsSansIOProtocol, "connection_lost"): "dd116afc4d8034e1",
+    (WebSocketsSansIOProtocol, "shutdown"): "e8ace796ada616b7",
+    (WebSocketsSansIOProtocol, "on_task_complete"): "f45490be9f809f51",
+    (HttpToolsProtocol, "__init__"): "4f08999410347141",
+    (HttpToolsProtocol, "connection_made"): "6efb565ff3d36b91",
+    (HttpToolsProtocol, "on_message_begin"): "96d377fdc7c2baef",
+    (HttpToolsProtocol, "on_headers_complete"): "1ea8589acfad92d8",
+    (HttpToolsProtocol, "connection_lost"): "c91a4c9bf2e29c55",
+}
+
+
+@pytest.mark.parametrize(("owner", "name"), list(REVIEWED), ids=[f"{c.__name__}.{n}" for c, n in REVIEWED])
+def test_the_uvicorn_methods_envhubs_server_builds_on_are_the_ones_reviewed(owner: type, name: str) -> None:
+    digest = hashlib.sha256(inspect.getsource(getattr(owner, name)).encode()).hexdigest()[:16]
+    assert digest == REVIEWED[(owner, name)], (
+        f"uvicorn's {owner.__name__}.{name} changed: read app/server.py's subclass against it, then update its digest"
+    )
