@@ -10,7 +10,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 # sha256 (first 16 hex digits) of each method's source, as of the pinned uvicorn (requirements.txt).
-REVIEWED = {
+REVIEWED: dict[tuple[type, str], str] = {
     (WebSocketsSansIOProtocol, "__init__"): "631dcd744eab875f",
     (WebSocketsSansIOProtocol, "handle_connect"): "fc648c2161ff8e13",
     (WebSocketsSansIOProtocol, "data_received"): "c89d394077d8841d",
