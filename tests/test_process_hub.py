@@ -137,6 +137,20 @@ def test_each_layout_runs_and_plays(layout: str, space_hub: FakeHub, runtime: Pr
     assert said[-1].startswith("starting ")
 
 
+# BuildKit's heredoc form, as Spaces written for `docker build` since Dockerfile 1.4 use it.
+HEREDOC_DOCKERFILE = """# syntax=docker/dockerfile:1
+FROM python:3.11-slim
+RUN <<EOF
+set -eux
+apt-get update
+apt-get install -y --no-install-recommends \\
+    libsndfile1 libgl1-mesa-glx
+rm -rf /var/lib/apt/lists/*
+EOF
+COPY . /app
+WORKDIR /app
+CMD ["uvicorn", "count.server.app:app", "--host", "0.0.0.0", "--port", "7860"]
+"""
 README = "---\ntitle: Refused\nsdk: docker\ntags: [openenv]\n---\nNot for the process backend.\n"
 
 
@@ -148,11 +162,21 @@ README = "---\ntitle: Refused\nsdk: docker\ntags: [openenv]\n---\nNot for the pr
             "docker",
             "its Dockerfile installs system packages (libosmesa6-dev)",
         ),
+        (
+            {"Dockerfile": "FROM python:3.11-slim\nRUN\tapt-get update && apt-get install -y libosmesa6-dev\n"},
+            "docker",
+            "its Dockerfile installs system packages (libosmesa6-dev)",
+        ),
+        (
+            {"Dockerfile": HEREDOC_DOCKERFILE},
+            "docker",
+            "its Dockerfile installs system packages (libsndfile1, libgl1-mesa-glx)",
+        ),
         ({"Dockerfile": "FROM node:20-slim\nCMD node server.js\n"}, "docker", "builds FROM node:20-slim, not a Python"),
         ({"Dockerfile": "FROM python:3.11\nCMD python serve.py\n"}, "docker", "it has no OpenEnv app to serve"),
         ({"app.py": "import gradio\n"}, "gradio", "is a gradio Space"),
     ],
-    ids=["apt-get", "node", "no-app", "gradio"],
+    ids=["apt-get", "tab-separated", "heredoc", "node", "no-app", "gradio"],
 )
 def test_spaces_that_need_docker_are_refused_before_anything_starts(
     files: dict[str, str],

@@ -1,25 +1,36 @@
 """What a Space's Dockerfile says about running it without Docker: its base images, the system packages
 and Python packages it installs, and the command, working folder and import path its server starts with.
 
-Only what the process backend needs is read, leniently: an instruction this module does not
-understand is skipped, never an error. Paths are the image's; `copied_from` maps them back to the repo.
+Instructions are read by dockerfile-parse (continuation lines, comments, `# escape=`, any whitespace after the
+keyword); heredocs (`RUN <<EOF`), which it does not know, are read here, and so are build arguments and
+variables with their defaults (`${VAR:-default}`, `${VAR:+word}`), as Docker fills them in. Only what the
+process backend needs is read, leniently: an instruction this module does not understand is skipped, never an
+error. Paths are the image's; `copied_from` maps them back to the repo.
 """
 
+import io
 import json
 import posixpath
 import re
-import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+
+from dockerfile_parse import DockerfileParser
+from dockerfile_parse.constants import COMMENT_INSTRUCTION
+from dockerfile_parse.util import WordSplitter
 
 __all__ = ["Dockerfile", "Served", "needs_docker", "parse_dockerfile", "python_of", "served"]
 
-_VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?[-+][^}]*)?\}|(\w+))")
+# $NAME, ${NAME}, and ${NAME:-default} / ${NAME-default} / ${NAME:+word} / ${NAME+word}.
+_VARIABLE = re.compile(r"\$(?:\{(\w+)(?:(:?[-+])([^}]*))?\}|(\w+))")
+# A heredoc's opening (`<<EOF`, `<<-EOF`, `<<"EOF"`); its body runs from the next line to a line holding its word.
+_HEREDOC = re.compile(r"<<(-?)([\"']?)([A-Za-z_]\w*)\2")
+_SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
 # Package managers and the verb that installs with them: `apt-get install -y git`, `apk add --no-cache curl`.
 _INSTALLERS = {"apt-get": "install", "apt": "install", "apk": "add", "yum": "install", "dnf": "install",
                "microdnf": "install", "zypper": "install"}  # fmt: skip
-_SHELL_SPLIT = re.compile(r"&&|\|\||;|\|")
+_SHELL_SPLIT = re.compile(r"&&|\|\||;|\||\n")
 
 
 @dataclass
@@ -53,38 +64,51 @@ class _Stage:
     command: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Instruction:
+    keyword: str  # upper case
+    value: str  # the rest of it, continuation lines joined
+    heredocs: tuple[str, ...] = ()  # the bodies of the heredocs it opens, in order
+
+
 def parse_dockerfile(text: str) -> Dockerfile:
     found = Dockerfile()
     arguments: dict[str, str] = {}  # ARG defaults before the first FROM: what FROM lines may use
     variables: dict[str, str] = {}  # the current stage's ARG and ENV values
     named: dict[str, _Stage] = {}
     stage = _Stage()
-    for keyword, rest in _instructions(text):
+    for instruction in _instructions(text):
+        keyword, rest = instruction.keyword, instruction.value
         if keyword == "ARG":
-            name, _, default = rest.partition("=")
-            (variables if found.bases else arguments).setdefault(name.strip(), _unquote(default.strip()))
+            for name, default in _arguments(rest, variables if found.bases else arguments):
+                # In a stage, an ARG without a default takes the one given before the first FROM.
+                value = default if default is not None or not found.bases else arguments.get(name)
+                if value is not None:
+                    (variables if found.bases else arguments)[name] = value
         elif keyword == "FROM":
-            words = rest.split()
-            image = _expand(next((w for w in words if not w.startswith("--")), ""), arguments, unknown=None)
+            words = [word for word in _words(rest) if not word.startswith("--")]
+            image = _expand(words[0], arguments, unknown=None) if words else ""
             earlier = named.get(image.lower())
             if earlier is None:
                 found.bases.append(image)
             stage = replace(earlier, pythonpath=list(earlier.pythonpath)) if earlier is not None else _Stage()
             if len(words) >= 3 and words[-2].upper() == "AS":
                 named[words[-1].lower()] = stage
-            variables = dict(arguments)
+            variables = {}  # a stage sees a global ARG only once it names it again
         elif keyword == "WORKDIR":
-            stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, _expand(_unquote(rest), variables)))
+            where = _dequote(_expand(rest, variables))
+            stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, where))
         elif keyword == "ENV":
-            for name, value in _assignments(rest):
-                variables[name] = _expand(value, variables)
+            for name, value in _assignments(rest, variables):
+                variables[name] = value
                 if name == "PYTHONPATH":
-                    stage.pythonpath = [entry for entry in variables[name].split(":") if entry]
+                    stage.pythonpath = [entry for entry in value.split(":") if entry]
         elif keyword in ("COPY", "ADD"):
             found.copies.extend(_copies(rest, stage.workdir, variables))
         elif keyword == "RUN":
-            found.system_packages.extend(_system_packages(rest))
-            found.python_packages.extend(_python_packages(_expand(rest, variables, unknown=None)))
+            for script in _scripts(instruction):
+                found.system_packages.extend(_system_packages(_expand(script, variables, unknown=None)))
+                found.python_packages.extend(_python_packages(_expand(script, variables, unknown=None)))
         elif keyword == "CMD":
             stage.command = _argv(rest)
         elif keyword == "ENTRYPOINT":
@@ -94,52 +118,87 @@ def parse_dockerfile(text: str) -> Dockerfile:
     return found
 
 
-def _instructions(text: str) -> list[tuple[str, str]]:
-    """(KEYWORD, the rest) of each instruction, continuation lines joined and comments dropped."""
-    instructions: list[tuple[str, str]] = []
-    pending = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#") or (not stripped and pending):
+def _instructions(text: str) -> Iterator[_Instruction]:
+    """The Dockerfile's instructions, comments dropped, each with the bodies of its heredocs."""
+    lines = text.splitlines(keepends=True)
+    # Docker skips a blank line inside a continuation, where dockerfile-parse would end the instruction; as a
+    # comment it is skipped by both (and, as Docker has it, ends where parser directives may stand).
+    readable = "".join(line if line.strip() else "#\n" for line in lines)
+    parser = DockerfileParser(fileobj=io.StringIO(readable))
+    body_ends = -1  # the last line of the heredocs read so far: what dockerfile-parse made of it is not Dockerfile
+    for entry in parser.structure:
+        if entry["instruction"] == COMMENT_INSTRUCTION or entry["startline"] <= body_ends:
             continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        whole = (pending + stripped).strip()
-        pending = ""
-        if whole:
-            keyword, _, rest = whole.partition(" ")
-            instructions.append((keyword.upper(), rest.strip()))
-    return instructions
+        value: str = entry["value"].strip()
+        bodies = []
+        body_ends = entry["endline"]
+        for heredoc in _HEREDOC.finditer(value):
+            tabs_stripped, word = heredoc.group(1) == "-", heredoc.group(3)
+            body = []
+            for line in lines[body_ends + 1 :]:
+                body_ends += 1
+                line = line.rstrip("\r\n").lstrip("\t") if tabs_stripped else line.rstrip("\r\n")
+                if line == word:
+                    break
+                body.append(line)
+            bodies.append("\n".join(body))
+        yield _Instruction(entry["instruction"], value, tuple(bodies))
+
+
+def _scripts(run: _Instruction) -> list[str]:
+    """The shell scripts a RUN runs: its line and, when it is a script (`RUN <<EOF`, `RUN bash <<EOF`), each
+    heredoc's body (a heredoc fed to `python` is no shell script)."""
+    words = _words(run.value.partition("<<")[0])
+    runs_scripts = not words or posixpath.basename(words[0]) in _SHELLS
+    bodies = [body.replace("\\\n", " ") for body in run.heredocs] if runs_scripts else []
+    return [_HEREDOC.sub("", run.value), *bodies]
 
 
 def _expand(value: str, variables: dict[str, str], *, unknown: str | None = "") -> str:
-    """$NAME and ${NAME} filled in; one without a value becomes `unknown` (None: left as it is)."""
+    """$NAME and ${NAME} filled in, with ${NAME:-default} and ${NAME:+word} as Docker reads them; a plain
+    reference to a variable without a value becomes `unknown` (None: left as it is)."""
 
     def value_of(match: re.Match[str]) -> str:
-        known = variables.get(match.group(1) or match.group(2))
+        name, modifier, word = match.group(1) or match.group(4), match.group(2), match.group(3)
+        known = variables.get(name)
+        if modifier is not None:
+            is_set = bool(known) if modifier.startswith(":") else known is not None
+            if modifier.endswith("-"):
+                return known if is_set and known is not None else _expand(word, variables, unknown=unknown)
+            return _expand(word, variables, unknown=unknown) if is_set else ""
         return known if known is not None else (match.group(0) if unknown is None else unknown)
 
     return _VARIABLE.sub(value_of, value)
 
 
-def _unquote(value: str) -> str:
-    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
+def _dequote(value: str) -> str:
+    return WordSplitter(value).dequote()
 
 
-def _words(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
+def _words(text: str, *, dequote: bool = True) -> list[str]:
+    """Words split as Docker splits them: at any whitespace outside quotes (with `dequote`, quotes and escapes
+    consumed)."""
+    return [word for word in WordSplitter(text).split(dequote=dequote) if word is not None]
 
 
-def _assignments(rest: str) -> list[tuple[str, str]]:
-    """ENV's `A=1 B="two words"` or its old `A one value` form."""
-    words = _words(rest)
+def _arguments(rest: str, known: dict[str, str]) -> list[tuple[str, str | None]]:
+    """ARG's names, each with its default (None: it has none): `ARG A=1 B="two words" C`."""
+    named = []
+    for word in _words(rest, dequote=False):
+        name, equals, default = word.partition("=")
+        named.append((_dequote(name), _dequote(_expand(default, known)) if equals else None))
+    return named
+
+
+def _assignments(rest: str, known: dict[str, str]) -> list[tuple[str, str]]:
+    """ENV's `A=1 B="two words"` or its old `A one value` form; values are filled in from the variables before
+    the instruction (as Docker does: `ENV A=2 B=$A` gives B the A of before)."""
+    words = _words(rest, dequote=False)
     if words and "=" not in words[0]:
-        return [(words[0], " ".join(words[1:]))]
-    return [(name, value) for name, _, value in (word.partition("=") for word in words)]
+        value = rest[rest.index(words[0]) + len(words[0]) :].strip()
+        return [(_dequote(words[0]), _dequote(_expand(value, known)))]
+    pairs = (word.partition("=") for word in words)
+    return [(_dequote(name), _dequote(_expand(value, known))) for name, _, value in pairs]
 
 
 def _argv(rest: str) -> list[str]:
@@ -163,9 +222,14 @@ def _copies(rest: str, workdir: str, variables: dict[str, str]) -> list[tuple[st
     *sources, target = paths
     target = posixpath.normpath(posixpath.join(workdir, target))
     # Sources are the repo's, relative to its root however written ("." and "/" are the root itself); one that
-    # climbs out of it copies nothing (Docker refuses a path outside the build context).
-    sources = [posixpath.normpath(source).strip("/") for source in sources if "://" not in source]
+    # climbs out of it copies nothing (Docker refuses a path outside the build context), and a heredoc
+    # (`COPY <<EOF /app/x`) or a URL is no file of the repo.
+    sources = [posixpath.normpath(source).strip("/") for source in sources if not _elsewhere(source)]
     return [("" if source == "." else source, target) for source in sources if not _climbs_out(source)]
+
+
+def _elsewhere(source: str) -> bool:
+    return "://" in source or source.startswith("<<")
 
 
 def _climbs_out(path: str) -> bool:
