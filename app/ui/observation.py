@@ -6,13 +6,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.ui.boards import find_board
 from app.ui.readme import render_inline
 from protocol.observations import LEGAL_ACTION_KEYS, image_data_uri, refusal
 
 
 @dataclass(frozen=True)
 class Part:
-    kind: Literal["text", "markdown", "image", "fields"]
+    kind: Literal["text", "markdown", "image", "fields", "board"]
     label: str
     value: Any
 
@@ -91,6 +92,9 @@ def observation_view(observation: Any, reset: Any = None) -> ObservationView:
         tree[key] = value
     if scalars:
         parts.append(Part("fields", "", scalars))
+    board = find_board(observation)
+    if board is not None:  # drawn first; what showed it as text stays, folded
+        parts.insert(0, Part("board", board.field, board.html))
     return ObservationView(parts=parts, legal_actions=legal, error=error, tree=tree)
 
 
@@ -112,13 +116,25 @@ def _scalar(value: Any) -> str:
 def render_view(view: ObservationView) -> str:
     """The readable parts as HTML; every string from the environment is escaped or sanitized."""
     chunks = []
+    board_field = next((part.label for part in view.parts if part.kind == "board"), None)
+    drawn = board_field is not None
+    beside: list[str] = []  # a board and the first image, side by side
     for part in view.parts:
         named = readable(part.label, image=part.kind == "image")
         label = f'<div class="obs-label">{html.escape(named)}</div>' if part.label else ""
         alt = html.escape(named)
-        if part.kind == "image":
+        if part.kind == "board":
+            beside.append(f'<div class="obs-part obs-board">{label}{part.value}</div>')
+        elif part.kind == "image":
+            figure = f'<figure class="obs-image">{label}<img src="{html.escape(part.value)}" alt="{alt}"></figure>'
+            if drawn and len(beside) == 1:
+                beside.append(figure)
+            else:
+                chunks.append(figure)
+        elif drawn and (part.kind == "text" or (part.kind == "markdown" and part.label == board_field)):
             chunks.append(
-                f'<figure class="obs-image">{label}<img src="{html.escape(part.value)}" alt="{alt}"></figure>'
+                f'<details class="obs-part obs-as-text"><summary>{html.escape(named)} as text</summary>'
+                f'<pre class="obs-text">{html.escape(part.value)}</pre></details>'
             )
         elif part.kind == "text":
             chunks.append(f'<div class="obs-part">{label}<pre class="obs-text">{html.escape(part.value)}</pre></div>')
@@ -130,6 +146,8 @@ def render_view(view: ObservationView) -> str:
                 f"<tr><th>{html.escape(readable(k))}</th><td>{_scalar(v)}</td></tr>" for k, v in part.value.items()
             )
             chunks.append(f'<table class="obs-fields">{rows}</table>')
+    if beside:
+        chunks.insert(0, f'<div class="obs-beside">{"".join(beside)}</div>')
     return '<div class="observation">' + "".join(chunks) + "</div>" if chunks else ""
 
 

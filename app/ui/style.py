@@ -52,8 +52,10 @@ CSS = """
 .readme table { border-collapse: collapse; }
 .readme th, .readme td { border: 1px solid var(--border-color-primary); padding: 4px 8px; }
 table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
+table.schema, table.kv, table.obs-fields, table.my-endpoints { border: none !important; }
 table.schema th, table.schema td, table.kv th, table.kv td, table.obs-fields th, table.obs-fields td {
-  border: none; border-bottom: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;
+  border: solid var(--border-color-primary) !important; border-width: 0 0 1px 0 !important; padding: 4px 8px;
+  text-align: left;
   vertical-align: top; }
 table.kv { table-layout: fixed; }
 table.kv td { overflow-wrap: anywhere; }
@@ -68,6 +70,48 @@ table.kv th, table.obs-fields th { width: 35%; color: var(--body-text-color-subd
   background: var(--background-fill-secondary); border-radius: 6px; margin: 2px 0; white-space: pre; overflow-x: auto; }
 .obs-image img { max-width: 100%; image-rendering: pixelated; border-radius: 6px; }
 .obs-image { margin: 0; }
+.obs-beside { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.obs-as-text summary { font-size: .8rem; color: var(--body-text-color-subdued); cursor: pointer; }
+.board { display: grid; gap: 2px; width: max-content; margin: 4px 0; }
+.board .cell { display: block; border-radius: 3px; }
+.board-maze .wall { background: #334155; }
+.board-maze .floor { background: #e2e8f0; }
+.board-maze .agent { background: #f97316; border-radius: 50%; }
+.board-maze .exit { background: #16a34a; }
+.board-maze .start { background: #93c5fd; }
+.board-discs { background: #1d4ed8; padding: 6px; border-radius: 8px; gap: 4px; }
+.board-discs .cell { border-radius: 50%; }
+.board-discs .empty { background: #e2e8f0; }
+.board-discs .one { background: #ef4444; }
+.board-discs .two { background: #facc15; }
+.board-lights { gap: 4px; }
+.board-lights .lit { background: #fde047; box-shadow: 0 0 6px #facc15; }
+.board-lights .unlit { background: #475569; }
+.board-cells .v0 { background: #e2e8f0; } .board-cells .v1 { background: #334155; }
+.board-cells .v2 { background: #16a34a; } .board-cells .v3 { background: #ef4444; }
+.board-cells .v4 { background: #3b82f6; } .board-cells .v5 { background: #facc15; }
+.board-cells .v6 { background: #a855f7; } .board-cells .v7 { background: #f97316; }
+.board-chess { grid-template-columns: 18px repeat(8, 40px); grid-template-rows: repeat(8, 40px) 18px; gap: 0; }
+.board-chess .sq { display: flex; align-items: center; justify-content: center; font-size: 30px; line-height: 1;
+  color: #111; }
+.board-chess .sq.light { background: #f0d9b5; }
+.board-chess .sq.dark { background: #b58863; }
+.board-chess .rank, .board-chess .file { display: flex; align-items: center; justify-content: center;
+  font-size: .72rem; color: var(--body-text-color-subdued); }
+.board-note { font-size: .82rem; color: var(--body-text-color-subdued); margin: 2px 0; }
+.board-wordle { display: flex; flex-direction: column; gap: 4px; }
+.board-wordle .tiles { display: flex; gap: 4px; }
+.board-wordle .tile { width: 40px; height: 40px; display: flex; align-items: center; justify-content: center;
+  font-weight: 700; font-size: 1.3rem; border: 2px solid #cbd5e1; color: #fff; }
+.board-wordle .tile.green { background: #16a34a; border-color: #16a34a; }
+.board-wordle .tile.yellow { background: #ca8a04; border-color: #ca8a04; }
+.board-wordle .tile.gray { background: #6b7280; border-color: #6b7280; }
+.board-wordle .keys { display: flex; flex-wrap: wrap; gap: 3px; margin-top: 6px; max-width: 330px; }
+.board-wordle .key { min-width: 22px; padding: 2px 4px; border-radius: 4px; background: #e5e7eb; color: #111;
+  text-align: center; font-weight: 600; font-size: .8rem; }
+.board-wordle .key.green { background: #16a34a; color: #fff; }
+.board-wordle .key.yellow { background: #ca8a04; color: #fff; }
+.board-wordle .key.gray { background: #6b7280; color: #fff; }
 .stats { display: grid; grid-template-columns: repeat(4, 1fr); gap: 8px; }
 .stat { background: var(--background-fill-secondary); border-radius: 8px; padding: 6px 10px; }
 .stat span { display: block; font-size: .72rem; color: var(--body-text-color-subdued); }
@@ -85,7 +129,8 @@ a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-pool td, .endpoint-pool th { padding: 2px 8px; text-align: left; }
 .endpoint-pool ul { margin: 4px 0; font-size: 0.85em; }
 table.my-endpoints { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
-table.my-endpoints th, table.my-endpoints td { border: none; border-bottom: 1px solid var(--border-color-primary);
+table.my-endpoints th, table.my-endpoints td { border: solid var(--border-color-primary) !important;
+  border-width: 0 0 1px 0 !important;
   padding: 6px 8px; text-align: left; vertical-align: middle; }
 table.my-endpoints th { color: var(--body-text-color-subdued); font-weight: 500; white-space: nowrap; }
 table.my-endpoints .endpoint-url code { overflow-wrap: anywhere; }

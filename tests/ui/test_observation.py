@@ -38,12 +38,15 @@ def test_a_maze_observation() -> None:
         }
     )
     kinds = [(p.kind, p.label) for p in view.parts]
-    assert kinds == [("text", "grid"), ("image", "image_png_base64"), ("markdown", "message"), ("fields", "")]
+    assert kinds == [
+        ("board", "grid"), ("text", "grid"), ("image", "image_png_base64"), ("markdown", "message"), ("fields", "")
+    ]  # fmt: skip
     assert view.tree == {"image_png_base64": f"<image/png image, {len(png) * 3 // 4:,} bytes>", "position": [1, 1]}
     assert view.error is None and view.legal_actions == []
     html = render_view(view)
-    assert '<pre class="obs-text">#####\n#A..#\n###E#</pre>' in html
-    assert f'src="data:image/png;base64,{png}"' in html
+    beside = html.split('<div class="obs-beside">', 1)[1]  # the board drawn, the image next to it, the text folded
+    assert beside.index('class="board board-maze"') < beside.index(f'src="data:image/png;base64,{png}"')
+    assert '<summary>grid as text</summary><pre class="obs-text">#####\n#A..#\n###E#</pre>' in html
     assert "<strong>right</strong>" in html and "<th>steps left</th><td>5</td>" in html
     assert '<div class="obs-label">image</div>' in html and "image_png_base64" not in html
 
