@@ -1,6 +1,7 @@
 """The gateway: /endpoints/{id}/... proxies HTTP and WebSocket traffic to a running endpoint's replicas.
 
-It is the one URL a trainer is given. Each new WebSocket session (and each MCP session
+It is the one URL a trainer is given (and an agent harness: a standard MCP request to /mcp goes to the MCP door,
+gateway.mcp, through app.agents). Each new WebSocket session (and each MCP session
 made over HTTP) goes to the replica with the most free slots (hosting.pools); a replica
 that refuses it at capacity before answering anything is left for another, unseen by the
 client, and when every slot is taken the session waits for one. Sessions pinned to a
@@ -24,6 +25,7 @@ from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from app import agents
 from app.api.deps import ServicesDep
 from app.gate import Refusal, admit, client_of, origin_refusal
 from app.pinned import close_on_replica
@@ -31,6 +33,7 @@ from app.relay import PATH_SAFE, HandshakeError, Leg, Session, open_upstream
 from app.services import Services
 from app.wire import TEXT, frame
 from core.errors import BadRequestError, EnvhubError, NotFoundError, PayloadTooLargeError, UpstreamError
+from gateway.mcp import is_standard
 from hosting.pools import Pool, PoolFull, Slot, Upstream, Waiter
 from hosting.routing import GATEWAY_PREFIX, Down, gateway_location, gateway_path, inner_path
 from hosting.traffic import Traffic
@@ -152,13 +155,15 @@ async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, 
     if refusal is not None:
         raise _error(refusal)
     traffic = services.endpoints.traffic.of(endpoint_id)
-    if path == "mcp" and request.method == "POST":
+    if path == "mcp" and request.method in ("POST", "GET", "DELETE"):
         refusal = origin_refusal(services, request.headers, endpoint_id)
         if refusal is not None:
             raise _error(refusal)
         body = await _body(request, _CONTROL_MAX, whole=True)
         assert isinstance(body, bytes)
         client = client_of(request.headers, request.client.host if request.client else "", user, False)
+        if is_standard(request.method, request.headers, body):  # the standard transport: the MCP door answers
+            return await agents.serve(services, pool, request, body, user, client, _client_left(request))
         return await _proxy_mcp(request, services, pool, body, traffic, client)
     body = await _body(request, services.settings.gateway_max_body_bytes)
     slot = pool.any_ready()

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import gateway
-from app.api import checks, datasets, environments, health, presets, publications, sync
+from app.api import checks, datasets, environments, health, presets, publications, sessions, sync
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
@@ -67,7 +67,18 @@ def create_app(
         return JSONResponse({"detail": _describe_validation(exc)}, status_code=422)
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
-    modules = (environments, datasets, sync, endpoints_api, evaluations_api, presets, checks, health, publications)
+    modules = (
+        environments,
+        datasets,
+        sync,
+        endpoints_api,
+        sessions,
+        evaluations_api,
+        presets,
+        checks,
+        health,
+        publications,
+    )
     for module in modules:
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(auth_routes.router)

@@ -17,6 +17,7 @@ import httpx
 from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
+from app.agents import AgentRecorder
 from app.auth.callers import Identities
 from app.auth.provider import Provider
 from app.auth.sessions import SessionStore, session_secret
@@ -45,6 +46,8 @@ from core.outbound import OutboundGuard
 from core.sealing import EndpointTokens, Sealer
 from evals.presets import ModelPresets
 from evals.runs import Runner
+from evals.sessions import AgentSessions
+from gateway.mcp import Door
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
@@ -147,6 +150,8 @@ class Services:
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
+    agents: AgentSessions  # the agent sessions on record, played through the MCP door
+    mcp: Door  # every endpoint's standard MCP door, and the sessions it holds in this process
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -202,6 +207,14 @@ class Services:
             timeout_s=settings.health_timeout_s,
             hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         )
+        agents = AgentSessions(engine, leases.replica)
+        tasksets = Tasksets(
+            settings.hf_endpoint,
+            settings.hf_token.get_secret_value() if settings.hf_token else None,
+            settings.data_dir / "datasets",
+            downloads_per_request=settings.taskset_downloads_per_request,
+            downloads_per_hour=settings.taskset_downloads_per_hour,
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -221,14 +234,10 @@ class Services:
             play=PlaySessions(),
             evaluations=Runner(engine, leases.replica),
             presets=ModelPresets(engine, sessions.sealer),
-            tasksets=Tasksets(
-                settings.hf_endpoint,
-                settings.hf_token.get_secret_value() if settings.hf_token else None,
-                settings.data_dir / "datasets",
-                downloads_per_request=settings.taskset_downloads_per_request,
-                downloads_per_hour=settings.taskset_downloads_per_hour,
-            ),
+            tasksets=tasksets,
             endpoint_tokens=EndpointTokens(secret),
+            agents=agents,
+            mcp=Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s),
         )
 
     @contextmanager
@@ -263,6 +272,11 @@ class Services:
             periodically(
                 "closing idle MCP sessions",
                 lambda: close_stale(self.endpoints.routes, self.http, settings.mcp_session_idle_s),
+                min(30, settings.mcp_session_idle_s),
+            ),
+            periodically(
+                "closing idle agent sessions",
+                lambda: self.mcp.reap(settings.mcp_session_idle_s),
                 min(30, settings.mcp_session_idle_s),
             ),
             periodically(
@@ -305,6 +319,7 @@ class Services:
     async def _interrupt_orphaned_evaluations(self) -> None:
         live = await asyncio.to_thread(self.leases.live_replicas)
         await asyncio.to_thread(self.evaluations.interrupt_orphans, live)
+        await asyncio.to_thread(self.agents.end_orphans, live)
 
     async def stop(self) -> None:
         """After the last request: the loops, play sessions, follow-ups, local servers and leases, in that order."""
@@ -314,6 +329,7 @@ class Services:
             with suppress(asyncio.CancelledError):
                 await task
         await self.evaluations.stop()
+        await self.mcp.aclose()
         await self.play.close_all()
         await self.publisher.aclose()
         await self.monitor.aclose()

@@ -1,5 +1,5 @@
-"""Evaluations' tables (runs and their episodes, and the model presets runs may name) and the public shapes the API
-returns of them."""
+"""Evaluations' tables (runs and their episodes, the model presets runs may name, and agent sessions, whose episodes
+are kept as a run's are) and the public shapes the API returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -106,6 +106,40 @@ class Leaderboard(SQLModel):
     environment: str
     groups: list[LeaderboardGroup]
     note: str = "Runs compare only within a group: the same environment revision and the same task set."
+
+
+class AgentSessionBase(SQLModel):
+    """An MCP session an agent harness played through an endpoint's MCP door; its episodes are `Episode` rows whose
+    `evaluation` is the session's id."""
+
+    id: str = Field(primary_key=True, description="as-...; not the Mcp-Session-Id, which stays the client's")
+    endpoint: str = Field(index=True)
+    environment: str = Field(index=True)
+    revision: str | None = None
+    client: str = Field(default="", description="the MCP client, as it named itself at initialize")
+    protocol_version: str = ""
+    owner: str | None = Field(default=None, description="who the session's bearer proved to be")
+    tools: list[str] = Field(default_factory=list, sa_type=JSON)
+    status: str = Field(default="open", description="open, or ended")
+    message: str = Field(default="", description="why it ended")
+    episode_count: int = 0
+    reward: float = Field(default=0.0, description="the reward of its episodes, summed")
+    steps: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class AgentSession(AgentSessionBase, table=True):
+    replica: str = Field(default="", description="the envhub process whose door holds it")
+
+
+class AgentSessionPublic(AgentSessionBase):
+    episodes: list[EpisodePublic] = []
+
+
+class AgentSessionsPublic(SQLModel):
+    data: list[AgentSessionBase]
+    count: int
 
 
 class ModelPresetBase(SQLModel):

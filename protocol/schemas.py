@@ -2,6 +2,7 @@
 
 The schemas of `/schema` and of MCP tools carry `$defs`/`$ref`, anyOf with null for
 optional fields, Literal enums and consts. `resolve` follows a node's local reference;
+`inline_refs` replaces them all, for clients that follow none;
 `example_value` gives the smallest instance a schema accepts, to build a valid action.
 It honours `const`, `enum`, `default`, `examples`, bounds, lengths, `required`, local
 `$ref`s (`$defs`, `definitions`), `anyOf`/`oneOf`/`allOf` and type lists, and stops at
@@ -11,11 +12,12 @@ a depth limit on recursive schemas.
 import math
 from typing import Any
 
-__all__ = ["Schema", "example_value", "resolve", "resolve_ref"]
+__all__ = ["Schema", "example_value", "inline_refs", "resolve", "resolve_ref"]
 
 Schema = dict[str, Any]
 
 _MAX_DEPTH = 16
+_DEFINITIONS = ("$defs", "definitions")
 _FORMATS = {
     "date-time": "2026-01-01T00:00:00Z",
     "date": "2026-01-01",
@@ -69,6 +71,36 @@ def resolve(node: Any, root: Schema, depth: int = 0) -> Schema:
         merged = {k: v for k, v in node.items() if k != "allOf"}
         return resolve(all_of[0], root, depth + 1) | merged
     return node
+
+
+def inline_refs(schema: Schema) -> Schema:
+    """The schema with each local `$ref` replaced by what it points at and its `$defs` dropped, for clients that
+    follow no references. A recursive reference stays as it is, and so do the definitions it needs."""
+    recursive = False
+
+    def walk(node: Any, trail: tuple[str, ...]) -> Any:
+        nonlocal recursive
+        if isinstance(node, list):
+            return [walk(item, trail) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            if ref in trail or len(trail) > _MAX_DEPTH:
+                recursive = True
+                return node
+            try:
+                target = resolve_ref(ref, schema)
+            except _Unresolvable:
+                return node
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return walk({**target, **siblings} if isinstance(target, dict) else siblings, (*trail, ref))
+        return {k: walk(v, trail) for k, v in node.items()}
+
+    inlined: Schema = walk({k: v for k, v in schema.items() if k not in _DEFINITIONS}, ())
+    if recursive:
+        inlined |= {k: schema[k] for k in _DEFINITIONS if k in schema}
+    return inlined
 
 
 def example_value(schema: Any, root: dict[str, Any] | None = None) -> Any:

@@ -1,0 +1,187 @@
+"""The MCP door's side of envhub: the gateway's pools as the door's placement, the catalog and the agent sessions'
+store as its recorder, and the hand-over of an endpoint's standard MCP requests to it (app.gateway calls `serve`).
+"""
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+from sqlmodel import Session
+
+from catalog.store import get_environment
+from catalog.tasksets import Tasksets, dataset_resets
+from core.errors import EnvhubError
+from evals.models import AgentSession, Episode
+from evals.sessions import AgentSessions, agent_episode_id
+from gateway.mcp import Card, EpisodeRecord, HttpRequest, PoolFull, Seat, SessionRecord
+from hosting.endpoints import EndpointManager
+from hosting.pools import Pool, Slot, Waiter
+from hosting.pools import PoolFull as SlotsTaken
+from hosting.traffic import Traffic
+
+if TYPE_CHECKING:
+    from app.services import Services
+
+__all__ = ["AgentRecorder", "PoolPlacement", "serve"]
+
+
+class PoolPlacement:
+    """An endpoint's pool as the door takes slots from it: an MCP session is active work, as a `/ws` session that
+    sent something is (it may grow the pool), and waits in the same queue, counted against the same client."""
+
+    def __init__(
+        self, pool: Pool, endpoints: EndpointManager, check_soon: Callable[[str], None], queue_s: float, client: str
+    ) -> None:
+        self.pool, self.endpoints, self.check_soon, self.queue_s = pool, endpoints, check_soon, queue_s
+        self.endpoint_id = pool.endpoint_id
+        self.traffic: Traffic = endpoints.traffic.of(pool.endpoint_id)
+        self.waiter = Waiter(client, active=True)
+
+    @property
+    def replicas(self) -> int:
+        return self.pool.load()[2]
+
+    async def take(self, avoid: frozenset[str], gone: "asyncio.Future[None]") -> Seat | None:
+        acquiring: asyncio.Future[Slot] = asyncio.ensure_future(self.pool.acquire(self.queue_s, avoid, self.waiter))
+        waited: list[asyncio.Future[Any]] = [acquiring, gone]
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        if not acquiring.done():
+            acquiring.cancel()
+            try:
+                slot = await acquiring
+            except (asyncio.CancelledError, SlotsTaken):
+                return None
+            self.pool.release(slot)
+            return None
+        try:
+            slot = acquiring.result()
+        except SlotsTaken as full:
+            raise PoolFull(full.message, full.sessions, full.capacity) from full
+        self.pool.activate(slot)
+        return Seat(slot.id, slot.upstream.url, slot.upstream.headers, slot)
+
+    def accepted(self, seat: Seat) -> None:
+        self.pool.accepted(_slot(seat))
+
+    async def refused(self, seat: Seat, max_sessions: int | None) -> None:
+        slot = _slot(seat)
+        self.pool.refused(slot, max_sessions, active=True)
+        if slot.said:
+            await asyncio.to_thread(self.endpoints.replicas.note_capacity, slot.id, slot.capacity)
+
+    def unreachable(self, seat: Seat) -> None:
+        self.pool.release(_slot(seat), active=True)
+        self.traffic.request(failed=True)
+        self.check_soon(self.endpoint_id)
+
+    def release(self, seat: Seat) -> None:
+        self.pool.release(_slot(seat), active=True)
+
+    def watch_loss(self, seat: Seat, tell: Callable[[str], None]) -> Callable[[], None]:
+        return self.pool.watch_loss(_slot(seat), tell)
+
+
+def _slot(seat: Seat) -> Slot:
+    assert isinstance(seat.handle, Slot), "seats are made by PoolPlacement"
+    return seat.handle
+
+
+class AgentRecorder:
+    """What the door asks of the control plane: the catalog's card, a dataset's row, and the agent sessions'
+    rows, each read or written off the event loop."""
+
+    def __init__(self, endpoints: EndpointManager, tasksets: Tasksets, store: AgentSessions) -> None:
+        self.endpoints, self.tasksets, self.store = endpoints, tasksets, store
+
+    async def card(self, endpoint_id: str) -> Card:
+        def read() -> Card:
+            endpoint = self.endpoints.get(endpoint_id)
+            try:
+                with Session(self.endpoints.engine) as session:
+                    environment = get_environment(session, endpoint.environment)
+            except EnvhubError:
+                return Card(endpoint.environment, endpoint.revision)
+            return Card(
+                environment.id,
+                endpoint.revision,
+                environment.title,
+                environment.readme,
+                tuple(environment.datasets),
+            )
+
+        return await asyncio.to_thread(read)
+
+    async def dataset_task(self, endpoint_id: str, dataset: str, split: str, index: int) -> dict[str, Any]:
+        def read() -> dict[str, Any]:
+            endpoint = self.endpoints.get(endpoint_id)
+            try:
+                with Session(self.endpoints.engine) as session:
+                    environment = get_environment(session, endpoint.environment)
+                    resets, _ = dataset_resets(session, self.tasksets, environment, dataset, split, [index])
+            except EnvhubError as exc:
+                raise ValueError(exc.message) from exc
+            return resets[0]
+
+        return await asyncio.to_thread(read)
+
+    async def opened(self, session: SessionRecord) -> None:
+        row = AgentSession(
+            id=session.id,
+            endpoint=session.endpoint,
+            environment=session.environment,
+            revision=session.revision,
+            client=session.client,
+            protocol_version=session.protocol_version,
+            owner=session.user,
+            tools=list(session.tools),
+        )
+        await asyncio.to_thread(self.store.open, row)
+
+    async def episode(self, episode: EpisodeRecord) -> None:
+        row = Episode(
+            id=agent_episode_id(episode.session, episode.index),
+            evaluation=episode.session,
+            index=episode.index,
+            seed=episode.seed,
+            task=episode.task,
+            status=episode.status,
+            error=episode.error,
+            reward=episode.reward,
+            final_reward=episode.final_reward,
+            success=episode.success,
+            steps=episode.steps,
+            invalid=episode.invalid,
+            tokens=0,
+            wall_s=episode.wall_s,
+            records=episode.records,
+        )
+        await asyncio.to_thread(self.store.write_episode, row)
+
+    async def closed(self, session_id: str, reason: str) -> None:
+        await asyncio.to_thread(self.store.end, session_id, reason)
+
+
+async def serve(
+    services: "Services",
+    pool: Pool,
+    request: Request,
+    body: bytes,
+    user: str | None,
+    client: str,
+    client_left: Coroutine[Any, Any, None],
+) -> Response:
+    """A standard MCP request to the endpoint's /mcp, answered by the door."""
+    placement = PoolPlacement(
+        pool, services.endpoints, services.keeper.check_soon, services.settings.pool_queue_s, client
+    )
+    left: asyncio.Future[None] = asyncio.ensure_future(client_left)
+    try:
+        reply = await services.mcp.handle(HttpRequest(request.method, request.headers, body, user), placement, left)
+    finally:
+        left.cancel()  # before answering: a streamed answer listens for the disconnect itself
+    placement.traffic.request(failed=reply.status >= 500)
+    if isinstance(reply.body, bytes):
+        return Response(reply.body, status_code=reply.status, headers=reply.headers)
+    return StreamingResponse(reply.body, status_code=reply.status, headers=reply.headers)

@@ -1,0 +1,125 @@
+"""An agent session's episodes as the door keeps them: each tool call with what came back, its reward and done.
+
+An episode begins at a reset (the generated `reset` tool, or the reset the door sends when a session of an MCP
+environment opens) and ends when the environment says done, or is cut when the session resets or ends first.
+What is kept is bounded: observations past a size are cut to their start, and an episode keeps its first
+records only, so a long session costs the door a bounded amount of memory.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.mcp.ports import EpisodeRecord
+
+__all__ = ["MAX_KEPT_OBSERVATION", "MAX_RECORDS", "EpisodeLog"]
+
+MAX_KEPT_OBSERVATION = 64 * 1024  # characters of one observation kept in a record
+MAX_RECORDS = 512  # records one episode keeps; its figures count every step
+_SUCCESS_KEYS = ("success", "solved", "won", "is_success")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _kept(observation: Any) -> Any:
+    text = json.dumps(observation, ensure_ascii=False, default=str)
+    if len(text) <= MAX_KEPT_OBSERVATION:
+        return observation
+    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}
+
+
+def _success(observation: Any) -> bool | None:
+    if isinstance(observation, dict):
+        for key in _SUCCESS_KEYS:
+            if isinstance(observation.get(key), bool):
+                return bool(observation[key])
+    return None
+
+
+@dataclass
+class EpisodeLog:
+    """One episode under way: its records and running figures."""
+
+    session: str
+    index: int
+    seed: int | None = None
+    task: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    final_reward: float | None = None
+    success: bool | None = None
+    done: bool = False
+    steps: int = 0
+    invalid: int = 0
+    dropped: int = 0  # records past MAX_RECORDS, counted but not kept
+    started: float = field(default_factory=time.monotonic)
+    error: str | None = None
+
+    def add(
+        self,
+        kind: str,
+        observation: Any,
+        reward: Any,
+        done: bool,
+        env_ms: float,
+        refused: str | None = None,
+        **fields: Any,
+    ) -> None:
+        """A reset or a step (a tool call) and what the environment answered; a refused step counts as invalid."""
+        value = _number(reward)
+        if kind == "step":
+            if refused is not None:
+                self.invalid += 1
+            else:
+                self.steps += 1
+                self.reward += value or 0.0
+                self.final_reward = value
+        self.done = done
+        self.success = _success(observation) if isinstance(observation, dict) else self.success
+        if len(self.records) >= MAX_RECORDS:
+            self.dropped += 1
+            return
+        self.records.append(
+            {
+                "kind": kind,
+                "index": len(self.records),
+                **fields,
+                "observation": _kept(observation),
+                "reward": reward,
+                "done": done,
+                "env_ms": round(env_ms, 3),
+                "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                **({"refused": refused} if refused is not None else {}),
+            }
+        )
+
+    def record(self, *, ended: str | None = None) -> EpisodeRecord:
+        """The episode as the store keeps it; `ended` says why it stopped before done, when it did."""
+        status = "done" if self.done else ("cut" if ended is not None else "running")
+        error = self.error
+        if ended is not None and not self.done:
+            error = error or ended
+        if self.dropped:
+            note = f"{self.dropped} records past the first {MAX_RECORDS} were not kept"
+            error = f"{error}; {note}" if error else note
+        return EpisodeRecord(
+            session=self.session,
+            index=self.index,
+            seed=self.seed,
+            task=self.task,
+            status=status,
+            error=error,
+            reward=self.reward,
+            final_reward=self.final_reward,
+            success=self.success,
+            steps=self.steps,
+            invalid=self.invalid,
+            wall_s=round(time.monotonic() - self.started, 3),
+            records=list(self.records),
+        )

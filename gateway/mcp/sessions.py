@@ -1,0 +1,423 @@
+"""MCP sessions: each is one environment session on one replica, held by the door over the replica's `/ws`.
+
+Why a WebSocket for every environment, MCP or not: the same socket carries an MCP environment's tool calls (as
+steps, so that their rewards and done come back) and a schema-action environment's reset, step and state; the
+server's capacity refusal arrives on it as on any `/ws` session, so a refused session moves to another replica
+unseen; and each call is one frame on an open socket rather than an HTTP request. A slot is taken from the pool
+when the session opens (waiting in its queue as a `/ws` session does) and given back when it closes: by DELETE,
+after `idle_s` without a call, when the replica is lost, or when envhub stops.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from gateway.mcp.episodes import EpisodeLog
+from gateway.mcp.ports import Placement, Recorder, Seat, SessionRecord
+from gateway.mcp.results import error_result, observation_result, rpc_tool_result, tool_observation_result
+from gateway.mcp.tools import RESET, STATE, STEP, Surface
+from protocol.frames import STATE as STATE_FRAME
+from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
+from protocol.observations import refusal
+from protocol.tools import tool_call
+
+__all__ = ["Closed", "EnvironmentSession", "Unavailable", "open_socket"]
+
+log = logging.getLogger("envhub.mcp")
+
+MAX_MESSAGE = 16 * 1024 * 1024  # the largest answer a replica may send the door
+FLUSH_S = 5.0  # an episode under way is written at most this often (and whenever it ends)
+_OVER = "The episode is over: call reset to play another."
+
+
+class Unavailable(Exception):
+    """No replica could hold the session: why, for the client."""
+
+
+class Closed(Exception):
+    """The session ended (its replica was lost, or it was closed) while a call was under way."""
+
+
+def _ws_url(base: str) -> str:
+    return "ws" + base.removeprefix("http").rstrip("/") + "/ws"
+
+
+async def open_socket(
+    placement: Placement, gone: "asyncio.Future[None]", probe: dict[str, Any], *, connect_s: float, ping_s: float
+) -> tuple[Seat, ClientConnection, dict[str, Any]]:
+    """A slot and a socket to its replica's `/ws`, moving on while replicas refuse the session at capacity or do
+    not answer; and the replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
+    avoid: set[str] = set()
+    while True:
+        seat = await placement.take(frozenset(avoid), gone)
+        if seat is None:
+            raise Unavailable("the client left while its session waited for a slot")
+        try:
+            socket = await connect(
+                _ws_url(seat.url),
+                additional_headers=dict(seat.headers),
+                open_timeout=connect_s,
+                ping_interval=ping_s,
+                ping_timeout=ping_s,
+                max_size=MAX_MESSAGE,
+                compression=None,
+                proxy=None,
+            )
+        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
+            placement.unreachable(seat)
+            if seat.replica not in avoid and len(avoid) + 1 < placement.replicas:
+                avoid.add(seat.replica)
+                continue
+            raise Unavailable(f"endpoint {placement.endpoint_id} is not answering ({type(exc).__name__})") from exc
+        try:
+            await socket.send(json.dumps(probe))
+            first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
+        except (ConnectionClosed, TimeoutError, ValueError) as exc:
+            await socket.close()
+            placement.unreachable(seat)
+            raise Unavailable(f"endpoint {placement.endpoint_id} dropped the session as it opened") from exc
+        refused = capacity(first)
+        if refused is not None:
+            await socket.close()
+            most = refused.get("max_sessions")
+            await placement.refused(seat, most if isinstance(most, int) and not isinstance(most, bool) else None)
+            avoid.add(seat.replica)
+            continue
+        if error_code(first) is not None:
+            await socket.close()
+            placement.release(seat)
+            message = first.get("data", {}).get("message") if isinstance(first.get("data"), dict) else None
+            raise Unavailable(f"endpoint {placement.endpoint_id} could not open a session: {message or first}")
+        placement.accepted(seat)
+        return seat, socket, first
+
+
+@dataclass(eq=False)
+class EnvironmentSession:
+    """One MCP session: its environment session's socket, the tools it offers, and the episode under way."""
+
+    endpoint_id: str
+    placement: Placement
+    seat: Seat
+    socket: ClientConnection
+    surface: Surface
+    recorder: Recorder
+    record: SessionRecord
+    call_timeout_s: float
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(24))  # the Mcp-Session-Id: its credential
+    last_used: float = field(default_factory=time.monotonic)
+    ended: str | None = None  # why it closed, once it has
+    episode: EpisodeLog | None = None
+    episodes: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _writing: "asyncio.Task[None] | None" = None
+    _flushed: float = field(default_factory=time.monotonic)
+    _forget: Callable[[], None] = lambda: None
+    _closing: "asyncio.Future[None] | None" = None
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def watch(self) -> None:
+        """Close the session when its replica is lost (told from whichever thread found it)."""
+        loop = asyncio.get_running_loop()
+
+        def lost(reason: str) -> None:
+            self._closing = asyncio.ensure_future(self.close(f"its replica was lost: {reason}"))
+
+        def tell(reason: str) -> None:
+            loop.call_soon_threadsafe(lost, reason)
+
+        self._forget = self.placement.watch_loss(self.seat, tell)
+
+    # -- the calls
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        self.last_used = time.monotonic()
+        try:
+            if self.surface.generated:
+                if name == RESET:
+                    return await self._reset(arguments)
+                if name == STEP:
+                    return await self._step(arguments)
+                assert name == STATE
+                return await self._state()
+            if self.surface.tool_steps:
+                return await self._tool_step(name, arguments)
+            return await self._tool_rpc(name, arguments)
+        finally:
+            self.last_used = time.monotonic()
+
+    async def begin(self) -> CallToolResult | None:
+        """Start the session's first episode: an MCP environment whose tool calls are steps is reset, as an
+        evaluation's episode is; other environments wait for the agent's own reset."""
+        if self.surface.generated:
+            return None
+        self.episode = EpisodeLog(self.record.id, 0)
+        self.episodes = 1
+        if not self.surface.tool_steps:
+            return None
+        answer, elapsed = await self._ask(reset_frame())
+        if answer.get("type") != "observation":
+            self.episode.error = f"the environment refused the reset: {_message(answer)}"
+            return None
+        data = answer.get("data") or {}
+        self.episode.add("reset", data.get("observation"), data.get("reward"), bool(data.get("done")), elapsed)
+        return None
+
+    async def _reset(self, arguments: dict[str, Any]) -> CallToolResult:
+        options, problem = _reset_options(arguments)
+        if problem is not None:
+            return error_result(problem)
+        task: dict[str, Any] | None = None
+        dataset, split, index = arguments.get("dataset"), arguments.get("split"), arguments.get("index")
+        if isinstance(dataset, str):
+            if not isinstance(split, str):
+                return error_result(f"name the split of {dataset} whose row resets the episode (split and index)")
+            try:
+                row = await self.recorder.dataset_task(self.endpoint_id, dataset, split, int(index or 0))
+            except ValueError as exc:
+                return error_result(str(exc))
+            task = {"dataset": dataset, "split": split, "index": int(index or 0), **row}
+            options |= row
+        elif isinstance(split, str):
+            task = {"split": split, "index": int(index or 0)}
+            options |= task
+        seed = arguments.get("seed")
+        self._end_episode("the agent reset before the episode was done")
+        episode = EpisodeLog(self.record.id, self.episodes, seed=seed if isinstance(seed, int) else None, task=task)
+        answer, elapsed = await self._ask(reset_frame(options))
+        if answer.get("type") != "observation":
+            return error_result(f"the environment refused the reset: {_message(answer)}")
+        self.episode, self.episodes = episode, self.episodes + 1
+        data = answer.get("data") or {}
+        observation, reward, done = data.get("observation"), data.get("reward"), bool(data.get("done"))
+        episode.add("reset", observation, reward, done, elapsed, tool=RESET, arguments=arguments, options=options)
+        self._save()
+        return observation_result(data, over_note=_OVER)
+
+    async def _step(self, arguments: dict[str, Any]) -> CallToolResult:
+        episode = self.episode
+        if episode is None:
+            return error_result("no episode is under way: call reset first")
+        if episode.done:
+            return error_result("the episode is over (done is true): call reset to start a new one", done=True)
+        action = arguments.get("action") if self.surface.wrapped else arguments
+        answer, elapsed = await self._ask({"type": "step", "data": action})  # the action itself, as /ws takes it
+        self.placement.traffic.step(elapsed / 1000, failed=answer.get("type") != "observation")
+        if answer.get("type") != "observation":
+            message = _message(answer)
+            failed = {"error": answer.get("data")}
+            episode.add(
+                "step", failed, None, False, elapsed, refused=message, tool=STEP, arguments=arguments, action=action
+            )
+            self._save()
+            return error_result(f"the environment refused the action: {message}")
+        data = answer.get("data") or {}
+        observation = data.get("observation")
+        refused = refusal(observation)
+        reward, done = data.get("reward"), bool(data.get("done"))
+        episode.add(
+            "step", observation, reward, done, elapsed, refused=refused, tool=STEP, arguments=arguments, action=action
+        )
+        self._save()
+        return observation_result(data, over_note=_OVER, is_error=refused is not None)
+
+    async def _state(self) -> CallToolResult:
+        answer, _ = await self._ask(STATE_FRAME)
+        if answer.get("type") != "state":
+            return error_result(f"the environment did not give its state: {_message(answer)}")
+        state = answer.get("data")
+        state = state if isinstance(state, dict) else {"value": state}
+        done = self.episode.done if self.episode is not None else False
+        text = json.dumps(state, ensure_ascii=False, default=str)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structuredContent={"reward": None, "done": done, "observation": state},
+        )
+
+    async def _tool_step(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        episode = self.episode
+        assert episode is not None, "an MCP environment's session begins with its episode"
+        if episode.done:
+            return error_result(
+                "the episode is over (done is true): end this MCP session and initialize a new one to play another",
+                done=True,
+            )
+        action = tool_call(name, arguments)
+        answer, elapsed = await self._ask(step_frame(action))
+        self.placement.traffic.step(elapsed / 1000, failed=answer.get("type") != "observation")
+        if answer.get("type") != "observation":
+            message = _message(answer)
+            failed = {"error": answer.get("data")}
+            episode.add(
+                "step", failed, None, False, elapsed, refused=message, tool=name, arguments=arguments, action=action
+            )
+            self._save()
+            return error_result(f"the environment refused the call: {message}")
+        data = answer.get("data") or {}
+        result = tool_observation_result(data)
+        why = _text_of(result) if result.isError else None
+        reward, done = data.get("reward"), bool(data.get("done"))
+        episode.add(
+            "step",
+            data.get("observation"),
+            reward,
+            done,
+            elapsed,
+            refused=why,
+            tool=name,
+            arguments=arguments,
+            action=action,
+        )
+        self._save()
+        return result
+
+    async def _tool_rpc(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        episode = self.episode
+        assert episode is not None, "an MCP environment's session begins with its episode"
+        action = tool_call(name, arguments)
+        answer, elapsed = await self._ask(mcp_frame(rpc("tools/call", {"name": name, "arguments": arguments})))
+        reply = answer.get("data") if answer.get("type") == "mcp" else None
+        result_value = reply.get("result") if isinstance(reply, dict) else None
+        if not isinstance(result_value, dict):
+            error = reply.get("error") if isinstance(reply, dict) else None
+            message = str(error.get("message")) if isinstance(error, dict) else _message(answer)
+            failed = {"error": error or answer}
+            episode.add(
+                "step", failed, None, False, elapsed, refused=message, tool=name, arguments=arguments, action=action
+            )
+            self._save()
+            return error_result(message)
+        result = rpc_tool_result(result_value)
+        episode.add(
+            "step",
+            result_value,
+            None,
+            False,
+            elapsed,
+            refused=_text_of(result) if result.isError else None,
+            tool=name,
+            arguments=arguments,
+            action=action,
+        )
+        self._save()
+        return result
+
+    async def _ask(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """The replica's answer to one frame, and how long it took (ms); Closed when the session is gone."""
+        async with self._lock:
+            if self.ended is not None:
+                raise Closed(self.ended)
+            started = time.perf_counter()
+            try:
+                await self.socket.send(json.dumps(message))
+                raw = await asyncio.wait_for(self.socket.recv(), timeout=self.call_timeout_s)
+            except ConnectionClosed as exc:
+                raise Closed(self.ended or "the environment's server closed the session") from exc
+            except TimeoutError as exc:
+                raise Closed(f"the environment did not answer within {self.call_timeout_s:g} s") from exc
+            elapsed = (time.perf_counter() - started) * 1000
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        return (answer if isinstance(answer, dict) else {"type": "error", "data": {"message": str(raw)[:200]}}), elapsed
+
+    # -- recording
+
+    def _save(self, *, ended: str | None = None, force: bool = False) -> None:
+        """Write the episode as it stands: at once when it ends, else at most every FLUSH_S."""
+        episode = self.episode
+        if episode is None:
+            return
+        if not (force or ended is not None or episode.done or time.monotonic() - self._flushed >= FLUSH_S):
+            return
+        self._flushed = time.monotonic()
+        snapshot = episode.record(ended=ended)
+        previous = self._writing
+
+        async def write() -> None:
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous
+            try:
+                await self.recorder.episode(snapshot)
+            except Exception:
+                log.exception("recording episode %s-%s failed", snapshot.session, snapshot.index)
+
+        self._writing = asyncio.ensure_future(write())
+
+    def _end_episode(self, why: str) -> None:
+        if self.episode is not None:
+            self._save(ended=None if self.episode.done else why, force=True)
+            self.episode = None
+
+    async def close(self, reason: str) -> None:
+        """End the session: its episode written, its socket closed (the server ends its session), its slot freed."""
+        if self.ended is not None:
+            return
+        self.ended = reason
+        self._forget()
+        self._end_episode(f"the session ended before the episode was done: {reason}")
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.socket.close(), timeout=5)
+        self.placement.release(self.seat)
+        self.placement.traffic.session_closed()
+        if self._writing is not None:
+            with contextlib.suppress(Exception):
+                await self._writing
+        try:
+            await self.recorder.closed(self.record.id, reason)
+        except Exception:
+            log.exception("recording the end of agent session %s failed", self.record.id)
+
+
+def _message(answer: dict[str, Any]) -> str:
+    data = answer.get("data")
+    if isinstance(data, dict):
+        message = str(data.get("message") or data)
+        errors = data.get("errors")
+        if isinstance(errors, list) and errors:
+            listed = [e for e in errors[:5] if isinstance(e, dict)]
+            shown = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in listed)
+            message += f" ({shown})"
+        return message
+    return json.dumps(answer, default=str)[:300]
+
+
+def _text_of(result: CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent))[:500] or "the tool failed"
+
+
+def _reset_options(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The reset's keyword arguments from the generated tool's: its options, and the seed; or what is wrong."""
+    known = {"seed", "split", "index", "dataset", "options"}
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        takes = ", ".join(sorted(known))
+        return {}, f"reset takes {takes}, not {', '.join(unknown)}; put the environment's own arguments in options"
+    seed, index, options = arguments.get("seed"), arguments.get("index"), arguments.get("options")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        return {}, f"seed is a whole number, not {seed!r}"
+    if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
+        return {}, f"index is a whole number from 0, not {index!r}"
+    if options is not None and not isinstance(options, dict):
+        return {}, "options is an object of the environment's reset arguments"
+    for name in ("split", "dataset"):
+        if arguments.get(name) is not None and not isinstance(arguments[name], str):
+            return {}, f"{name} is a name, not {arguments[name]!r}"
+    if index is not None and arguments.get("split") is None:
+        return {}, "an index picks a task of a split: name the split too"
+    return {**(options or {}), **({"seed": seed} if seed is not None else {})}, None
