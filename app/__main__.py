@@ -223,7 +223,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     from app.server import server_config
     from core.callers import Caller
     from evals.models import UNDER_WAY
-    from hosting.routing import gateway_path
+    from gateway.paths import gateway_path
 
     # envhub's own gateway, on a loopback port for this run only: the run plays through it, as in the server.
     # The command runs with its user's own network access, so a model on a private address is allowed.

@@ -16,10 +16,10 @@ from core.errors import EnvhubError
 from evals.models import AgentSession, Episode
 from evals.sessions import AgentSessions, agent_episode_id
 from gateway.mcp import Card, EpisodeRecord, HttpRequest, PoolFull, Seat, SessionRecord
+from gateway.pools import Pool, Slot, Waiter
+from gateway.pools import PoolFull as SlotsTaken
+from gateway.traffic import Traffic
 from hosting.endpoints import EndpointManager
-from hosting.pools import Pool, Slot, Waiter
-from hosting.pools import PoolFull as SlotsTaken
-from hosting.traffic import Traffic
 
 if TYPE_CHECKING:
     from app.services import Services

@@ -20,6 +20,7 @@ from app.settings import Settings
 from catalog.hub import Hub
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard
+from gateway.ports import Gateway
 from hosting.models import Backend
 from hosting.runtimes import AnyRuntime
 
@@ -46,10 +47,10 @@ def create_app(
     services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway]]:
         await services.start()
         try:
-            yield
+            yield {"gateway": services.gateway}  # what envhub's server hands the data plane (gateway.server)
         finally:
             await services.stop()
 

@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
 from app.agents import AgentRecorder
+from app.auth.bearers import GatewayBearers
 from app.auth.callers import Identities
 from app.auth.provider import Provider
 from app.auth.sessions import SessionStore, session_secret
@@ -30,7 +32,6 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
-from app.pinned import close_stale
 from app.quality import quality_round
 from app.settings import Preload, Settings
 from app.ui.sessions import PlaySessions
@@ -48,6 +49,8 @@ from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.sessions import AgentSessions
 from gateway.mcp import Door
+from gateway.pinned import close_stale
+from gateway.ports import Gateway, GatewaySettings
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
@@ -128,6 +131,24 @@ def runtimes_from_settings(
     }
 
 
+def gateway_settings(settings: Settings) -> GatewaySettings:
+    """The gateway's knobs, from envhub's settings."""
+    origins = {urlsplit(o.strip()).netloc.lower() for o in settings.allowed_origins.split(",") if o.strip()}
+    if settings.public_url:
+        origins.add(urlsplit(settings.public_url).netloc.lower())
+    if settings.space_host:
+        origins |= {h.strip().lower() for h in settings.space_host.split(",") if h.strip()}
+    return GatewaySettings(
+        pool_queue_s=settings.pool_queue_s,
+        ws_ping_s=settings.ws_ping_s,
+        header_timeout_s=settings.header_timeout_s,
+        max_body_bytes=settings.gateway_max_body_bytes,
+        allowed_hosts=frozenset(origins),
+        behind_proxy=settings.space_id is not None,
+        sandbox_pages=settings.auth_mode != "off",
+    )
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -150,6 +171,7 @@ class Services:
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
+    gateway: Gateway  # the data plane: what it needs of all this, and nothing more
     agents: AgentSessions  # the agent sessions on record, played through the MCP door
     mcp: Door  # every endpoint's standard MCP door, and the sessions it holds in this process
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
@@ -188,6 +210,10 @@ class Services:
             access,
         )
         guard = guard or OutboundGuard(allow_private=settings.allow_private_urls)
+        identities = Identities(settings, sessions)
+        tokens = EndpointTokens(secret)
+        keeper = Keeper(endpoints)
+        endpoints.routes.on_trouble = keeper.check_soon
         checker = Checker(
             engine,
             guard,
@@ -224,10 +250,10 @@ class Services:
             guard=guard,
             session_secret=secret,
             sessions=sessions,
-            identities=Identities(settings, sessions),
+            identities=identities,
             oauth=Provider(settings),
             endpoints=endpoints,
-            keeper=Keeper(endpoints),
+            keeper=keeper,
             checker=checker,
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
@@ -235,7 +261,13 @@ class Services:
             evaluations=Runner(engine, leases.replica),
             presets=ModelPresets(engine, sessions.sealer),
             tasksets=tasksets,
-            endpoint_tokens=EndpointTokens(secret),
+            endpoint_tokens=tokens,
+            gateway=Gateway(
+                routes=endpoints.routes,
+                bearers=GatewayBearers(identities, tokens),
+                traffic=endpoints.traffic.counters,
+                settings=gateway_settings(settings),
+            ),
             agents=agents,
             mcp=Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s),
         )
@@ -265,6 +297,7 @@ class Services:
             # In the background: the first launch then finds the zygote ready, or waits for it.
             threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
+        self.gateway.http = self.http
         loops = [
             periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),
             periodically("probing replicas", probe_replicas(self.keeper), LIVENESS_INTERVAL_S),

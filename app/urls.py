@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from starlette.requests import HTTPConnection
 
 from app.settings import Settings
-from hosting.routing import endpoint_in_path, gateway_path
+from gateway.paths import endpoint_in_path, gateway_path
 
 __all__ = ["endpoint_url", "own_endpoint", "own_gateway", "public_base"]
 

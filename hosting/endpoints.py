@@ -25,11 +25,12 @@ from core.clock import utcnow
 from core.db import exclusive
 from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundError
 from core.leases import Leases
+from gateway.paths import gateway_path
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
 from hosting.replicas import Replicas, capacity_of
-from hosting.routing import Routes, gateway_path
+from hosting.routing import Routes
 from hosting.runtimes import AnyRuntime, LaunchSpec, handle_of, is_service
 from hosting.traffic import TrafficBook
 from hosting.variables import ensure_plain_variables

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from core.clock import utcnow
 from core.errors import EnvhubError, LaunchError
+from gateway.pools import Pool
 from hosting.models import (
     LIVE,
     Backend,
@@ -32,7 +33,6 @@ from hosting.models import (
     ReplicaStatus,
 )
 from hosting.options import ReplicaRange
-from hosting.pools import Pool
 from hosting.routing import Routes
 from hosting.runtimes import AnyRuntime, Handle, LaunchSpec, ProcessHandle, Report, Task, handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY, death_note
@@ -58,6 +58,7 @@ class Replicas:
         self.engine = engine
         self.runtimes = runtimes
         self.routes = routes
+        routes.on_capacity = self.note_capacity
         self.logs_dir = logs_dir
         self._lock = threading.Lock()
 

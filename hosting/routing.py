@@ -1,117 +1,33 @@
-"""Routing: every endpoint is served at <envhub>/endpoints/<id>, reaching its servers wherever they run.
+"""Routing: where the gateway reaches each running endpoint, its pool of replicas, read from their rows.
 
-The gateway path is built and parsed here only, and where the gateway reaches each
-endpoint (its pool of replicas, hosting.pools) is looked up here. A path asked of an endpoint is
-resolved (dot segments) before it is passed on, so `..` never climbs out of it; a
-redirect an environment's server answers is kept inside its gateway path, and refused
-when it points at another site.
+`Routes` is the control plane's side of the gateway's port (gateway.ports.ControlPlane): the gateway asks it
+for an endpoint's pool, on its event loop, and gets what was read a moment ago or a read done off the loop, so
+no SQL ever runs where sessions are relayed.
 """
 
-import posixpath
-import re
+import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
+from gateway.pools import Pool, Slot, Upstream
+from gateway.ports import Down
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.pools import Pool, Upstream
 from hosting.runtimes import AnyRuntime, handle_of
 
 ROUTED = (ReplicaStatus.READY, ReplicaStatus.DRAINING)  # replicas the gateway reaches: draining ones for their sessions
 
-__all__ = [
-    "GATEWAY_PREFIX",
-    "Down",
-    "Routes",
-    "endpoint_in_path",
-    "gateway_location",
-    "gateway_path",
-    "inner_path",
-]
-
-GATEWAY_PREFIX = "/endpoints"
-_GATEWAY_PATH = re.compile(r"^/endpoints/(?P<id>[A-Za-z0-9_-]{1,64})/?$")
-
-
-def gateway_path(endpoint_id: str) -> str:
-    """Where an endpoint is served on envhub: /endpoints/<id>."""
-    return f"{GATEWAY_PREFIX}/{endpoint_id}"
-
-
-def endpoint_in_path(path: str) -> str | None:
-    """The endpoint id of a gateway URL's path (/endpoints/<id>, with or without a slash), else None."""
-    match = _GATEWAY_PATH.match(path)
-    return match["id"] if match else None
-
-
-def inner_path(path: str) -> str | None:
-    """The path within an endpoint, dot segments resolved ("a/../b" is "b"); None when it climbs out of it."""
-    if not path:
-        return ""
-    depth = 0
-    for segment in path.split("/"):
-        if segment == "..":
-            depth -= 1
-            if depth < 0:
-                return None
-        elif segment not in ("", "."):
-            depth += 1
-    resolved = posixpath.normpath("/" + path).lstrip("/")
-    return resolved + ("/" if path.endswith("/") and resolved else "")
-
-
-def gateway_location(location: str, upstream: str, endpoint_id: str, path: str) -> str | None:
-    """A redirect an environment's server answered to `path`, as the gateway passes it on; None when it
-    leaves the endpoint (another site, or `..` out of its gateway path).
-
-    An absolute URL on the server's own origin, or a path, becomes a path under the endpoint's
-    gateway path (a server that knows its root path says it already); a relative reference is
-    resolved as the client would resolve it, against the gateway URL it asked for.
-    """
-    prefix = gateway_path(endpoint_id)
-    parts = urlsplit(location)
-    if parts.scheme or parts.netloc:
-        own = urlsplit(upstream)
-        if (parts.scheme.lower(), parts.netloc.lower()) != (own.scheme.lower(), own.netloc.lower()):
-            return None
-        target = parts.path or "/"
-    elif location.startswith("/"):
-        target = parts.path
-    else:
-        target = urljoin(f"{prefix}/{path}", parts.path) if parts.path else f"{prefix}/{path}"
-        if target != prefix and not target.startswith(prefix + "/"):
-            return None  # the client would leave the gateway path
-    if target != prefix and not target.startswith(prefix + "/"):
-        target = prefix + target
-    inside = inner_path(target[len(prefix) + 1 :])
-    if inside is None:
-        return None
-    rebuilt = prefix + ("/" + inside if inside or target.endswith("/") else "")
-    if parts.query:
-        rebuilt += f"?{parts.query}"
-    if parts.fragment:
-        rebuilt += f"#{parts.fragment}"
-    return rebuilt
-
+__all__ = ["Routes"]
 
 # How long the gateway trusts what it read of a pool's replicas: the watch interval, so that a
 # replica stopped or added through another envhub is not missed for long.
 RESOLVE_TTL_S = 2.0
 _ABSENT_MAX = 10_000  # ids remembered as not running (most are guesses: a flood of them costs one read each)
-
-
-@dataclass(frozen=True)
-class Down:
-    """Why the gateway reaches no pool: the endpoint is not running (reason), or there is no such endpoint (None)."""
-
-    reason: str | None
 
 
 class Routes:
@@ -128,9 +44,25 @@ class Routes:
         self.runtimes = runtimes
         self.limits = limits or EndpointLimits()
         self.on_pressure: Callable[[str], None] = lambda endpoint_id: None  # set by whoever scales the pools
+        self.on_trouble: Callable[[str], None] = lambda endpoint_id: None  # set by whoever heals them
+        self.on_capacity: Callable[[str, int], None] = lambda replica_id, capacity: None  # set by the replicas' store
         self._pools: dict[str, tuple[Pool, float]] = {}
         self._absent: dict[str, tuple[Down, float]] = {}
         self._lock = threading.Lock()
+
+    # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
+
+    async def pool(self, endpoint_id: str) -> Pool | Down:
+        found = self.cached(endpoint_id)
+        return found if found is not None else await asyncio.to_thread(self.lookup, endpoint_id)
+
+    def check_soon(self, endpoint_id: str) -> None:
+        self.on_trouble(endpoint_id)
+
+    async def note_capacity(self, slot: Slot) -> None:
+        await asyncio.to_thread(self.on_capacity, slot.id, slot.capacity)
+
+    # -- reading
 
     def cached(self, endpoint_id: str) -> Pool | Down | None:
         """What the last read found while it is fresh (a pool, or why there is none), without reading: None when a

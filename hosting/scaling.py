@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import httpx
 
 from core.errors import EnvhubError
+from gateway.pools import Pool
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.pools import Pool
 from hosting.runtimes import handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY
 

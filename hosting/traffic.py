@@ -1,73 +1,16 @@
-"""What the gateway counts for each endpoint: sessions, requests, steps, errors, step latency, last activity."""
+"""Each endpoint's gateway traffic as hosting keeps it: its figures for the API, and its last activity written to its
+row, so that a session through any envhub keeps the endpoint from being stopped as idle."""
 
-import statistics
-import threading
-import time
-from collections import deque
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, update
 from sqlmodel import Session, col
 
 from core.clock import as_utc
+from gateway.traffic import Traffic, TrafficCounters
 from hosting.models import Endpoint, EndpointStats
 
-
-class Traffic:
-    """Gateway counters for one endpoint, kept in memory; cheap on the per-frame path."""
-
-    def __init__(self) -> None:
-        self.active_sessions = 0
-        self.sessions = 0
-        self.requests = 0
-        self.steps = 0
-        self.errors = 0
-        self.last_active = 0.0  # time.time(); 0 until the first use
-        self._latencies: deque[float] = deque(maxlen=2000)
-        self._lock = threading.Lock()
-
-    def touch(self) -> None:
-        self.last_active = time.time()
-
-    def session_opened(self) -> None:
-        with self._lock:
-            self.active_sessions += 1
-            self.sessions += 1
-        self.touch()
-
-    def session_closed(self) -> None:
-        with self._lock:
-            self.active_sessions -= 1
-        self.touch()
-
-    def request(self, failed: bool = False) -> None:
-        self.requests += 1
-        self.errors += failed
-        self.touch()
-
-    def step(self, seconds: float, failed: bool = False) -> None:
-        self.steps += 1
-        self.errors += failed
-        self._latencies.append(seconds * 1000)
-        self.last_active = time.time()
-
-    def snapshot(self) -> EndpointStats:
-        with self._lock:
-            latencies = list(self._latencies)
-        stats = EndpointStats(
-            active_sessions=self.active_sessions,
-            sessions=self.sessions,
-            requests=self.requests,
-            steps=self.steps,
-            errors=self.errors,
-            last_active_at=datetime.fromtimestamp(self.last_active, UTC) if self.last_active else None,
-        )
-        if len(latencies) >= 2:
-            cuts = statistics.quantiles(latencies, n=20, method="inclusive")
-            stats.step_p50_ms, stats.step_p95_ms = round(cuts[9], 3), round(cuts[18], 3)
-        elif latencies:
-            stats.step_p50_ms = stats.step_p95_ms = round(latencies[0], 3)
-        return stats
+__all__ = ["TrafficBook"]
 
 
 class TrafficBook:
@@ -78,19 +21,28 @@ class TrafficBook:
     idle by the replica that manages it.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, counters: TrafficCounters | None = None) -> None:
         self.engine = engine
-        self._traffic: dict[str, Traffic] = {}
+        self.counters = counters or TrafficCounters()
         self._written: dict[str, float] = {}  # endpoint id -> the last_active time written to its row
-        self._lock = threading.Lock()
 
     def of(self, endpoint_id: str) -> Traffic:
-        with self._lock:
-            return self._traffic.setdefault(endpoint_id, Traffic())
+        return self.counters.of(endpoint_id)
 
     def stats(self, endpoint: Endpoint) -> EndpointStats:
         """This replica's counters; the last activity any replica saw, as written to the row."""
-        stats = self.of(endpoint.id).snapshot()
+        traffic = self.of(endpoint.id)
+        p50, p95 = traffic.latency_ms()
+        stats = EndpointStats(
+            active_sessions=traffic.active_sessions,
+            sessions=traffic.sessions,
+            requests=traffic.requests,
+            steps=traffic.steps,
+            errors=traffic.errors,
+            step_p50_ms=p50,
+            step_p95_ms=p95,
+            last_active_at=datetime.fromtimestamp(traffic.last_active, UTC) if traffic.last_active else None,
+        )
         if endpoint.last_active_at is not None:
             row_active = as_utc(endpoint.last_active_at)
             stats.last_active_at = max(stats.last_active_at or row_active, row_active)
@@ -99,8 +51,7 @@ class TrafficBook:
     def write_activity(self, endpoint_ids: list[str]) -> None:
         """Write when this replica's gateway last carried each endpoint's traffic, for the replica managing it."""
         for endpoint_id in endpoint_ids:
-            with self._lock:
-                traffic = self._traffic.get(endpoint_id)
+            traffic = self.counters.find(endpoint_id)
             if traffic is None:
                 continue
             if traffic.active_sessions > 0:

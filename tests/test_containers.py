@@ -290,7 +290,8 @@ def test_docker_options_are_checked(envhub: Envhub) -> None:
         "/api/endpoints", json={"environment": "template:count", "backend": "docker", "options": {"gpus": 1}}
     )
     assert response.status_code == 422
-    assert "the docker backend takes ['image', 'port', 'private', 'replicas'], not ['gpus']" in response.json()["detail"]
+    expected = "the docker backend takes ['image', 'port', 'private', 'replicas'], not ['gpus']"
+    assert expected in response.json()["detail"]
 
 
 @needs_docker

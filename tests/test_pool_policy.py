@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from hosting.pools import Pool, PoolFull, QueueFull, Upstream, Waiter
+from gateway.pools import Pool, PoolFull, QueueFull, Upstream, Waiter
 
 
 def pool_of(*capacities: int | None, most: int | None = None, queue: int = 512, per_client: int = 128) -> Pool:

@@ -8,9 +8,9 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 
-from app.relay import Leg, Session
-from app.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, frame
-from hosting.traffic import Traffic
+from gateway.relay import Leg, Session
+from gateway.traffic import Traffic
+from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, frame
 from protocol.frames import capacity_frame
 
 RESET = json.dumps({"type": "reset", "data": {}}).encode()

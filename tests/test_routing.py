@@ -2,7 +2,7 @@
 
 import pytest
 
-from hosting.routing import endpoint_in_path, gateway_location, gateway_path, inner_path
+from gateway.paths import endpoint_in_path, gateway_location, gateway_path, inner_path
 
 UPSTREAM = "http://127.0.0.1:5000"
 

@@ -5,20 +5,23 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from gateway.traffic import Traffic
 from hosting.models import Backend, Endpoint
-from hosting.traffic import Traffic, TrafficBook
+from hosting.traffic import TrafficBook
 
 
-def test_counters_and_step_latency_percentiles() -> None:
-    traffic = Traffic()
-    assert traffic.snapshot().last_active_at is None  # nothing yet
+def test_counters_and_step_latency_percentiles(engine: Engine) -> None:
+    book = TrafficBook(engine)
+    endpoint = Endpoint(id="ep", environment="template:count", backend=Backend.PROCESS)
+    assert book.stats(endpoint).last_active_at is None  # nothing yet
+    traffic: Traffic = book.of("ep")
     traffic.session_opened()
     traffic.session_opened()
     traffic.session_closed()
     for ms in range(1, 101):
         traffic.step(ms / 1000, failed=ms == 100)
     traffic.request(failed=True)
-    stats = traffic.snapshot()
+    stats = book.stats(endpoint)
     assert (stats.active_sessions, stats.sessions, stats.steps, stats.requests, stats.errors) == (1, 2, 100, 1, 2)
     assert (stats.step_p50_ms, stats.step_p95_ms) == (50.5, 95.05)
     assert stats.last_active_at is not None

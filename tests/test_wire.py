@@ -7,7 +7,7 @@ import pytest
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from app.wire import BINARY, CLOSE, PING, TEXT, Cutter, Head, accept_of, close_frame, frame
+from gateway.wire import BINARY, CLOSE, PING, TEXT, Cutter, Head, accept_of, close_frame, frame
 
 
 def parsed(data: bytes, *, masked: bool) -> Frame:

@@ -8,8 +8,8 @@ import gradio as gr
 from app.ui.forms import form_fields
 from app.ui.snippets import Target, all_snippets
 from app.ui.wording import plural
+from gateway.paths import gateway_path
 from hosting.models import PoolPublic, ReplicaStatus
-from hosting.routing import gateway_path
 from protocol.interface import Interface
 
 PLACEHOLDER_URL = "http://127.0.0.1:7860" + gateway_path("ENDPOINT_ID")

@@ -7,17 +7,16 @@ site someone visits cannot squat an endpoint's slots or drive a local envhub thr
 Clients that send no Origin (trainers, scripts, MCP clients outside a browser) are not affected.
 """
 
-import asyncio
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from app.services import Services
-from core.errors import EnvhubError, ForbiddenError, UnauthorizedError
-from hosting.pools import Pool
+from core.errors import EnvhubError, UnauthorizedError
+from gateway.pools import Pool
+from gateway.ports import Gateway
 
-__all__ = ["Refusal", "admit", "client_of", "origin_refusal"]
+__all__ = ["Refusal", "admit", "bearer", "client_of", "origin_refusal"]
 
 
 @dataclass(frozen=True)
@@ -25,13 +24,18 @@ class Refusal:
     status: int  # 401, 403 or 503 over HTTP; a WebSocket closes with 1008 and the message
     message: str
 
+    def error(self) -> EnvhubError:
+        error = EnvhubError(self.message)
+        error.status_code = self.status
+        return error
+
 
 def bearer(headers: Mapping[str, str]) -> str | None:
     scheme, _, token = (headers.get("authorization") or "").partition(" ")
     return (token.strip() or None) if scheme.lower() == "bearer" else None
 
 
-async def admit(services: Services, pool: Pool, headers: Mapping[str, str]) -> tuple[Refusal | None, str | None]:
+async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tuple[Refusal | None, str | None]:
     """Whether the request may reach the endpoint, and the user it proved to be (None: nobody in particular)."""
     if not pool.private:
         return None, None
@@ -43,29 +47,21 @@ async def admit(services: Services, pool: Pool, headers: Mapping[str, str]) -> t
             f"endpoint {endpoint_id} is private: send 'Authorization: Bearer <token>' with its own token "
             "(its owner finds it in GET /api/endpoints/{id}) or its owner's Hub token",
         ), None
-    if token.startswith(services.endpoint_tokens.PREFIX):
-        if services.endpoint_tokens.opens(endpoint_id, token):
+    if token.startswith(gateway.bearers.prefix):
+        if gateway.bearers.opens(endpoint_id, token):
             return None, pool.owner
         return Refusal(403, f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"), None
     try:
-        caller = await asyncio.to_thread(services.identities.from_bearer, token)
+        who = await gateway.bearers.who(token)
     except UnauthorizedError:
         return Refusal(401, f"endpoint {endpoint_id} is private, and the Hub did not accept that token"), None
     except EnvhubError as exc:
         return Refusal(exc.status_code, f"endpoint {endpoint_id} is private, and {exc.message}"), None
-    if caller.admin or (caller.name is not None and caller.name == pool.owner):
-        return None, caller.name
+    if who.admin or (who.name is not None and who.name == pool.owner):
+        return None, who.name
     return Refusal(
-        403, f"endpoint {endpoint_id} is private to {pool.owner or 'the admin'}; {caller.name} may not use it"
+        403, f"endpoint {endpoint_id} is private to {pool.owner or 'the admin'}; {who.name} may not use it"
     ), None
-
-
-def raise_refusal(refusal: Refusal) -> None:
-    if refusal.status == 401:
-        raise UnauthorizedError(refusal.message)
-    if refusal.status == 403:
-        raise ForbiddenError(refusal.message)
-    raise EnvhubError(refusal.message)
 
 
 def _is_literal(host: str) -> bool:
@@ -80,17 +76,7 @@ def _is_literal(host: str) -> bool:
     return True
 
 
-def _allowed_hosts(services: Services) -> set[str]:
-    settings = services.settings
-    hosts = {urlsplit(o.strip()).netloc.lower() for o in settings.allowed_origins.split(",") if o.strip()}
-    if settings.public_url:
-        hosts.add(urlsplit(settings.public_url).netloc.lower())
-    if settings.space_host:
-        hosts |= {h.strip().lower() for h in settings.space_host.split(",") if h.strip()}
-    return hosts
-
-
-def origin_refusal(services: Services, headers: Mapping[str, str], endpoint_id: str) -> Refusal | None:
+def origin_refusal(gateway: Gateway, headers: Mapping[str, str], endpoint_id: str) -> Refusal | None:
     """A web page's session from an origin that is neither envhub's own nor allowed; None when it may go on."""
     origin = headers.get("origin")
     if origin is None:
@@ -98,7 +84,7 @@ def origin_refusal(services: Services, headers: Mapping[str, str], endpoint_id: 
     parts = urlsplit(origin.strip())
     page = parts.netloc.lower()
     if parts.scheme in ("http", "https") and page:
-        if page in _allowed_hosts(services):
+        if page in gateway.settings.allowed_hosts:
             return None
         host = (headers.get("x-forwarded-host") or headers.get("host") or "").split(",")[0].strip().lower()
         if page == host and _is_literal(parts.hostname or ""):

@@ -19,8 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter"]
+__all__ = ["Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter", "acquire_unless_gone"]
 
 
 @dataclass(frozen=True)
@@ -415,3 +416,22 @@ class Pool:
     def nudge(self) -> None:
         """A waiting session became active: whoever scales the pool should look again."""
         self.on_pressure()
+
+
+async def acquire_unless_gone(
+    pool: Pool, queue_s: float, avoid: set[str], gone: "asyncio.Future[None]", waiter: Waiter
+) -> Slot | None:
+    """A slot for the session, waiting for one as long as the pool lets it wait; None if its client leaves first
+    (`gone` settles), its place in the queue given up at once."""
+    acquiring: asyncio.Future[Slot] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid), waiter))
+    waited: list[asyncio.Future[Any]] = [acquiring, gone]
+    await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    if acquiring.done():
+        return acquiring.result()
+    acquiring.cancel()
+    try:
+        slot = await acquiring
+    except (asyncio.CancelledError, PoolFull):
+        return None
+    pool.release(slot)
+    return None

@@ -1,7 +1,7 @@
 """A WebSocket session relayed between a client and a replica as raw bytes.
 
 Both legs are plain sockets (`Leg`): the client's is taken over from uvicorn once the
-handshake is done (app.server), the replica's is opened here (`open_upstream`). Until a
+handshake is done (gateway.server), the replica's is opened here (`open_upstream`). Until a
 replica has answered something, the client's bytes are also held, and the replica's first
 message is read whole: a capacity refusal then goes no further, and the held bytes are
 played to the next replica. After that every chunk is passed on as it arrives; only frame
@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
-from app.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, Head, accept_of, client_key, close_frame, frame
-from hosting.traffic import Traffic
+from gateway.paths import PATH_SAFE
+from gateway.traffic import Traffic
+from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, Head, accept_of, client_key, close_frame, frame
 from protocol.frames import capacity, rpc_capacity
 
 _MAX_HEADERS = 64 * 1024
@@ -31,9 +32,6 @@ _WAITING_HELD = 64 * 1024  # the same while the session waits in the queue for a
 _REFUSAL_MAX = 64 * 1024
 _BEFORE_FIRST_MAX = 1024 * 1024
 CLOSE_TIMEOUT_S = 2.0  # how long a leg has to answer a close before its socket is shut
-# What may stand unencoded in a path passed on (RFC 3986's pchar and "/"): anything else, a bare CR or a space
-# decoded from %0D or %20 among them, is percent-encoded again before it reaches a server's request line.
-PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class HandshakeError(Exception):

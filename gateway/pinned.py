@@ -9,8 +9,8 @@ import contextlib
 
 import httpx
 
-from hosting.pools import Slot
-from hosting.routing import Routes
+from gateway.pools import Slot
+from gateway.ports import ControlPlane
 
 __all__ = ["close_on_replica", "close_stale"]
 
@@ -24,7 +24,7 @@ async def close_on_replica(client: httpx.AsyncClient | None, slot: Slot, session
         await client.post(f"{slot.upstream.url}/mcp", json=call, headers=slot.upstream.headers, timeout=10)
 
 
-async def close_stale(routes: Routes, client: httpx.AsyncClient | None, idle_s: float) -> None:
+async def close_stale(routes: ControlPlane, client: httpx.AsyncClient | None, idle_s: float) -> None:
     """Sessions nobody has used for idle_s: closed on their replicas, their slots freed."""
     for pool in routes.pools():
         for session_id, slot in pool.stale(idle_s):

@@ -1,0 +1,90 @@
+"""The gateway's ports: the little it needs of the rest of envhub, as Protocols the control plane implements, and
+the one object the app hands the data plane (`Gateway`).
+
+The gateway asks the control plane for an endpoint's pool (never waiting on a database on its event loop), tells
+it when a replica failed to answer or said what it holds, and asks who a bearer is. Everything else it needs is
+its own: pools, the relay, the traffic counters, the path rules.
+"""
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from gateway.pools import Pool, Slot
+from gateway.traffic import TrafficCounters
+
+__all__ = ["Bearer", "Bearers", "ControlPlane", "Down", "Gateway", "GatewaySettings"]
+
+
+@dataclass(frozen=True)
+class Down:
+    """Why the gateway reaches no pool: the endpoint is not running (reason), or there is no such endpoint (None)."""
+
+    reason: str | None
+
+
+class ControlPlane(Protocol):
+    """Where endpoints run (hosting.routing.Routes)."""
+
+    async def pool(self, endpoint_id: str) -> Pool | Down:
+        """The endpoint's pool, or why there is none; never a database read on the caller's event loop."""
+        ...
+
+    def check_soon(self, endpoint_id: str) -> None:
+        """A replica of the endpoint failed to answer: find out whether it died."""
+        ...
+
+    async def note_capacity(self, slot: Slot) -> None:
+        """A replica said how many sessions it holds: keep it with the replica."""
+        ...
+
+    def pools(self) -> list[Pool]:
+        """Every pool as last read."""
+        ...
+
+
+@dataclass(frozen=True)
+class Bearer:
+    """Who a bearer token belongs to: the admin, or a Hub user by name."""
+
+    admin: bool = False
+    name: str | None = None
+
+
+class Bearers(Protocol):
+    """Who holds a token (app.auth's identities, and the endpoints' own tokens)."""
+
+    prefix: str  # what an endpoint's own token starts with
+
+    def opens(self, endpoint_id: str, token: str) -> bool:
+        """Whether the token is the endpoint's own."""
+        ...
+
+    async def who(self, token: str) -> Bearer:
+        """The admin or the Hub user the token belongs to; EnvhubError (401, 503) when it cannot be told."""
+        ...
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """The gateway's knobs (ENVHUB_* settings of the same names)."""
+
+    pool_queue_s: float = 60
+    ws_ping_s: float = 20
+    header_timeout_s: float = 10
+    max_body_bytes: int = 32 * 1024 * 1024
+    allowed_hosts: frozenset[str] = frozenset()  # hosts of origins whose pages may open sessions, besides envhub's
+    behind_proxy: bool = False  # on a Space: a client's address is the last the Hub's proxy forwarded
+    sandbox_pages: bool = False  # with sign-in on, environments' pages get an origin of their own
+
+
+@dataclass
+class Gateway:
+    """The data plane, as the app builds it once and envhub's server and routes hand it on."""
+
+    routes: ControlPlane
+    bearers: Bearers
+    traffic: TrafficCounters
+    settings: GatewaySettings = field(default_factory=GatewaySettings)
+    http: httpx.AsyncClient | None = None  # made when envhub starts serving
