@@ -6,18 +6,21 @@ expand to gigabytes (a long string in a dictionary page, referenced by every row
 compressed to nothing). So a parquet file's metadata is checked before any of its data is read (its
 uncompressed size in total and per column of a row group), its rows are read a few at a time with
 dictionaries kept as such, and each batch's size as it would be read out is measured before any of it
-becomes Python values. Text formats are read a line at a time, with a bound on a line and on a row.
-Every bound that is passed is a `ValueError` naming the file's problem and what to do.
+becomes Python values. JSONL is read a line at a time, with a bound on a line; CSV by pyarrow, a block of at
+most a row's bound at a time (a longer row is refused), its columns typed as pyarrow infers them (numbers,
+booleans, dates and nulls, not text). Every bound that is passed is a `ValueError` naming the file's problem
+and what to do.
 """
 
-import csv
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pv
 import pyarrow.parquet as pq
 
 __all__ = [
@@ -133,7 +136,7 @@ def _parquet_rows(path: Path) -> Iterator[dict[str, object]]:
 
 
 class _Lines:
-    """A text file's lines, refusing a row (a JSONL line, or the lines of one CSV row) over MAX_ROW_BYTES."""
+    """A text file's lines, refusing a line over MAX_ROW_BYTES."""
 
     def __init__(self, text: IO[str]) -> None:
         self._text = text
@@ -159,12 +162,49 @@ def _jsonl_rows(path: Path) -> Iterator[dict[str, object]]:
                 yield row
 
 
+_CSV_READ = pv.ReadOptions(block_size=MAX_ROW_BYTES)  # a batch is read from at most this much text
+_CSV_PARSE = pv.ParseOptions(newlines_in_values=True)  # a quoted value may hold line breaks
+_CSV_RETYPINGS = 3  # columns found to change type before all are read as text
+_CONVERSION = re.compile(r"In CSV column #(\d+): CSV conversion error")
+
+
+def _csv_batches(path: Path, types: dict[str, pa.DataType]) -> Iterator[pa.RecordBatch]:
+    """The CSV file's rows in batches, with the columns' types as pyarrow infers them from its first batch
+    (numbers, booleans, dates; empty and NA values null) unless `types` names them."""
+    try:
+        convert = pv.ConvertOptions(column_types=types, strings_can_be_null=True)  # an empty cell is null
+        reader = pv.open_csv(path, _CSV_READ, _CSV_PARSE, convert)
+        yield from reader
+    except pa.ArrowInvalid as exc:
+        if "straddl" in str(exc):  # a row longer than a block
+            raise ValueError(f"a row is over {_mib(MAX_ROW_BYTES)}, the most envhub reads of one row") from exc
+        if str(exc).startswith("Empty CSV file"):
+            return
+        raise
+
+
+def _csv_types(path: Path) -> dict[str, pa.DataType]:
+    """Column types that hold every value of the file: a column whose later values do not fit the type its
+    first batch gave it is read as text (and, past a few such columns, every column is)."""
+    types: dict[str, pa.DataType] = {}
+    for _ in range(_CSV_RETYPINGS):
+        names: list[str] = []
+        try:
+            for batch in _csv_batches(path, types):
+                names = names or batch.schema.names
+            return types
+        except pa.ArrowInvalid as exc:
+            changed = _CONVERSION.match(str(exc))
+            if changed is None or not names:
+                raise
+            types[names[int(changed.group(1))]] = pa.string()
+    header = next(_csv_batches(path, {}), None)
+    return {name: pa.string() for name in header.schema.names} if header is not None else {}
+
+
 def _csv_rows(path: Path) -> Iterator[dict[str, object]]:
-    with path.open(encoding="utf-8", newline="") as text:
-        lines = _Lines(text)
-        for row in csv.DictReader(lines):
-            lines.row_chars = 0
-            yield dict(row)
+    for batch in _csv_batches(path, _csv_types(path)):
+        yield from batch.to_pylist()
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, object]]:
@@ -182,8 +222,8 @@ def _json_rows(path: Path) -> Iterator[dict[str, object]]:
 
 
 def read_rows(path: Path) -> Iterator[dict[str, object]]:
-    """The rows of one data file, in order; ValueError (or csv.Error, an ArrowException) when it cannot be read
-    within the bounds."""
+    """The rows of one data file, in order; ValueError (or an ArrowException) when it cannot be read within the
+    bounds."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return _parquet_rows(path)
@@ -196,6 +236,9 @@ def read_rows(path: Path) -> Iterator[dict[str, object]]:
 
 def count_rows(path: Path) -> int:
     """How many rows the file holds: a parquet file's from its metadata, once that is within the bounds."""
-    if path.suffix.lower() == ".parquet":
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
         return int(_check_parquet(path).metadata.num_rows)
+    if suffix == ".csv":
+        return sum(batch.num_rows for batch in _csv_batches(path, _csv_types(path)))
     return sum(1 for _ in read_rows(path))

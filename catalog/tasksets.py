@@ -3,26 +3,22 @@ splits of rows, and each row the options of one reset.
 
 A row's reset options are its `openenv_reset` column (the field OpenEnv's taskset RFC draft names),
 an object or its JSON text; else, when the environment's README front matter names a `reset_key`,
-the whole row under that key. Files are the dataset's parquet, JSONL, JSON or CSV data, split by the
-card's `configs` or by the Hub's file-naming conventions (`data/train-00000-of-00001.parquet`,
-`test.jsonl`, `validation/…`). A file too large to read here leaves its split's row count unknown; one that
-would expand past the bounds of catalog.datafiles once read is its split's problem. Downloads are capped per
-request and per hour (files already on disk are free), so a catalog of hostile datasets cannot keep envhub
-fetching.
+the whole row under that key. Files are the dataset's parquet, JSONL, JSON or CSV data, split as the Hub's
+dataset viewer splits them (catalog.splits). A file too large to read here leaves its split's row count
+unknown; one that would expand past the bounds of catalog.datafiles once read is its split's problem.
+Downloads are capped per request and per hour (files already on disk are free), so a catalog of hostile
+datasets cannot keep envhub fetching.
 """
 
-import csv
-import fnmatch
 import json
 import math
-import re
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +28,7 @@ from sqlmodel import Session
 
 from catalog.datafiles import count_rows, read_rows
 from catalog.models import Dataset, EnvironmentDetail
+from catalog.splits import split_files
 from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError, TooManyRequestsError
 from protocol.interface import Interface, Split
 
@@ -51,7 +48,6 @@ __all__ = [
 
 RESET_COLUMN = "openenv_reset"
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
-SPLIT_NAMES = ("train", "validation", "valid", "dev", "test", "eval")
 MAX_FILE_BYTES = 64 * 2**20  # larger files are not read here
 MAX_SPLIT_BYTES = 128 * 2**20  # a split with more data is previewed, not counted nor played
 MAX_FILES = 200  # data files looked at per dataset
@@ -109,40 +105,6 @@ def _resets_by(columns: tuple[str, ...], reset_key: str | None) -> str | None:
     if reset_key:
         return f"each whole row, as the reset option `{reset_key}` (the environment's README names it)"
     return None
-
-
-def _split_of(path: str) -> str:
-    """The split a data file belongs to by the Hub's naming conventions; `train` when none is named."""
-    for part in PurePosixPath(path).with_suffix("").parts:
-        for token in re.split(r"[-_.]", part.lower()):
-            if token in SPLIT_NAMES:
-                return token
-    return "train"
-
-
-def _configured(card: dict[str, Any], paths: list[str]) -> dict[str, list[str]] | None:
-    """The splits the card's `configs` declare (its default config, else its first), matched to files."""
-    configs = card.get("configs")
-    if not isinstance(configs, list) or not configs:
-        return None
-    chosen = next((c for c in configs if isinstance(c, dict) and c.get("config_name") == "default"), configs[0])
-    data_files = chosen.get("data_files") if isinstance(chosen, dict) else None
-    if isinstance(data_files, str):
-        data_files = [data_files]
-    if not isinstance(data_files, list):
-        return None
-    patterns: dict[str, list[str]] = {}
-    for entry in data_files:
-        if isinstance(entry, str):
-            patterns.setdefault("train", []).append(entry)
-        elif isinstance(entry, dict) and isinstance(entry.get("split"), str):
-            listed = entry.get("path")
-            patterns.setdefault(entry["split"], []).extend([listed] if isinstance(listed, str) else listed or [])
-    splits = {
-        name: [p for p in paths if any(fnmatch.fnmatch(p, str(pattern)) for pattern in globs)]
-        for name, globs in patterns.items()
-    }
-    return {name: files for name, files in splits.items() if files} or None
 
 
 def _plain(value: Any) -> Any:
@@ -322,11 +284,13 @@ class Tasksets:
             return DatasetTaskset(dataset_id, revision, problem="it holds no parquet, JSONL, JSON or CSV files")
         with self._lock:
             self._sizes.update({(dataset_id, path): size for path, size in sizes.items()})
-        grouped = _configured(card, list(sizes))
-        if grouped is None:
-            grouped = {}
-            for path in sizes:
-                grouped.setdefault(_split_of(path), []).append(path)
+        try:
+            grouped = split_files(card, list(sizes))
+        except ValueError as exc:
+            return DatasetTaskset(dataset_id, revision, problem=f"its card's `configs` cannot be read: {exc}")
+        if not grouped:
+            problem = "none of its data files is in a split: its card's `configs` name data_files that match none"
+            return DatasetTaskset(dataset_id, revision, problem=problem)
         splits, columns, problems = [], [], []
         for name, files in grouped.items():
             split = DatasetSplit(name, tuple(files))
@@ -339,7 +303,7 @@ class Tasksets:
                     _shortened(_plain(row))
                     for row in islice(self._split_rows(dataset_id, revision, split, allowance), PREVIEW_ROWS)
                 ]
-            except (ValueError, csv.Error, pa.ArrowException) as exc:
+            except (ValueError, pa.ArrowException) as exc:
                 problems.append(f"split {name} could not be read: {exc}")
                 continue
             columns += [c for row in first for c in row if c not in columns]
@@ -349,7 +313,7 @@ class Tasksets:
     def _count(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> int:
         try:
             return count_rows(self._download(dataset_id, revision, path, allowance))
-        except (ValueError, csv.Error, pa.ArrowException) as exc:
+        except (ValueError, pa.ArrowException) as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
     def _split_rows(
@@ -363,7 +327,7 @@ class Tasksets:
                 return
             try:
                 yield from read_rows(self._download(dataset_id, revision, path, allowance))
-            except (ValueError, csv.Error, pa.ArrowException) as exc:
+            except (ValueError, pa.ArrowException) as exc:
                 raise ValueError(f"{path}: {exc}") from exc
 
 

@@ -40,8 +40,8 @@ def task_rows(split: str, count: int) -> list[dict[str, Any]]:
 @pytest.fixture
 def linked(settings: Settings, hub: FakeHub, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Envhub]:
     """The arithmetic template, linked by its card to two datasets on the fake Hub: one whose rows carry
-    `openenv_reset` (a parquet train split, a JSONL test split), one whose rows do not. Its web page is served to
-    the browser test only."""
+    `openenv_reset` (a parquet train split, a JSONL test split, named as `push_to_hub` names shards), one whose
+    rows do not. Its web page is served to the browser test only."""
     templates = tmp_path / "templates-linked"
     for name in ("arithmetic_tasks", "wordle"):
         shutil.copytree(TEMPLATES / name, templates / name)
@@ -60,7 +60,8 @@ def linked(settings: Settings, hub: FakeHub, tmp_path: Path, request: pytest.Fix
         files={
             "README.md": "# Arithmetic tasks\n",
             "data/train-00000-of-00001.parquet": parquet(train),
-            "test.jsonl": test,
+            # Sharded names for both: beside a shard, the Hub puts a file named otherwise (test.jsonl) in no split.
+            "data/test-00000-of-00001.jsonl": test,
         },
     )
     hub.add_dataset("alice/broken", files={"train.jsonl": '{"openenv_reset": {}}\nnot json\n', "test.csv": b"\xff\xfe"})
