@@ -159,7 +159,7 @@ async def refresh(
                 info = info.or_else(await read_interface(address, outbound))
         finally:
             await outbound.aclose()
-    elif info.schema is None and can_introspect(services, environment):  # envhub has the source: no launch needed
+    elif info.schema is None and can_introspect(environment):  # envhub has the source: no launch needed
         info = info.or_else(await template_interface(services, environment))
     try:
         tasksets = await read_tasksets(services, environment, info)

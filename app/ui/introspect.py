@@ -1,67 +1,83 @@
-"""A built-in template's interface read from its source, without a launch: its server run for a moment by the process
-backend (no endpoint, nothing counted), asked what it serves, stopped, and what it said cached on the catalog row,
-as a launch's would be. The environment page's API and Tasks tabs show it before anyone launches the template."""
+"""A built-in template's interface read from its source, without a launch: its app served for a moment by a process
+of its own (app.ui.interface_probe, no endpoint, nothing counted), asked what it serves, and what it said cached on
+the catalog row as a launch's would be. The environment page's API and Tasks tabs show it before any launch."""
 
 import asyncio
+import json
 import logging
-import secrets
+import os
+import sys
 import weakref
-from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session
 
 from app.services import Services
-from catalog.models import EnvironmentDetail, Source
-from catalog.store import cache_interface
-from core.errors import EnvhubError
-from core.outbound import live_session
-from hosting.models import Backend
-from hosting.options import ProcessOptions
-from hosting.runtimes import LaunchSpec
-from hosting.runtimes.process import ProcessRuntime
-from protocol.interface import Interface, read_interface
+from app.settings import REPO_ROOT
+from catalog.models import Environment, EnvironmentDetail, Source
+from catalog.store import cached_interface, find_environment
+from hosting.runtimes.layouts import template_layout
+from hosting.runtimes.venvs import requirements_of, unmet
+from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 
+PROBE_S = 90  # for the probe to import the app, serve it and read it
+_SETTINGS = ("ENVHUB_", "HF_", "HUGGING_FACE_", "OAUTH_", "OPENID_")  # none of envhub's settings or secrets
 # One look at a template at a time (the next finds it cached), per event loop: a lock belongs to one loop.
 _LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = weakref.WeakKeyDictionary()
 
 
-def can_introspect(services: Services, environment: EnvironmentDetail) -> bool:
-    """A template folder (envhub's own or the operator's) that the process backend of this server can run."""
-    runtime = services.endpoints.runtimes.get(Backend.PROCESS)
-    return environment.source == Source.TEMPLATE and bool(environment.path) and isinstance(runtime, ProcessRuntime)
+def can_introspect(environment: EnvironmentDetail) -> bool:
+    """A template folder (envhub's own or the operator's) whose requirements envhub's interpreter meets, laid out as
+    a plain app (not a package to link under its name): its source can be served by envhub's interpreter as it is."""
+    if environment.source != Source.TEMPLATE or not environment.path:
+        return False
+    folder = Path(environment.path)
+    layout = template_layout(folder, [folder.name])
+    return layout.package is None and not unmet(requirements_of(folder / layout.requirements))
 
 
 async def template_interface(services: Services, environment: EnvironmentDetail) -> Interface:
-    """What the template's server says about itself (schema, tools, tasks), cached on its row; an empty Interface
-    with the problem when it could not be run."""
-    runtime = services.endpoints.runtimes.get(Backend.PROCESS)
-    if not isinstance(runtime, ProcessRuntime):
-        return Interface()
+    """What the template's app says about itself (schema, tools, tasks), cached on its row; an empty Interface with
+    the problem when it could not be read."""
+    folder = Path(str(environment.path))
+    layout = template_layout(folder, [folder.name])
     locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(environment.id, asyncio.Lock()):
-        server_id = f"look-{secrets.token_hex(4)}"
-        log_path = services.endpoints.log_path(server_id)
+        with services.db() as session:
+            current = find_environment(session, environment.id)
+        if current is not None and current.env_schema is not None:  # read while this one waited
+            return cached_interface(current)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SETTINGS)} | {"PYTHONPATH": str(REPO_ROOT)}
+        paths = [str(folder / entry) for entry in layout.path]
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.ui.interface_probe", layout.app, str(folder / layout.cwd), *paths,
+            cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
         try:
-            options = runtime.check(environment, ProcessOptions(), None)
-            spec = LaunchSpec(server_id=server_id, environment=environment, log_path=log_path, options=options)
-            launched = await asyncio.to_thread(runtime.start, spec, lambda _said: None)
-        except EnvhubError as exc:
-            log.info("could not read %s's interface from its source: %s", environment.id, exc.message)
-            return Interface(problems=[f"its server did not start here: {exc.message}"])
-        outbound = live_session(services.guard, launched.url)
-        try:
-            info = await read_interface(launched.url, outbound)
-        finally:
-            await outbound.aclose()
-            await asyncio.to_thread(runtime.stop, launched.handle)
-            with suppress(OSError):
-                log_path.unlink()
-    if info.schema is not None:
-        await asyncio.to_thread(_cache, services, environment.id, info)
-    return info
-
-
-def _cache(services: Services, environment_id: str, info: Interface) -> None:
+            out, err = await asyncio.wait_for(probe.communicate(), PROBE_S)
+        except TimeoutError:
+            probe.kill()
+            await probe.wait()
+            return Interface(problems=[f"its app did not answer within {PROBE_S} s; launch it to read its schemas"])
+        if probe.returncode != 0:
+            last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            log.info("could not read %s's interface from its source: %s", environment.id, last[0])
+            return Interface(problems=[f"its app could not be read from its source ({last[0][:300]})"])
+        columns: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+        await asyncio.to_thread(_cache, services, environment.id, columns)
     with services.db() as session:
-        cache_interface(session, environment_id, info)
-        session.commit()
+        found = find_environment(session, environment.id)
+    return cached_interface(found) if found is not None else Interface()
+
+
+def _cache(services: Services, environment_id: str, columns: dict[str, Any]) -> None:
+    with Session(services.engine) as session:
+        row = session.get(Environment, environment_id)
+        if row is not None:
+            row.sqlmodel_update(columns)
+            session.add(row)
+            session.commit()
