@@ -79,8 +79,9 @@ async def open_socket(
                 avoid.add(seat.replica)
                 continue
             raise Unavailable(f"endpoint {placement.endpoint_id} is not answering ({type(exc).__name__})") from exc
-        try:
+        with contextlib.suppress(ConnectionClosed):  # a server that refused at once has closed: its refusal is read
             await socket.send(json.dumps(probe))
+        try:
             first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
         except (ConnectionClosed, TimeoutError, ValueError) as exc:
             await socket.close()

@@ -1,0 +1,189 @@
+"""MCP sessions hold their slots as `/ws` sessions do: a pool of replicas behind one MCP URL, capacity refusals
+moved to another replica unseen, a full pool refused with its numbers, idle sessions closed, and a private
+endpoint's MCP door answering only its owner. Driven with the official `mcp` SDK's client."""
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+from app.settings import Settings
+from tests.conftest import wait_until
+from tests.fakehub import FakeHub
+from tests.serving import Envhub
+from tests.signin import oauth_settings
+
+
+@pytest.fixture
+def pools(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    """envhub whose sessions wait 3 s for a slot."""
+    server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "pool_queue_s": 3}))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def forgetful(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    """envhub whose MCP sessions are closed after 1 s without a call."""
+    server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "mcp_session_idle_s": 1}))
+    yield server
+    server.stop()
+
+
+@asynccontextmanager
+async def mcp(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx.AsyncClient(headers=headers or {}, timeout=httpx.Timeout(60, read=300)) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def count_to_ten(session: ClientSession) -> float | None:
+    """One episode of the count environment through the generated tools: reset, then add 10."""
+    await session.call_tool("reset", {})
+    done = await session.call_tool("step", {"add": 10})
+    assert done.structuredContent is not None and done.structuredContent["done"] is True, done.content
+    reward: float | None = done.structuredContent["reward"]
+    return reward
+
+
+def leaves(group: BaseExceptionGroup[McpError]) -> list[McpError]:
+    found: list[McpError] = []
+    for inner in group.exceptions:
+        found += leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner]
+    return found
+
+
+async def refusal(url: str) -> str:
+    """Why a session could not be opened (the SDK's client raises it from its task group)."""
+    refused: list[McpError] = []
+    try:
+        async with mcp(url):
+            pass
+    except* McpError as group:
+        refused += leaves(group)
+    assert refused, "the session was opened"
+    return refused[0].error.message
+
+
+def sessions_per_replica(envhub: Envhub, endpoint_id: str) -> dict[str, int]:
+    return {r["id"]: r["sessions"] for r in envhub.endpoint(endpoint_id)["pool"]["replicas"] if r["status"] == "ready"}
+
+
+@pytest.mark.slow
+def test_a_pool_of_four_holds_sixteen_mcp_sessions_at_once_and_refuses_the_seventeenth(pools: Envhub) -> None:
+    # Four servers of 4 sessions that never told envhub so: the pool learns it from their refusals.
+    endpoint = pools.running("template:count", options={"replicas": 4, "env": {"COUNT_CAP": "4"}})
+    wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 4, timeout_s=60)
+    url = endpoint["url"]
+
+    async def load() -> tuple[list[float | None], dict[str, int], str]:
+        played, release = asyncio.Semaphore(0), asyncio.Event()
+
+        async def agent() -> float | None:  # holds its session until every agent has played
+            async with mcp(url) as session:
+                reward = await count_to_ten(session)
+                played.release()
+                await release.wait()
+                return reward
+
+        agents = [asyncio.ensure_future(agent()) for _ in range(16)]
+        for _ in agents:
+            await played.acquire()
+        held = await asyncio.to_thread(sessions_per_replica, pools, endpoint["id"])
+        full = await refusal(url)  # each server refuses it in turn, and no slot frees within 3 s
+        release.set()
+        return list(await asyncio.gather(*agents)), held, full
+
+    rewards, held, full = asyncio.run(load())
+    assert rewards == [1.0] * 16
+    assert sorted(held.values()) == [4, 4, 4, 4]
+    replicas = pools.endpoint(endpoint["id"])["pool"]["replicas"]
+    assert {(r["capacity"], r["capacity_said"]) for r in replicas} == {(4, True)}  # learned from their refusals
+    assert full.startswith("the pool is full: 16/16 sessions on 4 replicas") and "no slot freed in 3 s" in full
+    wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=20)
+    listed = pools.http.get(f"/api/endpoints/{endpoint['id']}/sessions").json()["data"]
+    assert len(listed) == 16 and {s["reward"] for s in listed} == {1.0} and {s["status"] for s in listed} == {"ended"}
+
+
+def test_an_idle_mcp_session_is_closed_and_its_slot_freed(forgetful: Envhub) -> None:
+    endpoint = forgetful.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
+    url = endpoint["url"]
+
+    async def idle() -> str:
+        async with mcp(url) as session:
+            await session.call_tool("reset", {})
+            await session.call_tool("step", {"add": 3})
+            await asyncio.to_thread(wait_until, lambda: forgetful.endpoint(endpoint["id"])["pool"]["sessions"] == 0, 20)
+            with pytest.raises(McpError) as ended:
+                await session.call_tool("step", {"add": 3})
+            async with mcp(url) as again:  # the one slot is free for the next session
+                assert await count_to_ten(again) == 1.0
+            return ended.value.error.message
+
+    message = asyncio.run(idle())
+    assert "terminated" in message.lower() or "unknown" in message.lower()
+    [later, closed] = forgetful.http.get(f"/api/endpoints/{endpoint['id']}/sessions").json()["data"]
+    assert closed["message"] == "nobody called it for 1 s" and closed["status"] == "ended"
+    episode = forgetful.http.get(f"/api/endpoints/{endpoint['id']}/sessions/{closed['id']}").json()["episodes"][0]
+    assert episode["status"] == "cut" and "nobody called it" in episode["error"] and episode["steps"] == 1
+    assert later["reward"] == 1.0
+
+
+VICTIM = {"Authorization": "Bearer hf_victim"}
+MALLORY = {"Authorization": "Bearer hf_mallory"}
+
+
+@pytest.fixture
+def public_envhub(settings: Settings, hub: FakeHub, tmp_path: Path, count_template: str) -> Iterator[Envhub]:
+    """envhub with sign-in, as a public deployment runs it."""
+    hub.users |= {"hf_victim": "victim", "hf_mallory": "mallory"}
+    envhub = Envhub(oauth_settings(settings, data_dir=tmp_path / "data", anonymous_launch=False))
+    yield envhub
+    envhub.stop()
+
+
+def test_a_private_endpoints_mcp_door_and_sessions_are_its_owners(public_envhub: Envhub) -> None:
+    launched = public_envhub.http.post(
+        "/api/endpoints", json={"environment": "template:count", "options": {"private": True}}, headers=VICTIM
+    )
+    assert launched.status_code == 201, launched.text
+    endpoint_id = launched.json()["id"]
+    wait_until(
+        lambda: public_envhub.http.get(f"/api/endpoints/{endpoint_id}", headers=VICTIM).json()["status"] == "running",
+        timeout_s=90,
+    )
+    endpoint: dict[str, Any] = public_envhub.http.get(f"/api/endpoints/{endpoint_id}", headers=VICTIM).json()
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
+    mcp_url = f"{endpoint['url']}/mcp"
+    anonymous = httpx.post(mcp_url, json=initialize, headers={"accept": "application/json"}, timeout=30)
+    assert anonymous.status_code == 401 and "Authorization: Bearer" in anonymous.json()["detail"]
+    strangers = httpx.post(mcp_url, json=initialize, headers={"accept": "application/json"} | MALLORY, timeout=30)
+    assert strangers.status_code == 403
+
+    async def play() -> float | None:
+        async with mcp(endpoint["url"], {"Authorization": f"Bearer {endpoint['access_token']}"}) as session:
+            return await count_to_ten(session)
+
+    assert asyncio.run(play()) == 1.0
+    sessions = f"/api/endpoints/{endpoint_id}/sessions"
+    assert public_envhub.http.get(sessions, headers=MALLORY).status_code == 404
+    assert public_envhub.http.get(sessions).status_code == 404
+    [recorded] = public_envhub.http.get(sessions, headers=VICTIM).json()["data"]
+    assert recorded["owner"] == "victim" and recorded["reward"] == 1.0
+    assert public_envhub.http.get(f"{sessions}/{recorded['id']}", headers=MALLORY).status_code == 404
