@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.evaluations import EvaluationRequest, start_evaluation
 from app.services import Services
+from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
 from app.ui.requests import acting_caller, caller_of, connection_of, page_base
 from app.ui.tasksets import SEEDS, dataset_choice
@@ -154,7 +155,8 @@ def progress_html(run: EvaluationPublic) -> str:
         + (f"<p>{html.escape(run.message)}</p>" if run.message else "")
         + f"<p>mean reward <b>{_figure(s.get('mean_reward'))}{ci}</b> · success {_figure(s.get('success_rate'))}"
         f" · invalid {_figure(s.get('invalid_rate'))} · {s.get('tokens', 0):,} tokens · {s.get('wall_s', 0):.1f} s</p>"
-        f'<p><a href="/api/evaluations/{html.escape(run.id)}/episodes.jsonl" download>'
+        + histogram([e.reward for e in run.episodes], "episode rewards")
+        + f'<p><a href="/api/evaluations/{html.escape(run.id)}/episodes.jsonl" download>'
         "Download the rollouts (JSONL)</a></p></div>"
     )
 
@@ -189,7 +191,10 @@ def leaderboard_html(board: Leaderboard) -> str:
     parts = [f'<div class="eval-leaderboard"><p>{html.escape(board.note)}</p>']
     for group in board.groups:
         revision = group.revision[:12] if group.revision else "the local folder"
-        parts.append(f"<h4>{html.escape(group.taskset)} · revision {html.escape(revision)}</h4><table>")
+        parts.append(f"<h4>{html.escape(group.taskset)} · revision {html.escape(revision)}</h4>")
+        ranked = [Bar(r.policy, r.mean_reward, r.ci95, r.baseline) for r in group.rows if r.mean_reward is not None]
+        parts.append(bars_with_intervals(ranked, f"mean reward with its 95% interval, {group.taskset}"))
+        parts.append('<table class="schema">')
         parts.append("<tr><th>policy</th><th>mean reward ± 95% CI</th><th>success</th><th>episodes</th>"
                      "<th>invalid</th><th>date</th><th>run</th></tr>")  # fmt: skip
         for row in group.rows:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from app.services import Services
 from app.ui.connect import pool_note
 from app.ui.endpoints import launch_refusal
+from app.ui.pool_history import HISTORY
 from app.ui.requests import acting_caller, page_endpoint_url
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
@@ -126,10 +127,13 @@ def status_html(endpoint: Endpoint, pool: PoolPublic | None = None, latest: str 
         f"<code>{html.escape(endpoint.id)}</code> · {html.escape(endpoint.environment)}{revision} · "
         f"{html.escape(endpoint.backend.value)}<p>{html.escape(endpoint.message)}</p>{newer}"
     )
-    return head + (pool_html(pool) if pool is not None and pool.replicas else "") + "</div>"
+    if pool is not None:
+        HISTORY.note(endpoint.id, pool)
+    drawn = pool_html(pool, HISTORY.chart(endpoint.id)) if pool is not None and pool.replicas else ""
+    return head + drawn + "</div>"
 
 
-def pool_html(pool: PoolPublic) -> str:
+def pool_html(pool: PoolPublic, chart: str = "") -> str:
     """The endpoint's replicas, what each holds and carries, and the pool's last events."""
     rows = "".join(
         f"<tr><td><code>{html.escape(r.id)}</code></td><td>{html.escape(r.status.value)}</td>"
@@ -144,7 +148,7 @@ def pool_html(pool: PoolPublic) -> str:
     )
     return (
         f'<div class="endpoint-pool"><p>{html.escape(pool_note(pool))}'
-        f"{f' {pool.waiting} waiting.' if pool.waiting else ''}</p>"
+        f"{f' {pool.waiting} waiting.' if pool.waiting else ''}</p>{chart}"
         "<table><tr><th>replica</th><th>status</th><th>host</th><th>sessions</th><th>started</th>"
         f"<th>last error</th></tr>{rows}</table>" + (f"<ul>{events}</ul>" if events else "") + "</div>"
     )
@@ -215,16 +219,17 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
         values = watch(services, launch, endpoint_id, request)
-        changing = False
+        followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:
-                changing = services.endpoints.get(endpoint_id).status in (
+                followed = services.endpoints.get(endpoint_id).status in (
                     EndpointStatus.STARTING,
+                    EndpointStatus.RUNNING,
                     EndpointStatus.STOPPING,
                 )
             except EnvhubError:
-                changing = False
-        return values | {launch.timer: gr.Timer(active=changing)}
+                followed = False
+        return values | {launch.timer: gr.Timer(active=followed)}
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:

@@ -52,9 +52,10 @@ CSS = """
 .readme table { border-collapse: collapse; }
 .readme th, .readme td { border: 1px solid var(--border-color-primary); padding: 4px 8px; }
 table.schema, table.kv, table.obs-fields { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
-table.schema, table.kv, table.obs-fields, table.my-endpoints { border: none !important; }
+table.schema, table.kv, table.obs-fields, table.my-endpoints, .endpoint-pool table,
+table.schema tr, table.kv tr, table.obs-fields tr, table.my-endpoints tr, .endpoint-pool tr { border: none !important; }
 table.schema th, table.schema td, table.kv th, table.kv td, table.obs-fields th, table.obs-fields td {
-  border: solid var(--border-color-primary) !important; border-width: 0 0 1px 0 !important; padding: 4px 8px;
+  border: solid rgba(127, 127, 127, .22) !important; border-width: 0 0 1px 0 !important; padding: 4px 8px;
   text-align: left;
   vertical-align: top; }
 table.kv { table-layout: fixed; }
@@ -112,6 +113,14 @@ table.kv th, table.obs-fields th { width: 35%; color: var(--body-text-color-subd
 .board-wordle .key.green { background: #16a34a; color: #fff; }
 .board-wordle .key.yellow { background: #ca8a04; color: #fff; }
 .board-wordle .key.gray { background: #6b7280; color: #fff; }
+svg.chart { display: block; max-width: 100%; height: auto; margin: 6px 0; font-size: 11px; }
+svg.chart .axis { stroke: var(--border-color-primary); }
+svg.chart .bar { fill: #f97316; }
+svg.chart .bar.muted { fill: #94a3b8; }
+svg.chart .whisker { stroke: #1e293b; stroke-width: 1.5; fill: none; }
+svg.chart .series { fill: none; stroke-width: 2; }
+svg.chart .label, svg.chart .value { fill: var(--body-text-color); }
+svg.chart .tick { fill: var(--body-text-color-subdued); }
 .stats { display: grid; grid-template-columns: repeat(4, 1fr); gap: 8px; }
 .stat { background: var(--background-fill-secondary); border-radius: 8px; padding: 6px 10px; }
 .stat span { display: block; font-size: .72rem; color: var(--body-text-color-subdued); }
@@ -129,7 +138,7 @@ a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-pool td, .endpoint-pool th { padding: 2px 8px; text-align: left; }
 .endpoint-pool ul { margin: 4px 0; font-size: 0.85em; }
 table.my-endpoints { border-collapse: collapse; width: 100%; font-size: .88rem; border: none; }
-table.my-endpoints th, table.my-endpoints td { border: solid var(--border-color-primary) !important;
+table.my-endpoints th, table.my-endpoints td { border: solid rgba(127, 127, 127, .22) !important;
   border-width: 0 0 1px 0 !important;
   padding: 6px 8px; text-align: left; vertical-align: middle; }
 table.my-endpoints th { color: var(--body-text-color-subdued); font-weight: 500; white-space: nowrap; }

@@ -187,6 +187,9 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     assert re.fullmatch(re.escape(envhub.url) + r"/endpoints/[0-9a-f]{10}", url), url
     assert envhub.http.get(url.removeprefix(envhub.url) + "/health").json() == {"status": "healthy"}
     expect(page.locator("#launch-log")).to_contain_text("Uvicorn running")
+    over_time = page.locator("#launch-status svg.chart")  # the pool's sessions and replicas, as the page follows it
+    expect(over_time.locator('path[data-series="replicas"]')).to_be_attached()
+    expect(over_time.locator('path[data-series="sessions"]')).to_be_attached()
     expect(page.locator("#launch-message")).not_to_contain_text("Launching")  # the status above says it runs
     page.locator("#launch-stop").click()
     expect(page.locator("#launch-status")).to_contain_text("stopped")
@@ -234,6 +237,12 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     expect(rows).to_have_count(3)
     expect(page.locator("#eval-leaderboard")).to_contain_text("random")
     expect(page.locator("#eval-leaderboard")).to_contain_text("baseline")
+    chart = page.locator("#eval-leaderboard svg.chart").first  # mean reward with its interval, per policy
+    expect(chart).to_have_attribute("aria-label", re.compile("mean reward with its 95% interval"))
+    expect(chart.locator("rect.bar")).to_have_count(1)
+    counts = page.locator("#eval-progress svg.chart rect[data-count]")  # the rewards' histogram holds every episode
+    expect(counts.first).to_be_attached()
+    assert sum(int(c.get_attribute("data-count") or 0) for c in counts.all()) == 3
     screenshot(page, "evaluate")
 
     rows.first.locator("[role=gridcell], td").first.click()  # the episode opens in the viewer
