@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
+import h11
+from websockets.utils import accept_key, generate_key
+
 from gateway.paths import PATH_SAFE
 from gateway.traffic import Traffic
-from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, Head, accept_of, client_key, close_frame, frame
+from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, Head, close_frame, frame
 from protocol.frames import capacity, rpc_capacity
 
 _MAX_HEADERS = 64 * 1024
@@ -56,8 +59,8 @@ class Leg(asyncio.Protocol):
         self._backlog: list[tuple[bytes, list[Head]]] = []
         self._on_bytes: Callable[[bytes, list[Head]], None] | None = None
         self._on_lost = on_lost
-        self._handshake: asyncio.Future[bytes] | None = None
-        self._head = b""
+        self._handshake: asyncio.Future[None] | None = None
+        self._upgrade: Upgrade | None = None
         self._paused = False
 
     # asyncio.Protocol
@@ -151,19 +154,56 @@ class Leg(asyncio.Protocol):
     # the upstream handshake
 
     def _read_handshake(self, data: bytes) -> None:
-        assert self._handshake is not None
-        self._head += data
-        end = self._head.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._head) > _MAX_HEADERS:
-                self._handshake.set_exception(HandshakeError("its handshake answer is too long"))
-                self._handshake = None
+        assert self._handshake is not None and self._upgrade is not None
+        try:
+            rest = self._upgrade.feed(data)
+        except HandshakeError as exc:
+            self._handshake.set_exception(exc)
+            self._handshake = None
             return
-        head, rest = self._head[:end], self._head[end + 4 :]
-        done, self._handshake, self._head = self._handshake, None, b""
-        done.set_result(head)
+        if rest is None:
+            return
+        done, self._handshake, self._upgrade = self._handshake, None, None
+        done.set_result(None)
         if rest:
             self.data_received(rest)
+
+
+class Upgrade:
+    """A WebSocket upgrade's client side, spoken with h11: the request it writes, and the answer it reads to its head.
+
+    h11 refuses a header or target that would split the request, and reads the answer as HTTP/1.1 says; the key and
+    the accept it must come back with are websockets' own."""
+
+    def __init__(self, target: str, authority: str, headers: dict[str, str]) -> None:
+        self.key = generate_key()
+        self._conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEADERS)
+        asked = [("Host", authority), ("Upgrade", "websocket"), ("Connection", "Upgrade")]
+        asked += [("Sec-WebSocket-Key", self.key), ("Sec-WebSocket-Version", "13"), *headers.items()]
+        try:
+            self.request = self._conn.send(h11.Request(method="GET", target=target, headers=asked))
+            self.request += self._conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as exc:
+            raise HandshakeError(f"the handshake cannot be written as HTTP ({exc})") from None
+
+    def feed(self, data: bytes) -> bytes | None:
+        """The bytes after the answer's head once the server accepted; None while more is needed."""
+        self._conn.receive_data(data)
+        try:
+            event = self._conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise HandshakeError(f"its handshake answer is not HTTP/1.1 ({exc})") from None
+        if event is h11.NEED_DATA:
+            return None
+        status = getattr(event, "status_code", None)
+        if not isinstance(event, h11.InformationalResponse) or status != 101:
+            raise HandshakeError(f"it answered HTTP {status}", status if isinstance(status, int) else None)
+        answered = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
+        if answered.get("sec-websocket-accept") != accept_key(self.key):
+            raise HandshakeError("its handshake answer does not match the key sent")
+        if answered.get("sec-websocket-extensions"):
+            raise HandshakeError("it answered with extensions that were not asked for")
+        return self._conn.trailing_data[0]
 
 
 async def open_upstream(url: str, path: str, query: str, headers: dict[str, str], timeout_s: float) -> Leg:
@@ -178,27 +218,15 @@ async def open_upstream(url: str, path: str, query: str, headers: dict[str, str]
     target = f"{parts.path.rstrip('/')}/{quote(path, safe=PATH_SAFE)}" + (f"?{query}" if query else "")
     loop = asyncio.get_running_loop()
     leg = Leg(client_side=False)
+    leg._upgrade = Upgrade(target, parts.netloc.rpartition("@")[2], headers)
     leg._handshake = loop.create_future()
     context = ssl.create_default_context() if secure else None
 
-    async def connect() -> bytes:
+    async def connect() -> None:
         await loop.create_connection(lambda: leg, host, port, ssl=context, server_hostname=host if secure else None)
-        key = client_key()
-        authority = parts.netloc.rpartition("@")[2]
-        lines = [
-            f"GET {target} HTTP/1.1",
-            f"Host: {authority}",
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            f"Sec-WebSocket-Key: {key}",
-            "Sec-WebSocket-Version: 13",
-            *(f"{name}: {value}" for name, value in headers.items()),
-        ]
-        leg.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        assert leg._handshake is not None
-        answer = await leg._handshake
-        _check_accept(answer.decode("latin-1"), key)
-        return answer
+        assert leg._handshake is not None and leg._upgrade is not None
+        leg.write(leg._upgrade.request)
+        await leg._handshake
 
     try:
         await asyncio.wait_for(connect(), timeout_s)
@@ -206,22 +234,6 @@ async def open_upstream(url: str, path: str, query: str, headers: dict[str, str]
         leg.abort()
         raise
     return leg
-
-
-def _check_accept(answer: str, key: str) -> None:
-    status_line, *header_lines = answer.split("\r\n")
-    parts = status_line.split(" ", 2)
-    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
-    if status != 101:
-        raise HandshakeError(f"it answered HTTP {status}", status)
-    answered = {}
-    for line in header_lines:
-        name, _, value = line.partition(":")
-        answered[name.strip().lower()] = value.strip()
-    if answered.get("sec-websocket-accept") != accept_of(key):
-        raise HandshakeError("its handshake answer does not match the key sent")
-    if answered.get("sec-websocket-extensions"):
-        raise HandshakeError("it answered with extensions that were not asked for")
 
 
 @dataclass

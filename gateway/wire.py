@@ -7,8 +7,6 @@ endpoint's figures) and a close frame's code. A client's frames stay masked on t
 the replica, as a client's must be; a server's stay unmasked on the way back.
 """
 
-import base64
-import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -16,7 +14,6 @@ from dataclasses import dataclass
 from protocol.frames import is_error_text, is_step_text
 
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _PEEK = 48  # bytes of a text frame read to tell a step or an error
 
 
@@ -133,12 +130,3 @@ def fit_reason(text: str) -> str:
     """A close reason within WebSocket's 123 bytes."""
     encoded = text.encode()
     return text if len(encoded) <= 123 else encoded[:120].decode(errors="ignore") + "..."
-
-
-def client_key() -> str:
-    return base64.b64encode(os.urandom(16)).decode()
-
-
-def accept_of(key: str) -> str:
-    """The Sec-WebSocket-Accept a server must answer a key with."""
-    return base64.b64encode(hashlib.sha1(key.encode() + _GUID, usedforsecurity=False).digest()).decode()

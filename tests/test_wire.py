@@ -6,8 +6,10 @@ from collections.abc import Iterator
 import pytest
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
+from websockets.utils import accept_key
 
-from gateway.wire import BINARY, CLOSE, PING, TEXT, Cutter, Head, accept_of, close_frame, frame
+from gateway.relay import HandshakeError, Upgrade
+from gateway.wire import BINARY, CLOSE, PING, TEXT, Cutter, Head, close_frame, frame
 
 
 def parsed(data: bytes, *, masked: bool) -> Frame:
@@ -82,5 +84,38 @@ def test_a_client_frames_step_error_and_close_are_read_through_its_mask() -> Non
     assert closing.close() == (1000, "bye")
 
 
-def test_the_handshake_answer_follows_the_rfc() -> None:
-    assert accept_of("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455's own example
+def answer_to(upgrade: Upgrade, *extra: str, status: str = "101 Switching Protocols") -> bytes:
+    lines = [f"HTTP/1.1 {status}", "Upgrade: websocket", "Connection: Upgrade", *extra]
+    if not any(line.lower().startswith("sec-websocket-accept") for line in extra):
+        lines.append(f"Sec-WebSocket-Accept: {accept_key(upgrade.key)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_the_upstream_handshake_is_written_and_read_as_http_says() -> None:
+    upgrade = Upgrade("/endpoints/e/ws?x=1", "127.0.0.1:8000", {"Authorization": "Bearer key"})
+    assert upgrade.request.startswith(b"GET /endpoints/e/ws?x=1 HTTP/1.1\r\n")
+    assert b"sec-websocket-version: 13\r\n" in upgrade.request.lower()
+    answer = answer_to(upgrade) + frame(TEXT, b"hello", masked=False)
+    assert upgrade.feed(answer[:10]) is None  # the head comes in pieces
+    assert upgrade.feed(answer[10:]) == frame(TEXT, b"hello", masked=False)  # what followed it is kept
+
+
+def test_a_handshake_answer_that_refuses_or_misleads_is_told_apart() -> None:
+    refused = Upgrade("/ws", "h", {})
+    with pytest.raises(HandshakeError) as http_403:
+        refused.feed(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
+    assert http_403.value.status == 403
+    wrong = Upgrade("/ws", "h", {})
+    with pytest.raises(HandshakeError, match="does not match the key"):
+        wrong.feed(answer_to(wrong, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
+    compressed = Upgrade("/ws", "h", {})
+    with pytest.raises(HandshakeError, match="extensions"):
+        compressed.feed(answer_to(compressed, "Sec-WebSocket-Extensions: permessage-deflate"))
+    garbage = Upgrade("/ws", "h", {})
+    with pytest.raises(HandshakeError, match="not HTTP"):
+        garbage.feed(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+
+
+def test_a_header_that_would_split_the_request_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(HandshakeError, match="cannot be written"):
+        Upgrade("/ws", "h", {"Authorization": "Bearer x\r\nX-Injected: yes"})
