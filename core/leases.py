@@ -28,7 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, col
 
-from core.clock import utcnow
+from core.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["REPLICA_PREFIX", "Lease", "Leases", "new_replica_id"]
 
@@ -82,8 +82,11 @@ def _changed_one(session: Session, statement: Any) -> bool:
 class Leases:
     """The leases one replica holds, and what it knows of the others'."""
 
-    def __init__(self, engine: Engine, *, ttl_s: float = 30, replica: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, ttl_s: float = 30, replica: str | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.engine = engine
+        self.clock = clock  # expiry times, and the keeper's rounds
         self.ttl = timedelta(seconds=ttl_s)
         self.replica = replica or new_replica_id()
         _STARTED_HERE.add(self.replica)
@@ -96,7 +99,7 @@ class Leases:
 
     def acquire(self, name: str) -> bool:
         """Take the lease, or renew it when already held; True when this replica holds it now."""
-        now = utcnow()
+        now = self.clock.now()
         expires = now + self.ttl
         with Session(self.engine) as session, session.begin():
             won = _changed_one(
@@ -162,7 +165,7 @@ class Leases:
 
     def _keep(self) -> None:
         interval = self.ttl.total_seconds() / 3
-        while not self._stopping.wait(interval):
+        while not self.clock.wait(self._stopping, interval):
             try:
                 self.renew()
             except OperationalError as exc:  # the database is away for a moment: try again next time
@@ -186,7 +189,7 @@ class Leases:
         """The replica holding a lease now, or None when it is free, expired or its holder is gone."""
         with Session(self.engine) as session:
             holder = session.execute(
-                select(col(Lease.holder)).where(col(Lease.name) == name, col(Lease.expires_at) >= utcnow())
+                select(col(Lease.holder)).where(col(Lease.name) == name, col(Lease.expires_at) >= self.clock.now())
             ).scalar()
         return None if holder is None or gone_from_this_host(holder) else holder
 
@@ -194,7 +197,7 @@ class Leases:
         """Every unexpired lease by name, with its holder (replicas' own leases included)."""
         with Session(self.engine) as session:
             rows = session.execute(
-                select(col(Lease.name), col(Lease.holder)).where(col(Lease.expires_at) >= utcnow())
+                select(col(Lease.name), col(Lease.holder)).where(col(Lease.expires_at) >= self.clock.now())
             ).all()
         return {name: holder for name, holder in rows if not gone_from_this_host(holder)}
 

@@ -4,7 +4,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_
 from core.db import create_db_engine
 from core.errors import ConflictError
 from core.leases import REPLICA_PREFIX, Leases, gone_from_this_host
+from tests.clock import ManualClock
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
 
@@ -47,11 +47,14 @@ def test_one_holder_at_a_time_until_release(engine: Engine, other_engine: Engine
 
 
 def test_an_expired_lease_goes_to_the_next_replica(engine: Engine, other_engine: Engine) -> None:
-    a, b = Leases(engine, ttl_s=0.3), Leases(other_engine, ttl_s=0.3)
+    clock = ManualClock()
+    a, b = Leases(engine, ttl_s=30, clock=clock), Leases(other_engine, ttl_s=30, clock=clock)
     assert a.acquire("health")
-    assert not b.acquire("health")
+    clock.advance(29)
+    assert not b.acquire("health")  # not yet expired
+    assert a.holder("health") == a.replica
 
-    time.sleep(0.4)
+    clock.advance(2)
 
     assert a.holder("health") is None
     assert b.acquire("health")
@@ -83,11 +86,14 @@ def test_many_replicas_racing_for_a_new_lease_give_one_holder(engine: Engine, se
 
 
 def test_the_keeper_renews_and_stop_gives_everything_back(engine: Engine, other_engine: Engine) -> None:
-    a, b = Leases(engine, ttl_s=0.3), Leases(other_engine, ttl_s=0.3)
+    clock = ManualClock()
+    a, b = Leases(engine, ttl_s=30, clock=clock), Leases(other_engine, ttl_s=30, clock=clock)
     a.start()
     try:
         assert a.acquire("sync")
-        time.sleep(0.8)  # past the TTL: only renewal keeps it
+        wait_until(lambda: clock.waiting == 1)  # the keeper waits for its next round, a third of the TTL on
+        clock.advance(31)  # past the TTL: only the keeper's renewal keeps it
+        wait_until(lambda: b.holder("sync") == a.replica)
         assert not b.acquire("sync")
         assert a.replica in b.live_replicas()
     finally:
@@ -136,18 +142,19 @@ def test_a_sync_on_one_replica_refuses_one_on_another_and_is_not_called_interrup
 def test_the_run_of_a_replica_that_died_is_closed_and_the_schedule_ignores_it(
     settings: Settings, engine: Engine
 ) -> None:
-    dead = Leases(engine, ttl_s=0.2)
+    clock = ManualClock()
+    dead = Leases(engine, ttl_s=30, clock=clock)
     assert dead.acquire(SYNC_RUNNING)
     with Session(engine) as session:
         session.add(SyncRun(replica=dead.replica))
         session.commit()
-    survivor = Leases(engine, ttl_s=0.2)
+    survivor = Leases(engine, ttl_s=30, clock=clock)
 
     close_interrupted_runs(engine, survivor)
     with Session(engine) as session:
         assert session.execute(select(col(SyncRun.status))).scalar_one() == SyncStatus.RUNNING  # its holder lives
 
-    time.sleep(0.3)  # the dead replica's lease expires
+    clock.advance(31)  # the dead replica's lease expires
     close_interrupted_runs(engine, survivor)
     with Session(engine) as session:
         run = session.execute(select(SyncRun)).scalar_one()
