@@ -14,15 +14,20 @@ from hosting.runtimes.processes import free_port
 
 
 @contextmanager
-def envhub_process(scratch: Path, templates: Path) -> Iterator[str]:
-    """`python -m app serve` on a free port with its catalog in `scratch`; yields its base URL."""
-    with envhub_server(scratch, templates) as (url, _server):
+def envhub_process(scratch: Path, templates: Path, checkout: Path | None = None) -> Iterator[str]:
+    """`python -m app serve` on a free port with its catalog in `scratch` (from another checkout of envhub when
+    given, an earlier commit say); yields its base URL."""
+    with envhub_server(scratch, templates, checkout=checkout) as (url, _server):
         yield url
 
 
 @contextmanager
 def envhub_server(
-    scratch: Path, templates: Path, database_url: str | None = None, settings: dict[str, str] | None = None
+    scratch: Path,
+    templates: Path,
+    database_url: str | None = None,
+    settings: dict[str, str] | None = None,
+    checkout: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (a replica),
     with `settings` as more environment variables."""
@@ -44,6 +49,7 @@ def envhub_server(
     )
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port)],
+        cwd=checkout,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -70,7 +70,7 @@ class Play:
     observation: gr.HTML
     legal: gr.HTML
     tree: gr.JSON
-    history: gr.Dataframe
+    history: gr.HTML
     download: gr.HTML
     auto: autoplay.AutoPlay
 
@@ -132,15 +132,10 @@ def build() -> Play:
             stats = gr.HTML(elem_id="play-stats")
             observation = gr.HTML(elem_id="play-observation")
             legal = gr.HTML(elem_id="play-legal", js_on_load=LEGAL_CLICKS)
-            tree = gr.JSON(label="Observation (JSON)", open=True, elem_id="play-tree")
+            # Collapsed: drawing every node of a big observation's tree on each step cost more than the step.
+            tree = gr.JSON(label="Observation (JSON)", open=False, elem_id="play-tree")
     gr.Markdown("### Episode history")
-    history = gr.Dataframe(
-        headers=["step", "sent", "reward", "done", "cumulative"],
-        interactive=False,
-        wrap=True,
-        elem_id="play-history",
-        max_height=320,
-    )
+    history = gr.HTML(elem_id="play-history")  # a plain table: a data grid redrawn on every step was the slowest part
     download = gr.HTML(elem_id="play-download")
     return Play(
         title, url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
@@ -166,6 +161,26 @@ class Wired:
     reopen: Callable[[gr.Request, str], Awaitable[dict[Any, Any]]]
 
 
+HISTORY_HEADERS = ("step", "sent", "reward", "done", "cumulative")
+
+
+def history_html(rows: list[list[Any]]) -> str:
+    """The newest steps first, as a table a screen reader reads as a grid."""
+    if not rows:
+        return ""
+    head = "".join(f'<th role="columnheader">{name}</th>' for name in HISTORY_HEADERS)
+    body = "".join(
+        '<tr role="row">'
+        + "".join(f'<td role="gridcell">{html.escape(c if isinstance(c, str) else json.dumps(c))}</td>' for c in row)
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f'<div class="history-wrap"><table class="history" role="grid"><thead><tr role="row">{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
 def download_html(session: PlaySession) -> str:
     count = len(session.episode.records)
     if not count:
@@ -184,7 +199,7 @@ def cleared(play: Play) -> dict[Any, Any]:
         play.observation: "",
         play.legal: "",
         play.tree: None,
-        play.history: [],
+        play.history: "",
         play.download: "",
         play.errors: "",
     }
@@ -200,7 +215,7 @@ def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any
         play.observation: render_view(view) or '<p class="muted">The observation is empty.</p>',
         play.legal: legal_html(view.legal_actions),
         play.tree: view.tree,
-        play.history: episode.history_rows()[:HISTORY_ROWS],
+        play.history: history_html(episode.history_rows()[:HISTORY_ROWS]),
         play.download: download_html(session),
         play.errors: f"**The environment says:** {view.error}" if view.error else "",
     }
@@ -389,8 +404,9 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
         return gr.Textbox(info=index_hint(session.info, split) if session else None)
 
     # Steps and resets skip Gradio's queue: one POST each instead of a join and an event stream,
-    # which halves a step's round trip; a tab's session serialises them itself.
-    common: dict[str, Any] = {"show_progress": "minimal", "queue": False}
+    # which halves a step's round trip; a tab's session serialises them itself. No progress shown: a
+    # tracker on each of the seven outputs, redrawn every tenth of a second, cost more than most steps take.
+    common: dict[str, Any] = {"show_progress": "hidden", "queue": False}
     connected = play.connect.click(connect, [selected, play.url], play.setup, show_progress="minimal")
     launched = play.launch.click(launch, [selected], [play.url, *play.setup], show_progress="minimal")
     play.reset.click(reset, [play.seed, play.split, play.task_index, play.reset_options], play.results, **common)

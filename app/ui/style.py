@@ -150,6 +150,13 @@ button.row-action:hover { border-color: var(--color-accent); }
 button.row-action.stop { color: #991b1b; }
 .account { text-align: right; }
 footer .show-api-divider { display: none; }
+.history-wrap { max-height: 320px; overflow-y: auto; }
+table.history { border-collapse: collapse; width: 100%; font-size: .85rem; border: none !important; }
+table.history tr { border: none !important; }
+table.history th, table.history td { border: solid rgba(127, 127, 127, .22) !important;
+  border-width: 0 0 1px 0 !important; padding: 4px 8px; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+table.history td:nth-child(2) { font-family: var(--font-mono); font-size: .8rem; }
 #play-history th, #eval-results th, #play-history th *, #eval-results th * { word-break: keep-all;
   overflow-wrap: normal; hyphens: none; }
 .account form.sign-out { display: inline; }
