@@ -266,8 +266,15 @@ async def _huge_frame(websocket: WebSocket) -> None:
         pass
 
 
-def ws_silent() -> FastAPI:
-    return _replace(count_app(), WebSocketRoute("/ws", _silent))
+def ws_silent(connected: threading.Event | None = None) -> FastAPI:
+    """A server whose WebSocket accepts and never answers; `connected` is set when a client has opened one."""
+
+    async def silent(websocket: WebSocket) -> None:
+        if connected is not None:
+            connected.set()
+        await _silent(websocket)
+
+    return _replace(count_app(), WebSocketRoute("/ws", silent))
 
 
 def ws_garbage() -> FastAPI:

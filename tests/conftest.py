@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 from fastapi.testclient import TestClient
@@ -26,10 +26,15 @@ from tests.fakemodel import FakeModel, generic_brain
 from tests.postgres import postgres_schema as schema_of_its_own
 
 if TYPE_CHECKING:
+    import docker
+
     from tests.serving import Envhub
     from tests.signin import Browsers
 
 ADMIN_TOKEN = "test-admin-token"
+# The templates the protocol checks and quality reports are run on, served once per test module.
+CHECKED_TEMPLATES = ("toolbox", "arithmetic_tasks", "connect_four", "wordle", "maze", "lights_out")
+T = TypeVar("T")
 
 
 def needs(what: str, available: bool, reason: str) -> pytest.MarkDecorator:
@@ -148,13 +153,22 @@ def space_files(title: str, *, tags: str = "[openenv]", body: str = "", extra: s
     }
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
-    """Poll until the condition holds; fail the test if it does not within the deadline."""
+def eventually(get: Callable[[], T], ok: Callable[[T], bool], timeout_s: float = 30, interval_s: float = 0.2) -> T:
+    """Poll get() until ok() holds for what it returns, and return that; fail the test, saying what was last seen,
+    if it does not within the deadline."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while True:
+        value = get()
+        if ok(value):
+            return value
         if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout_s} s")
-        time.sleep(0.01)
+            pytest.fail(f"not met within {timeout_s} s; last seen: {value!r}")
+        time.sleep(interval_s)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10, interval_s: float = 0.01) -> None:
+    """Poll until the condition holds; fail the test if it does not within the deadline."""
+    eventually(condition, bool, timeout_s, interval_s)
 
 
 @pytest.fixture
@@ -172,6 +186,31 @@ def envhub(settings: Settings, tmp_path: Path, count_template: str) -> "Iterator
     server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def template_urls() -> Iterator[dict[str, str]]:
+    """The CHECKED_TEMPLATES launched by envhub, by name; the URLs are its gateway URLs."""
+    from tests.serving import serve_templates
+
+    with serve_templates(*CHECKED_TEMPLATES) as urls:
+        yield urls
+
+
+@pytest.fixture
+def swarm() -> "docker.DockerClient":
+    """The local engine, a swarm manager with the base image (never skipped in CI: see tests.swarm.needs_swarm)."""
+    from docker.errors import DockerException
+
+    from tests.swarm import BASE_IMAGE, MANAGER
+
+    if MANAGER is None:
+        pytest.fail("the Docker engine is not a swarm manager: CI runs `docker swarm init` in .ci/run")
+    try:
+        MANAGER.images.get(BASE_IMAGE)
+    except DockerException:
+        pytest.fail(f"base image {BASE_IMAGE} is missing: run shared/scripts/docker-engine.sh")
+    return MANAGER
 
 
 @pytest.fixture

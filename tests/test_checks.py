@@ -2,7 +2,6 @@
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
@@ -11,9 +10,8 @@ from conformance import ConformanceReport, Outcome, check_url
 from core.outbound import OutboundGuard
 from tests import checkservers
 from tests.checkservers import serve
-from tests.serving import serve_templates
+from tests.conftest import CHECKED_TEMPLATES
 
-TEMPLATE_NAMES = ("toolbox", "arithmetic_tasks", "connect_four", "wordle", "maze", "lights_out")
 WS_CHECKS = {"13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "32", "33"}
 LOCAL = OutboundGuard(allow_private=True)
 
@@ -34,14 +32,8 @@ def check_app(app: FastAPI | object, **options: float) -> ConformanceReport:
         return report
 
 
-@pytest.fixture(scope="module")
-def template_urls() -> Iterator[dict[str, str]]:
-    with serve_templates(*TEMPLATE_NAMES) as urls:
-        yield urls
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+@pytest.mark.parametrize("name", CHECKED_TEMPLATES)
 def test_every_template_passes_every_core_check(template_urls: dict[str, str], name: str) -> None:
     report = check(template_urls[name], timeout_s=10)
     problems = [f"{c.id} {c.result}: {c.message}" for c in report.checks if c.result in (Outcome.FAIL, Outcome.ERROR)]

@@ -42,6 +42,7 @@ from tests.test_serve import Server
 pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_URL, on Postgres
 
 STARTUP_S = 90  # importing the app takes a while on a loaded machine
+IDLE_S = 4  # the endpoints' idle limit in the in-process replicas
 
 # -- two managers in one process
 
@@ -63,7 +64,7 @@ def replicas(
                 engine,
                 {Backend.PROCESS: runtime},
                 tmp_path / name / "endpoints",
-                EndpointLimits(idle_timeout_s=4),
+                EndpointLimits(idle_timeout_s=IDLE_S),
                 leases,
             )
         )
@@ -96,11 +97,15 @@ def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them
 
     # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
     b.traffic.of(endpoint_id).session_opened()
-    for _ in range(12):
+    opened = time.monotonic()
+
+    def kept_awake_past_the_idle_limit() -> bool:
         b_keeper.watch()
         a_keeper.watch()
         assert a.get(endpoint_id).status == EndpointStatus.RUNNING
-        time.sleep(0.5)
+        return time.monotonic() - opened > 2 * IDLE_S
+
+    wait_until(kept_awake_past_the_idle_limit, timeout_s=4 * IDLE_S, interval_s=0.5)
     b.traffic.of(endpoint_id).session_closed()
     b_keeper.watch()
 

@@ -133,7 +133,7 @@ def test_csv_rows_come_with_their_columns_types(hub: FakeHub, tmp_path: Path) ->
 
 
 def test_a_jsonl_row_keeps_the_keys_it_was_written_with(hub: FakeHub, tmp_path: Path) -> None:
-    rows = [{"task": {"level": 1}}, {"task": {"level": 2, "hint": "carry the one"}}]
+    rows: list[dict[str, Any]] = [{"task": {"level": 1}}, {"task": {"level": 2, "hint": "carry the one"}}]
     hub.add_dataset("alice/ragged", files={"train.jsonl": jsonl(rows)})
     tasksets = Tasksets(hub.url, None, tmp_path / "cache")
     taskset = tasksets.read("alice/ragged", None, {}, reset_key="task")

@@ -1,7 +1,6 @@
 """The swarm backend on a real single-node Docker Swarm: a service's tasks as replicas, replaced, scaled, placed."""
 
 import json
-import os
 import secrets
 import threading
 import time
@@ -9,69 +8,24 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import docker
 import httpx
 import pytest
-from docker.errors import DockerException
 
 from catalog.models import EnvironmentDetail, Source
 from core.errors import BackendUnavailableError, LaunchError
 from hosting.models import Backend
 from hosting.options import SwarmOptions
 from hosting.runtimes import AnyRuntime, Launched, LaunchSpec, ServiceHandle, Task, is_service
-from hosting.runtimes.containers import CATALOG_LABEL, LABEL, engine_client
+from hosting.runtimes.containers import CATALOG_LABEL, LABEL
 from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.swarm import NOT_A_MANAGER, SwarmRuntime
-from tests.conftest import needs
+from tests.conftest import eventually
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
-
-BASE_IMAGE = os.environ.get("BASE_IMAGE", "envhub/python-base:3.11")
-T = TypeVar("T")
-
-
-def _manager() -> docker.DockerClient | None:
-    """The local engine, when it is a swarm manager."""
-    try:
-        client = engine_client()
-        swarm = client.info().get("Swarm") or {}
-    except DockerException:
-        return None
-    if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
-        return client
-    client.close()
-    return None
-
-
-MANAGER = _manager()
-needs_swarm = needs(
-    "swarm", MANAGER is not None, "the Docker engine is not a swarm manager (docker swarm init, as .ci/run does)"
-)
-
-
-def eventually(get: Callable[[], T], ok: Callable[[T], bool], timeout_s: float = 30) -> T:
-    """Poll get() until ok() holds for what it returns; fail the test if it does not within the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = get()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not met within {timeout_s} s; last seen: {value!r}")
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def swarm() -> docker.DockerClient:
-    if MANAGER is None:
-        pytest.fail("the Docker engine is not a swarm manager: CI runs `docker swarm init` in .ci/run")
-    try:
-        MANAGER.images.get(BASE_IMAGE)
-    except DockerException:
-        pytest.fail(f"base image {BASE_IMAGE} is missing: run shared/scripts/docker-engine.sh")
-    return MANAGER
+from tests.swarm import BASE_IMAGE, needs_swarm
 
 
 @pytest.fixture

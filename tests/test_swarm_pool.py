@@ -11,14 +11,14 @@ from typing import Any
 
 import docker
 import pytest
-from docker.errors import DockerException
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from app.settings import Settings
 from hosting.runtimes.containers import CATALOG_LABEL, LABEL
+from tests.conftest import eventually
 from tests.serving import Envhub
-from tests.test_swarm import BASE_IMAGE, MANAGER, eventually, needs_swarm
+from tests.swarm import BASE_IMAGE, needs_swarm
 
 log = logging.getLogger(__name__)
 
@@ -26,20 +26,8 @@ REPLACED_WITHIN_S = 60  # the swarm's restart delay, then the image's server imp
 
 
 @pytest.fixture
-def manager() -> docker.DockerClient:
-    """The local engine, a swarm manager with the base image (never skipped in CI: see needs_swarm)."""
-    if MANAGER is None:
-        pytest.fail("the Docker engine is not a swarm manager: CI runs `docker swarm init` in .ci/run")
-    try:
-        MANAGER.images.get(BASE_IMAGE)
-    except DockerException:
-        pytest.fail(f"base image {BASE_IMAGE} is missing: run shared/scripts/docker-engine.sh")
-    return MANAGER
-
-
-@pytest.fixture
 def swarm_envhub(
-    settings: Settings, tmp_path: Path, count_template: str, manager: docker.DockerClient
+    settings: Settings, tmp_path: Path, count_template: str, swarm: docker.DockerClient
 ) -> Iterator[Envhub]:
     """envhub on loopback, building templates on the base image; the services of its catalog are removed after."""
     configured = settings.model_copy(
@@ -48,7 +36,7 @@ def swarm_envhub(
     envhub = Envhub(configured)
     yield envhub
     envhub.stop()
-    for service in manager.services.list(filters={"label": f"{CATALOG_LABEL}={configured.catalog_id()}"}):
+    for service in swarm.services.list(filters={"label": f"{CATALOG_LABEL}={configured.catalog_id()}"}):
         service.remove()
 
 
@@ -56,8 +44,8 @@ def ready(pool: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in pool["replicas"] if r["status"] == "ready"]
 
 
-def services_of(manager: docker.DockerClient, endpoint_id: str) -> list[Any]:
-    return list(manager.services.list(filters={"label": f"{LABEL}={endpoint_id}"}))
+def services_of(swarm: docker.DockerClient, endpoint_id: str) -> list[Any]:
+    return list(swarm.services.list(filters={"label": f"{LABEL}={endpoint_id}"}))
 
 
 def send(ws: ClientConnection, kind: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -81,10 +69,10 @@ def plays(ws: ClientConnection, adds: int) -> int:
 @pytest.mark.timeout(300)
 @needs_swarm
 def test_a_swarm_pool_routes_sessions_over_its_tasks_and_replaces_one_that_dies(
-    swarm_envhub: Envhub, count_template: str, manager: docker.DockerClient
+    swarm_envhub: Envhub, count_template: str, swarm: docker.DockerClient
 ) -> None:
     envhub = swarm_envhub
-    node = manager.info()["Name"]
+    node = swarm.info()["Name"]
     began = time.monotonic()
 
     # 1. Two tasks of one service, each a ready replica of its own.
@@ -103,7 +91,7 @@ def test_a_swarm_pool_routes_sessions_over_its_tasks_and_replaces_one_that_dies(
         assert replica["host"].split(" (")[0] == node
         assert (replica["capacity"], replica["capacity_said"]) == (2, True)  # MAX_CONCURRENT_ENVS
         assert replica["started_at"] is not None
-    [service] = services_of(manager, endpoint_id)
+    [service] = services_of(swarm, endpoint_id)
     tasks = {t["ID"]: t for t in service.tasks(filters={"desired-state": "running"})}
     assert set(tasks) == {r["id"] for r in replicas}, "a replica is a task of the service"
 
@@ -125,7 +113,7 @@ def test_a_swarm_pool_routes_sessions_over_its_tasks_and_replaces_one_that_dies(
 
         # 3. One task's container killed: its sessions are told they were lost, the others play on.
         killed = replicas[0]["id"]
-        container = manager.containers.get(tasks[killed]["Status"]["ContainerStatus"]["ContainerID"])
+        container = swarm.containers.get(tasks[killed]["Status"]["ContainerStatus"]["ContainerID"])
         container.kill()
         killed_at = time.monotonic()
         lost: list[ConnectionClosed] = []
@@ -172,5 +160,5 @@ def test_a_swarm_pool_routes_sessions_over_its_tasks_and_replaces_one_that_dies(
     stopped = envhub.http.delete(f"/api/endpoints/{endpoint_id}")
     assert stopped.status_code == 200, stopped.text
     assert stopped.json()["status"] == "stopped"
-    assert services_of(manager, endpoint_id) == []
+    assert services_of(swarm, endpoint_id) == []
     log.info("the whole test took %.1f s", time.monotonic() - began)
