@@ -844,7 +844,7 @@ class FakeHub:
         files: Mapping[str, bytes | str] | None = None,
         tags: Sequence[str] = ("openenv",),
         likes: int = 0,
-        trending_score: float = 0.0,
+        trending_score: int = 0,  # the Hub scores trending in whole numbers
         sdk: str = "docker",
         stage: str = "RUNNING",
         author: str | None = None,
@@ -882,7 +882,7 @@ class FakeHub:
             "downloads": downloads,
             "card_data": dict(card_data) if card_data is not None else None,
             "description": description,
-            "trending_score": 0.0,
+            "trending_score": 0,
             "author": None,
             "last_modified": None,
             "private": False,
@@ -1451,7 +1451,7 @@ class FakeHub:
         fields: dict[str, Any] = {
             "tags": [],
             "likes": 0,
-            "trending_score": 0.0,
+            "trending_score": 0,
             "author": namespace,
             "private": visibility not in (None, "public"),
             "visibility": visibility,
@@ -1542,7 +1542,7 @@ class FakeHub:
             fields.update(
                 author=namespace,
                 likes=0,
-                trending_score=0.0,
+                trending_score=0,
                 created_at=stamp,
                 last_modified=stamp,
                 private=private,

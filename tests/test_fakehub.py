@@ -71,7 +71,7 @@ def test_list_spaces_follows_link_pages(hub: FakeHub, api: HfApi) -> None:
 
 def test_list_spaces_sort_limit_and_default_keys(hub: FakeHub, api: HfApi) -> None:
     for i in range(7):
-        hub.add_space(f"org/env-{i}", likes=i % 4, trending_score=float(i))
+        hub.add_space(f"org/env-{i}", likes=i % 4, trending_score=i)
 
     by_likes = [s.id for s in api.list_spaces(sort="likes", limit=5)]
 

@@ -16,12 +16,12 @@ def client(hub: FakeHub) -> HubClient:
 
 
 def test_only_environment_spaces_are_listed_with_what_a_sync_needs(hub: FakeHub) -> None:
-    hub.add_space("alice/count", files=space_files("Count"), likes=3, trending_score=1.5)
+    hub.add_space("alice/count", files=space_files("Count"), likes=3, trending_score=2)
     hub.add_space("bob/notes", tags=["gradio"])
     listed = list(client(hub).list_environment_spaces())
     assert [s.id for s in listed] == ["alice/count"]
     [count] = listed
-    assert (count.likes, count.trending_score, count.sdk, count.stage) == (3, 1.5, "docker", "RUNNING")
+    assert (count.likes, count.trending_score, count.sdk, count.stage) == (3, 2, "docker", "RUNNING")
     assert count.sha and "openenv" in count.tags
 
 
