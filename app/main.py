@@ -65,7 +65,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _describe_validation(exc)}, status_code=422)
+        return JSONResponse({"detail": _describe_validation(exc), "code": "invalid_request"}, status_code=422)
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
     modules = (

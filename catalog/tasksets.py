@@ -228,7 +228,8 @@ class Tasksets:
             raise TooManyRequestsError(
                 f"not all of dataset {dataset_id} was read: envhub downloads at most {self.downloads_per_request} "
                 "dataset files per request (ENVHUB_TASKSET_DOWNLOADS_PER_REQUEST); ask again to read the rest "
-                "(the files read so far are kept)"
+                "(the files read so far are kept)",
+                code="downloads_per_request",
             )
         with self._lock:
             now = time.monotonic()
@@ -238,7 +239,8 @@ class Tasksets:
                 wait_min = math.ceil((HOUR_S - (now - self._downloads[0])) / 60)
                 raise TooManyRequestsError(
                     f"dataset {dataset_id} was not read: envhub has downloaded {self.downloads_per_hour} dataset "
-                    f"files in the last hour (ENVHUB_TASKSET_DOWNLOADS_PER_HOUR); try again in {wait_min} min"
+                    f"files in the last hour (ENVHUB_TASKSET_DOWNLOADS_PER_HOUR); try again in {wait_min} min",
+                    code="downloads_per_hour",
                 )
             self._downloads.append(now)
         allowance.left -= 1

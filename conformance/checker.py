@@ -48,7 +48,8 @@ class Checker:
     async def _slot(self) -> AsyncIterator[None]:
         if self._running >= self.max_running:
             raise TooManyRequestsError(
-                f"{self._running} checks are running, the most this server runs at once; try again in a minute"
+                f"{self._running} checks are running, the most this server runs at once; try again in a minute",
+                code="checks_at_once",
             )
         self._running += 1
         try:

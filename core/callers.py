@@ -51,7 +51,8 @@ class Access:
     def ensure_may_launch(self, caller: Caller) -> None:
         if not self.may_launch(caller):
             raise UnauthorizedError(
-                "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'"
+                "sign in with Hugging Face (/auth/login) to launch, or send 'Authorization: Bearer <your Hub token>'",
+                code="sign_in_required",
             )
 
     def trusts(self, caller: Caller) -> bool:
@@ -79,5 +80,9 @@ class Access:
         if self.may_stop(caller, owner):
             return
         if owner is None:
-            raise ForbiddenError(f"endpoint {endpoint_id} was launched by nobody signed in; only an admin can stop it")
-        raise ForbiddenError(f"endpoint {endpoint_id} was launched by {owner}; only they or an admin can stop it")
+            raise ForbiddenError(
+                f"endpoint {endpoint_id} was launched by nobody signed in; only an admin can stop it", code="not_owner"
+            )
+        raise ForbiddenError(
+            f"endpoint {endpoint_id} was launched by {owner}; only they or an admin can stop it", code="not_owner"
+        )

@@ -32,7 +32,8 @@ def preset_owner(caller: Caller, access: Access) -> str:
         return LOCAL_OWNER
     raise UnauthorizedError(
         "model presets keep an API key for you: sign in with Hugging Face (/auth/login) "
-        "or send 'Authorization: Bearer <your Hub token>'"
+        "or send 'Authorization: Bearer <your Hub token>'",
+        code="sign_in_required",
     )
 
 
@@ -57,7 +58,8 @@ class ModelPresets:
                 mine = select(func.count()).select_from(ModelPreset).where(col(ModelPreset.owner) == owner)
                 if session.exec(mine).one() >= MAX_PRESETS_PER_OWNER:
                     raise TooManyRequestsError(
-                        f"you have {MAX_PRESETS_PER_OWNER} model presets, the most one may keep: delete one first"
+                        f"you have {MAX_PRESETS_PER_OWNER} model presets, the most one may keep: delete one first",
+                        code="presets_limit",
                     )
             if "api_key" in config.model_fields_set:
                 key = config.api_key.get_secret_value() if config.api_key is not None else ""

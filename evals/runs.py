@@ -163,7 +163,8 @@ class Runner:
                     f"{who} may run {most} evaluations at once on this server (ENVHUB_MAX_EVALUATIONS_PER_OWNER), "
                     f"and {len(under_way) + self._starting[owner]} are queued or running"
                     + (f" ({', '.join(under_way)})" if under_way else "")
-                    + ": wait for one to finish, or cancel one with DELETE /api/evaluations/{id}"
+                    + ": wait for one to finish, or cancel one with DELETE /api/evaluations/{id}",
+                    code="evaluations_at_once",
                 )
         self._starting[owner] += 1
         try:

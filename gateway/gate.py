@@ -23,9 +23,10 @@ __all__ = ["Refusal", "admit", "bearer", "client_of", "origin_refusal"]
 class Refusal:
     status: int  # 401, 403 or 503 over HTTP; a WebSocket closes with 1008 and the message
     message: str
+    code: str  # the error's code over HTTP (core.errors)
 
     def error(self) -> EnvhubError:
-        error = EnvhubError(self.message)
+        error = EnvhubError(self.message, code=self.code)
         error.status_code = self.status
         return error
 
@@ -46,21 +47,26 @@ async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tup
             401,
             f"endpoint {endpoint_id} is private: send 'Authorization: Bearer <token>' with its own token "
             "(its owner finds it in GET /api/endpoints/{id}) or its owner's Hub token",
+            "bearer_required",
         ), None
     if token.startswith(gateway.bearers.prefix):
         if gateway.bearers.opens(endpoint_id, token):
             return None, pool.owner
-        return Refusal(403, f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"), None
+        refused = f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"
+        return Refusal(403, refused, "bearer_refused"), None
     try:
         who = await gateway.bearers.who(token)
     except UnauthorizedError:
-        return Refusal(401, f"endpoint {endpoint_id} is private, and the Hub did not accept that token"), None
+        refused = f"endpoint {endpoint_id} is private, and the Hub did not accept that token"
+        return Refusal(401, refused, "hub_token_refused"), None
     except EnvhubError as exc:
-        return Refusal(exc.status_code, f"endpoint {endpoint_id} is private, and {exc.message}"), None
+        return Refusal(exc.status_code, f"endpoint {endpoint_id} is private, and {exc.message}", exc.code), None
     if who.admin or (who.name is not None and who.name == pool.owner):
         return None, who.name
     return Refusal(
-        403, f"endpoint {endpoint_id} is private to {pool.owner or 'the admin'}; {who.name} may not use it"
+        403,
+        f"endpoint {endpoint_id} is private to {pool.owner or 'the admin'}; {who.name} may not use it",
+        "private_endpoint",
     ), None
 
 
@@ -93,6 +99,7 @@ def origin_refusal(gateway: Gateway, headers: Mapping[str, str], endpoint_id: st
         403,
         f"a web page at {origin[:100]!r} may not open sessions on endpoint {endpoint_id}; clients that send no "
         "Origin (trainers, scripts) may, and so may pages of envhub's own origin or of one in ENVHUB_ALLOWED_ORIGINS",
+        "origin_refused",
     )
 
 

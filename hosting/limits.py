@@ -35,11 +35,14 @@ def ensure_room(session: Session, limits: EndpointLimits, owner: str | None, ser
     records the endpoint, under LIMITS_LOCK."""
     active = select(func.count()).select_from(Endpoint).where(col(Endpoint.status).in_(ACTIVE))
     if session.execute(active).scalar_one() >= limits.total:
-        raise TooManyRequestsError(f"this server runs at most {limits.total} endpoints; stop one first")
+        raise TooManyRequestsError(
+            f"this server runs at most {limits.total} endpoints; stop one first", code="endpoints_limit"
+        )
     if session.execute(active.where(_owned_by(owner))).scalar_one() >= limits.per_owner:
         raise TooManyRequestsError(
             f"you have {limits.per_owner} endpoints running, the most allowed; "
-            "stop one with DELETE /api/endpoints/{id}"
+            "stop one with DELETE /api/endpoints/{id}",
+            code="owner_endpoints_limit",
         )
     ensure_servers(session, limits, owner, servers)
 
@@ -56,11 +59,13 @@ def ensure_servers(session: Session, limits: EndpointLimits, owner: str | None, 
     if running + more > limits.servers:
         raise TooManyRequestsError(
             f"this server runs at most {limits.servers} servers (replicas of all endpoints) and {running} run; "
-            "ask for fewer replicas or stop an endpoint"
+            "ask for fewer replicas or stop an endpoint",
+            code="servers_limit",
         )
     mine = session.execute(live.where(_owned_by(owner))).scalar_one()
     if mine + more > limits.servers_per_owner:
         raise TooManyRequestsError(
             f"your endpoints may run at most {limits.servers_per_owner} servers (replicas) together and {mine} run; "
-            "ask for fewer replicas or stop an endpoint"
+            "ask for fewer replicas or stop an endpoint",
+            code="owner_servers_limit",
         )

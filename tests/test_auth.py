@@ -72,11 +72,9 @@ def test_callback_with_another_state_or_no_login_cookie_is_refused(
     code = parse_qs(urlsplit(consent.headers["location"]).query)["code"][0]
 
     forged = browser.get("/auth/callback", params={"code": code, "state": "not-the-state"})
-    assert forged.status_code == 400
-    assert "state does not match" in forged.json()["detail"]
+    assert (forged.status_code, forged.json()["code"]) == (400, "sign_in_state")
     elsewhere = httpx.get(consent.headers["location"])  # the right URL, in a browser that did not start the login
-    assert elsewhere.status_code == 400
-    assert "sign in again" in elsewhere.json()["detail"]
+    assert (elsewhere.status_code, elsewhere.json()["code"]) == (400, "sign_in_expired")
     assert "envhub_session" not in browser.cookies
     assert hub.oauth.grants == []  # no code was exchanged
 
@@ -94,8 +92,8 @@ def test_a_code_is_exchanged_only_with_the_right_client_secret(
             refused = browser.get(consent.headers["location"])
         finally:
             server.stop()
-    assert refused.status_code == 400
-    assert "refused the authorization code (HTTP 401)" in refused.json()["detail"]
+    assert (refused.status_code, refused.json()["code"]) == (400, "sign_in_code_refused")
+    assert "(HTTP 401)" in refused.json()["detail"]
 
 
 def test_the_hub_denying_access_is_reported(browsers: Browsers, oauth_envhub: Envhub, hub: FakeHub) -> None:
@@ -105,8 +103,8 @@ def test_the_hub_denying_access_is_reported(browsers: Browsers, oauth_envhub: En
 
     denied = browser.get(consent.headers["location"])
 
-    assert denied.status_code == 400
-    assert "The user denied the request" in denied.json()["detail"]
+    assert (denied.status_code, denied.json()["code"]) == (400, "sign_in_denied")
+    assert "The user denied the request" in denied.json()["detail"]  # the Hub's own reason
 
 
 def test_login_only_returns_to_paths_on_this_server(browsers: Browsers, oauth_envhub: Envhub, hub: FakeHub) -> None:
@@ -122,7 +120,8 @@ def test_logout_ends_the_session_on_the_server(browsers: Browsers, oauth_envhub:
     cookie = browser.cookies["envhub_session"]
 
     assert browser.get("/auth/logout").status_code == 200  # a page with the button: a GET signs nobody out
-    assert browser.post("/auth/logout").status_code == 403  # another site's form has no CSRF token
+    refused = browser.post("/auth/logout")  # another site's form has no CSRF token
+    assert (refused.status_code, refused.json()["code"]) == (403, "csrf_token_required")
     assert browser.get("/api/me").json()["signed_in"] is True
 
     out = browser.post("/auth/logout", data={"csrf_token": csrf(browser)["X-CSRF-Token"]})
@@ -143,13 +142,13 @@ def test_state_changing_calls_with_the_cookie_need_the_csrf_header(
     wrong = browser.post("/api/endpoints", json=body, headers={"X-CSRF-Token": "0" * 64})
     with_header = browser.post("/api/endpoints", json=body, headers=csrf(browser))
 
-    assert without.status_code == 403
-    assert "X-CSRF-Token" in without.json()["detail"]
-    assert wrong.status_code == 403
+    assert (without.status_code, without.json()["code"]) == (403, "csrf_token_required")
+    assert "X-CSRF-Token" in without.json()["detail"]  # the header it needs
+    assert (wrong.status_code, wrong.json()["code"]) == (403, "csrf_token_required")
     assert with_header.status_code == 201, with_header.text
     assert with_header.json()["owner"] == "alice"
     stop = browser.delete(f"/api/endpoints/{with_header.json()['id']}")
-    assert stop.status_code == 403
+    assert (stop.status_code, stop.json()["code"]) == (403, "csrf_token_required")
     assert browser.delete(f"/api/endpoints/{with_header.json()['id']}", headers=csrf(browser)).status_code == 200
 
 
@@ -169,7 +168,7 @@ def test_a_hub_token_as_bearer_acts_as_its_user_without_csrf(
 
     assert launched.status_code == 201, launched.text
     assert launched.json()["owner"] == "alice"
-    assert unknown.status_code == 401
+    assert (unknown.status_code, unknown.json()["code"]) == (401, "hub_token_refused")
     stopped = httpx.delete(
         f"{oauth_envhub.url}/api/endpoints/{launched.json()['id']}", headers={"Authorization": "Bearer hf_test"}
     )
@@ -185,8 +184,8 @@ def test_anonymous_callers_browse_and_check_but_do_not_launch_once_sign_in_is_on
     launch = api.post("/api/endpoints", json={"environment": "template:count"})
     check = api.post("/api/checks", json={"url": "http://127.0.0.1:9/"})
 
-    assert launch.status_code == 401
-    assert "/auth/login" in launch.json()["detail"]
+    assert (launch.status_code, launch.json()["code"]) == (401, "sign_in_required")
+    assert "/auth/login" in launch.json()["detail"]  # where to sign in
     assert check.status_code not in (401, 403)
     assert api.post("/api/sync", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).status_code == 202
 

@@ -1,7 +1,6 @@
 """POST /api/checks and the stored reports: URLs, envhub's own endpoints, refusals and limits."""
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,7 +55,8 @@ def test_a_private_url_is_refused_in_the_hosted_configuration(client: TestClient
     assert response.status_code == 422
     assert response.json() == {
         "detail": f"refused {count_server.url}: 127.0.0.1:{count_server.port} is a loopback address; "
-        "set ENVHUB_ALLOW_PRIVATE_URLS=true to allow such addresses"
+        "set ENVHUB_ALLOW_PRIVATE_URLS=true to allow such addresses",
+        "code": "refused_url",
     }
     for url, why in (
         ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
@@ -125,13 +125,14 @@ def test_a_stopped_endpoint_is_not_checked(envhub: Envhub, count_template: str) 
 
 def test_checks_running_at_once_are_limited(local_settings: Settings) -> None:
     settings = local_settings.model_copy(update={"max_concurrent_checks": 1})
-    with serve(checkservers.ws_silent()) as slow, TestClient(create_app(settings)) as test_client:
+    waiting = threading.Event()
+    with serve(checkservers.ws_silent(waiting)) as slow, TestClient(create_app(settings)) as test_client:
         first: dict[str, Any] = {}
         runner = threading.Thread(
             target=lambda: first.update(response=test_client.post("/api/checks", json={"url": slow.url}))
         )
         runner.start()
-        time.sleep(0.5)  # the first check waits on the silent WebSocket
+        assert waiting.wait(timeout=30), "the first check never opened the silent WebSocket"
         second = test_client.post("/api/checks", json={"url": slow.url})
         runner.join(timeout=30)
     assert second.status_code == 429

@@ -89,7 +89,8 @@ def require_csrf(request: Request) -> None:
     if identities.store.find(cookie) is not None:  # a stale cookie carries no authority: nothing to protect
         raise ForbiddenError(
             "a signed-in request that changes something needs the X-CSRF-Token header "
-            "(its value is csrf_token in GET /api/me), or send 'Authorization: Bearer <token>' instead"
+            "(its value is csrf_token in GET /api/me), or send 'Authorization: Bearer <token>' instead",
+            code="csrf_token_required",
         )
 
 
@@ -111,12 +112,16 @@ def require_admin(
 ) -> None:
     """Admin routes need `Authorization: Bearer $ENVHUB_ADMIN_TOKEN`."""
     if settings.admin_token is None or not settings.admin_token.get_secret_value():
-        raise ForbiddenError("admin routes are off: set ENVHUB_ADMIN_TOKEN on the server to use them")
+        raise ForbiddenError(
+            "admin routes are off: set ENVHUB_ADMIN_TOKEN on the server to use them", code="admin_routes_off"
+        )
     if credentials is None:
-        raise UnauthorizedError("send the admin token as 'Authorization: Bearer <ENVHUB_ADMIN_TOKEN>'")
+        raise UnauthorizedError(
+            "send the admin token as 'Authorization: Bearer <ENVHUB_ADMIN_TOKEN>'", code="admin_token_required"
+        )
     expected = settings.admin_token.get_secret_value().encode()
     if not secrets.compare_digest(credentials.credentials.encode(), expected):
-        raise UnauthorizedError("the bearer token is not this server's ENVHUB_ADMIN_TOKEN")
+        raise UnauthorizedError("the bearer token is not this server's ENVHUB_ADMIN_TOKEN", code="admin_token_refused")
 
 
 AdminDep = Depends(require_admin)

@@ -31,7 +31,8 @@ async def publish_environment(
     if caller.user is None or caller.token is None:
         raise UnauthorizedError(
             "deploying as a Space acts on the Hub as you: sign in with Hugging Face (/auth/login) "
-            "or send 'Authorization: Bearer <your Hub token>'"
+            "or send 'Authorization: Bearer <your Hub token>'",
+            code="sign_in_required",
         )
     name = body.name if body else None
     publication = await publisher.publish(environment_id, caller.user.name, caller.token, name)

@@ -39,7 +39,7 @@ class Identities:
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else None
             if status in (401, 403):
-                raise UnauthorizedError("the Hub did not accept this token") from None
+                raise UnauthorizedError("the Hub did not accept this token", code="hub_token_refused") from None
             raise HubUnavailableError(f"could not ask the Hub who this token belongs to (HTTP {status})") from None
         except OSError as exc:
             raise HubUnavailableError(f"could not reach the Hub to check the token: {type(exc).__name__}") from None

@@ -141,13 +141,17 @@ async def callback(
     try:
         pending = _signer(services).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
     except BadSignature:
-        raise BadRequestError("this sign-in expired or was started in another browser; sign in again") from None
+        raise BadRequestError(
+            "this sign-in expired or was started in another browser; sign in again", code="sign_in_expired"
+        ) from None
     if error:
-        raise BadRequestError(f"the Hub did not sign you in: {(error_description or error)[:200]}")
+        raise BadRequestError(
+            f"the Hub did not sign you in: {(error_description or error)[:200]}", code="sign_in_denied"
+        )
     if not state or not secrets.compare_digest(state.encode(), str(pending.get("state", "")).encode()):
-        raise BadRequestError("the sign-in state does not match this browser's; sign in again")
+        raise BadRequestError("the sign-in state does not match this browser's; sign in again", code="sign_in_state")
     if not code:
-        raise BadRequestError("the Hub sent no authorization code; sign in again")
+        raise BadRequestError("the Hub sent no authorization code; sign in again", code="sign_in_code_missing")
     http = _http(services)
     config = await services.oauth.config(http)
     assert settings.oauth_client_id and settings.oauth_client_secret
@@ -166,7 +170,10 @@ async def callback(
         raise HubUnavailableError("could not reach the Hub to finish signing in; try again") from None
     token = grant.get("access_token") if isinstance(grant, dict) else None
     if not isinstance(token, str) or not token:
-        raise BadRequestError(f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again")
+        raise BadRequestError(
+            f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again",
+            code="sign_in_code_refused",
+        )
     user = await _userinfo(http, config, token, services.identities)
     return _signed_in(
         request, services, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"])
@@ -202,7 +209,9 @@ def logout(
     store = services.identities.store
     if cookie and store.find(cookie) is not None:
         if not store.csrf_ok(cookie, csrf_token or request.headers.get("x-csrf-token")):
-            raise ForbiddenError("signing out needs the session's CSRF token: use the Sign out button")
+            raise ForbiddenError(
+                "signing out needs the session's CSRF token: use the Sign out button", code="csrf_token_required"
+            )
         store.end(cookie)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.delete_cookie(SESSION_COOKIE, **cookie_policy(settings))

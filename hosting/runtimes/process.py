@@ -116,7 +116,7 @@ class ProcessRuntime:
             )
         variables = options.env | options.secrets
         if refused := sorted(name for name in variables if starts_the_interpreter(name)):
-            raise InvalidInputError(interpreter_refusal(refused))
+            raise InvalidInputError(interpreter_refusal(refused), code="variables_refused")
         if (options.sandbox or self.confinement.user() is not None) and "HOME" in variables:
             raise InvalidInputError("the process backend gives each server a home of its own: leave HOME out")
         if environment.path:
