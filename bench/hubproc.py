@@ -67,7 +67,7 @@ def serve(conn: Connection, spaces: int, seed: int, page_size: int) -> None:
             files=spec.files(),
             tags=spec.tags,
             likes=spec.likes,
-            trending_score=spec.trending_score,
+            trending_score=round(spec.trending_score),  # the Hub scores trending in whole numbers
             author=spec.author,
             last_modified=spec.last_modified.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
         )
