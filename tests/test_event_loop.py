@@ -9,12 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from openenv.core.generic_client import GenericEnvClient
 from sqlalchemy import event
 from websockets.sync.client import connect
 
 from app.settings import Settings
-from tests.mcpclients import mcp
 from tests.serving import Envhub
 
 
@@ -59,7 +60,12 @@ def test_the_gateways_traffic_runs_no_sql_on_the_event_loop(watched: tuple[Envhu
     assert on_the_loop == []
 
     async def agent() -> None:
-        async with mcp(base) as session:
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
             tools = await session.list_tools()
             assert {t.name for t in tools.tools} >= {"reset", "step"}
             await session.call_tool("reset", {})
