@@ -29,8 +29,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_templates(*names: str, timeout_s: float = 120) -> Iterator[dict[str, str]]:
-    """Launch built-in templates with the process backend; yields each one's gateway URL.
+def serve_templates(*names: str, timeout_s: float = 120, extra: Path | None = None) -> Iterator[dict[str, str]]:
+    """Launch built-in templates (and the environment folders in `extra`) with the process backend; yields each
+    one's gateway URL.
 
     This is the path a trainer takes: envhub's launcher starts the server and its
     gateway carries every request and frame.
@@ -40,6 +41,7 @@ def serve_templates(*names: str, timeout_s: float = 120) -> Iterator[dict[str, s
             database_url=f"sqlite:///{scratch}/envhub.db",
             data_dir=Path(scratch) / "data",
             templates_dir=TEMPLATES,
+            extra_templates=str(extra or ""),
             hf_endpoint="http://127.0.0.1:9",
             sync_interval_s=0,
             launch_timeout_s=timeout_s,

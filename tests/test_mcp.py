@@ -4,19 +4,21 @@ HTTP where the SDK would hide the answer) against the MCP door of launched templ
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, ImageContent
 from openenv.core.mcp_client import MCPToolClient
 from websockets.sync.client import connect as websocket_connect
 
+from tests.conftest import needs
+from tests.mcpclients import mcp, structured, text_of
 from tests.serving import serve_templates
 
 NAMES = ("toolbox", "wordle", "maze")
@@ -28,34 +30,14 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
 }
 ACCEPT = {"accept": "application/json, text/event-stream"}
+# The MCP Inspector's command line (npm @modelcontextprotocol/inspector, installed by .ci/run at a pinned version).
+INSPECTOR = os.environ.get("ENVHUB_TEST_MCP_INSPECTOR") or shutil.which("mcp-inspector") or ""
 
 
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
     with serve_templates(*NAMES) as started:
         yield started
-
-
-@asynccontextmanager
-async def mcp(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    """An initialized session of the official SDK's client on the endpoint's MCP URL."""
-    async with (
-        httpx.AsyncClient(headers=headers or {}, timeout=httpx.Timeout(60, read=300)) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-
-
-def structured(result: CallToolResult) -> dict[str, Any]:
-    """The result's structuredContent: reward, done and the observation."""
-    assert result.structuredContent is not None, result.content
-    return result.structuredContent
 
 
 def api(url: str) -> tuple[httpx.Client, str]:
@@ -265,3 +247,17 @@ def test_a_recorded_agent_session_is_read_back_with_its_rewards_and_exported_as_
         assert episodes[0]["session"]["environment"] == "template:wordle"
 
         assert http.get(f"/api/endpoints/{endpoint_id}/sessions/as-nosuch").status_code == 404
+
+
+@needs("the MCP Inspector", os.path.isfile(INSPECTOR), "install it with npm (see .ci/run)")
+def test_the_mcp_inspector_lists_an_endpoints_tools_and_calls_one(urls: dict[str, str]) -> None:
+    def inspect(url: str, *method: str) -> Any:
+        command = [INSPECTOR, "--cli", f"{url}/mcp", "--transport", "http", "--method", *method]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    listed = inspect(urls["toolbox"], "tools/list")
+    assert {t["name"] for t in listed["tools"]} == TOOLBOX
+    reset = inspect(urls["wordle"], "tools/call", "--tool-name", "reset", "--tool-arg", "seed=5")
+    assert reset["isError"] is False and reset["structuredContent"]["observation"]["guesses_left"] == 6

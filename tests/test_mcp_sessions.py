@@ -3,20 +3,19 @@ moved to another replica unseen, a full pool refused with its numbers, idle sess
 endpoint's MCP door answering only its owner. Driven with the official `mcp` SDK's client."""
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
 from app.settings import Settings
 from tests.conftest import wait_until
 from tests.fakehub import FakeHub
+from tests.mcpclients import mcp, refusal
 from tests.serving import Envhub
 from tests.signin import oauth_settings
 
@@ -37,17 +36,6 @@ def forgetful(settings: Settings, tmp_path: Path, count_template: str) -> Iterat
     server.stop()
 
 
-@asynccontextmanager
-async def mcp(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx.AsyncClient(headers=headers or {}, timeout=httpx.Timeout(60, read=300)) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
 async def count_to_ten(session: ClientSession) -> float | None:
     """One episode of the count environment through the generated tools: reset, then add 10."""
     await session.call_tool("reset", {})
@@ -55,25 +43,6 @@ async def count_to_ten(session: ClientSession) -> float | None:
     assert done.structuredContent is not None and done.structuredContent["done"] is True, done.content
     reward: float | None = done.structuredContent["reward"]
     return reward
-
-
-def leaves(group: BaseExceptionGroup[McpError]) -> list[McpError]:
-    found: list[McpError] = []
-    for inner in group.exceptions:
-        found += leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner]
-    return found
-
-
-async def refusal(url: str) -> str:
-    """Why a session could not be opened (the SDK's client raises it from its task group)."""
-    refused: list[McpError] = []
-    try:
-        async with mcp(url):
-            pass
-    except* McpError as group:
-        refused += leaves(group)
-    assert refused, "the session was opened"
-    return refused[0].error.message
 
 
 def sessions_per_replica(envhub: Envhub, endpoint_id: str) -> dict[str, int]:
