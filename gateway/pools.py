@@ -47,10 +47,25 @@ class Slot:
     idle_since: float = field(default_factory=time.monotonic)  # monotonic time its sessions last went to 0
     lost: str | None = None  # why its sessions were lost, once they were
     _losses: list[Callable[[str], None]] = field(default_factory=list)
+    _heard: dict[int, Callable[[], float]] = field(default_factory=dict)  # its sessions' last word from it
 
     @property
     def free(self) -> int:
         return self.capacity - self.sessions
+
+    def hearing(self, session: int, heard: Callable[[], float]) -> Callable[[], None]:
+        """Keep, while a session runs on this replica, when it last heard the replica (monotonic time); the
+        returned function forgets it. A replica that answers its sessions is busy, not hung."""
+        self._heard[session] = heard
+
+        def forget() -> None:
+            self._heard.pop(session, None)
+
+        return forget
+
+    def last_heard(self) -> float | None:
+        """When any session of this replica last heard from it (monotonic), if one runs."""
+        return max((heard() for heard in list(self._heard.values())), default=None)
 
 
 class PoolFull(Exception):

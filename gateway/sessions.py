@@ -114,6 +114,10 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
             session.client.close(1011, f"endpoint {endpoint_id} is not answering{status}")
             return
         lost, forget = watch_loss(pool, slot)
+        def heard(leg: Leg = upstream) -> float:
+            return leg.heard
+
+        forget_heard = slot.hearing(id(session), heard)
         outcome = "ended"
         if not holds:
             pool.attached(attach, +1)
@@ -122,6 +126,7 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
             outcome = await session.run(upstream, lost, on_confirmed)
         finally:
             forget()
+            forget_heard()
             lost.cancel()
             if not holds:
                 pool.attached(attach, -1)

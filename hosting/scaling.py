@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 LIVENESS_INTERVAL_S = 1.0
 LIVENESS_TIMEOUT_S = 2.0
 MISSES = 2  # /health deadlines missed in a row before a replica counts as hung
+# A replica that sent its sessions something this recently is busy (an engine thinking over a move blocks its
+# server's loop for seconds), not hung: its missed /health deadlines do not count.
+BUSY_S = 10.0
 # An endpoint that loses this many replicas this quickly, and has none ready, is failed rather than replaced again.
 CRASH_LOOP_LOSSES = 3
 CRASH_LOOP_S = 600
@@ -189,12 +192,13 @@ class Scaler:
     # -- liveness
 
     def probe(self) -> None:
-        """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running."""
+        """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running
+        while sending their sessions nothing (a busy server is slow to answer, a hung one silent)."""
         mine = [e for e in self.endpoints.list(active_only=True) if self._mine(e)]
         checks = [(e, r) for e in mine for r in self.replicas.rows(e.id) if r.status == ReplicaStatus.READY]
         answers = list(self._probes.map(lambda pair: self._answers(*pair), checks))
         for (endpoint, replica), answered in zip(checks, answers, strict=True):
-            if answered:
+            if answered or self._busy(endpoint, replica):
                 self._misses.pop(replica.id, None)
                 continue
             self._misses[replica.id] = self._misses.get(replica.id, 0) + 1
@@ -205,6 +209,12 @@ class Scaler:
                     reason = f"replica {replica.id}: the server stopped answering ({late})"
                     self.lose(endpoint, replica, reason)
                     self._size(endpoint, self.endpoints.routes.known(endpoint.id))
+
+    def _busy(self, endpoint: Endpoint, replica: Replica) -> bool:
+        pool = self.endpoints.routes.known(endpoint.id)
+        slot = pool.slots.get(replica.id) if pool is not None else None
+        heard = slot.last_heard() if slot is not None else None
+        return heard is not None and time.monotonic() - heard < BUSY_S
 
     def _answers(self, endpoint: Endpoint, replica: Replica) -> bool:
         handle = self.replicas.handle(endpoint, replica)

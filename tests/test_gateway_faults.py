@@ -33,6 +33,7 @@ def envhub(settings: Settings, tmp_path: Path, templates_dir: Path) -> Iterator[
     write_count_env(templates_dir / "count")
     write_echo_env(templates_dir / "echo")
     write_hostile_env(templates_dir / "slow_step", "slow_step")
+    write_hostile_env(templates_dir / "blocking_step", "blocking_step")
     server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "pool_queue_s": 3}))
     yield server
     server.stop()
@@ -244,3 +245,16 @@ def test_a_waiting_session_outlives_its_clients_keepalive(
         assert "the pool is full" in refused["data"]["message"]
     finally:
         envhub.stop()
+
+
+def test_a_replica_busy_thinking_is_not_taken_for_hung(envhub: Envhub) -> None:
+    """A server whose steps block it for seconds (a chess engine's) misses its /health deadlines while it answers
+    its session: it is busy, not hung, and keeps its session."""
+    endpoint = envhub.running("template:blocking_step")
+    with connect(ws_url(envhub, endpoint)) as ws:
+        for _ in range(4):  # 12 s of a server that answers nothing else: six missed deadlines
+            ws.send(json.dumps({"type": "step", "data": {}}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "step"
+    pool = envhub.endpoint(endpoint["id"])["pool"]
+    assert [r["id"] for r in pool["replicas"]] == [endpoint["id"]]
+    assert "lost" not in {e["kind"] for e in pool["events"]}

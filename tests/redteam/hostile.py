@@ -12,6 +12,7 @@ from typing import Any
 HOSTILE_APP = """
 import asyncio
 import json
+import time
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import StreamingResponse
@@ -45,6 +46,8 @@ async def ws(websocket: WebSocket):
         text = message.get("text") or ""
         if MODE == "slow_step" and '"step"' in text:  # steps take half a second, anything else none
             await asyncio.sleep(0.5)
+        if MODE == "blocking_step" and '"step"' in text:  # an engine thinking: the whole server stops for 3 s
+            time.sleep(3)
         await websocket.send_text(text)
 
 
@@ -70,7 +73,7 @@ async def anything(path: str, request: Request):
 
 def write_hostile_env(folder: Path, mode: str = "record") -> Path:
     """A server of the given mode: `record` (only records), `huge_first`, `huge_answer`, `slow_step` (its WebSocket
-    echoes each message, a step's after half a second)."""
+    echoes each message, a step's after half a second), `blocking_step` (a step blocks the whole server 3 s)."""
     (folder / "server").mkdir(parents=True)
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(dedent(HOSTILE_APP).format(mode=mode))
