@@ -13,6 +13,7 @@ COPY --chown=user catalog/ catalog/
 COPY --chown=user conformance/ conformance/
 COPY --chown=user core/ core/
 COPY --chown=user evals/ evals/
+COPY --chown=user gateway/ gateway/
 COPY --chown=user hosting/ hosting/
 COPY --chown=user migrations/ migrations/
 COPY --chown=user protocol/ protocol/

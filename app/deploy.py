@@ -32,7 +32,8 @@ __all__ = [
 
 # What the Space needs to build and run envhub (see Dockerfile); everything else stays home.
 APP_PATHS: tuple[str, ...] = (
-    *("app", "catalog", "conformance", "core", "evals", "hosting", "migrations", "protocol", "spaces_templates"),
+    *("app", "catalog", "conformance", "core", "evals", "gateway", "hosting", "migrations", "protocol"),
+    "spaces_templates",
     *("requirements.txt", "Dockerfile", ".dockerignore"),
 )
 _SKIPPED_DIRS = frozenset(

@@ -60,6 +60,7 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
         "Dockerfile",
         "requirements.txt",
         "app/__main__.py",
+        "gateway/relay.py",
         "evals/runs.py",
         "spaces_templates/maze/openenv.yaml",
     } <= set(files)

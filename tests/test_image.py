@@ -101,6 +101,7 @@ def test_the_build_context_is_only_the_app() -> None:
     included = docker.utils.exclude_paths(str(REPO_ROOT), ignored)
     assert {
         "app/__main__.py",
+        "gateway/relay.py",
         "catalog/models.py",
         "evals/runs.py",
         "spaces_templates/maze/openenv.yaml",
