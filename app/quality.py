@@ -18,17 +18,30 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from catalog.models import Environment, Source
+from conformance import ServerCapacity
 from conformance.checker import Checker
 from conformance.quality import ReplicaTarget
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
 from protocol.health import HealthStatus
 
-__all__ = ["hosted", "quality_round"]
+__all__ = ["hosted", "quality_round", "server_capacity"]
 
 log = logging.getLogger("envhub")
 
 _RUNNING = "RUNNING"  # a Space's runtime stage while it serves
+
+
+def server_capacity(manager: EndpointManager, endpoint_id: str) -> ServerCapacity:
+    """What each server of the endpoint's pool holds, read afresh each time: the most any ready one holds, once every
+    ready one has said (the launch's MAX_CONCURRENT_ENVS, or a session it refused, a check's included)."""
+
+    def read() -> int | None:
+        pool = manager.routes.known(endpoint_id)
+        ready = [s for s in pool.slots.values() if s.accepting] if pool is not None else []
+        return max(s.capacity for s in ready) if ready and all(s.said for s in ready) else None
+
+    return read
 
 
 def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
@@ -39,7 +52,7 @@ def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
     cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
     return {
         "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
-        "pool_capacity": pool.held_at_most() if pool is not None else None,
+        "server_capacity": server_capacity(manager, endpoint.id),
         "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
         "memory": lambda: manager.replicas.resident_bytes(endpoint),
     }

@@ -8,6 +8,7 @@ MCP session check; the report lists them by number.
 import httpx
 
 from conformance import discovery, mcp, sessions, tasks
+from conformance.context import ServerCapacity
 from conformance.report import (
     CheckResult,
     ConformanceReport,
@@ -27,6 +28,7 @@ __all__ = [
     "Evidence",
     "Level",
     "Outcome",
+    "ServerCapacity",
     "ServerProfile",
     "check_url",
     "unreachable",
@@ -50,16 +52,16 @@ async def check_url(
     timeout_s: float = 10,
     deadline_s: float = 30,
     headers: dict[str, str] | None = None,
-    pool_capacity: int | None = None,
+    server_capacity: ServerCapacity | None = None,
 ) -> ConformanceReport:
     """Check a base URL against the whole checklist; RefusedURLError when the guard will not fetch it.
-    `pool_capacity`: the sessions an envhub endpoint's pool holds at most, when known."""
+    `server_capacity` reads the sessions each server of an envhub endpoint's pool holds (None while unknown)."""
     url = guard.normalize(url)
     outbound = OutboundSession(guard, timeout_s=timeout_s, headers=headers or {})
     try:
         await outbound.pin(url)  # refuse before any check runs; every request then goes to this address
         return await run_checks(
-            url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s, pool_capacity=pool_capacity
+            url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s, server_capacity=server_capacity
         )
     finally:
         await outbound.aclose()

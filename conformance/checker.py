@@ -14,7 +14,7 @@ from sqlmodel import Session, col
 
 from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
-from conformance import ConformanceReport, check_url
+from conformance import ConformanceReport, ServerCapacity, check_url
 from conformance.models import CheckReport, CheckReportPublic, QualityReportPublic, Suite, public
 from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, check_quality
 from core.errors import NotFoundError, TooManyRequestsError
@@ -63,13 +63,13 @@ class Checker:
         *,
         trusted: tuple[str, ...] = (),
         credentials: dict[str, str] | None = None,
-        pool_capacity: int | None = None,
+        server_capacity: ServerCapacity | None = None,
     ) -> ConformanceReport:
         """Check a URL without filing the report; `credentials` go to the trusted prefixes only."""
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials) if trusted else self.guard
             return await check_url(
-                url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s, pool_capacity=pool_capacity
+                url, guard, timeout_s=self.timeout_s, deadline_s=self.deadline_s, server_capacity=server_capacity
             )
 
     async def check(
@@ -80,13 +80,13 @@ class Checker:
         endpoint: str | None = None,
         trusted: tuple[str, ...] = (),
         credentials: dict[str, str] | None = None,
-        pool_capacity: int | None = None,
+        server_capacity: ServerCapacity | None = None,
     ) -> CheckReportPublic:
         """Check a URL and file the report under its environment (found by host when not given) and endpoint."""
         url = self.guard.normalize(url)
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
-        report = await self.run(url, trusted=trusted, credentials=credentials, pool_capacity=pool_capacity)
+        report = await self.run(url, trusted=trusted, credentials=credentials, server_capacity=server_capacity)
         return await asyncio.to_thread(self.file, report, environment, endpoint)
 
     def _environment_at(self, url: str) -> str | None:
@@ -132,7 +132,7 @@ class Checker:
         replicas: tuple[ReplicaTarget, ...] | None = None,
         cold_start_s: float | None = None,
         memory: Callable[[], int | None] | None = None,
-        pool_capacity: int | None = None,
+        server_capacity: ServerCapacity | None = None,
     ) -> QualityReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
         endpoint; the revision, replicas, cold start and memory are what hosting knows of an endpoint (the revision
@@ -147,7 +147,7 @@ class Checker:
             replicas=replicas,
             cold_start_s=cold_start_s,
             memory=memory,
-            pool_capacity=pool_capacity,
+            server_capacity=server_capacity,
         )
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials).with_trusted(

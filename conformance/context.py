@@ -7,13 +7,14 @@ response), and every wait is bounded by the run's total deadline.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -27,6 +28,35 @@ log = logging.getLogger(__name__)
 
 EXCERPT = 300
 QUIET_S = 0.25  # how long a freshly opened WebSocket is watched for frames nobody asked for
+_READ_S = 0.05  # how often a pool's capacity is read again while a session waits for a reply
+
+# What each server of the pool behind the URL holds, as envhub reads it now (its own endpoint, every ready server
+# having said what it holds); None while it does not know. Where each holds one, the pool queues a second session
+# until a server is free (or a new one starts) rather than serving it beside the first or refusing it. A fresh pool
+# learns it from the first session a server refuses.
+ServerCapacity = Callable[[], int | None]
+T = TypeVar("T")
+
+
+def one_at_a_time(server_capacity: ServerCapacity | None) -> bool:
+    """Whether each server of the pool behind the URL holds one session at a time, as envhub reads it now."""
+    return server_capacity is not None and server_capacity() == 1
+
+
+async def unless_queued(pending: Coroutine[Any, Any, T], server_capacity: ServerCapacity | None) -> T | None:
+    """What a second session's request gets; None as soon as each server of the pool behind the URL reads one session
+    at a time, which means the pool queued that session (the caller lets it go, or it takes the next free slot)."""
+    if server_capacity is None:
+        return await pending
+    waiting = asyncio.ensure_future(pending)
+    while not waiting.done() and not one_at_a_time(server_capacity):
+        await asyncio.wait([waiting], timeout=_READ_S)
+    if waiting.done():
+        return waiting.result()
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await waiting
+    return None
 
 
 class Fail(Exception):
@@ -75,9 +105,6 @@ class Facts:
     splits: list[dict[str, Any]] | None = None
     web_ui: bool = False
     max_sessions: int | None = None
-    # The sessions the pool behind the URL holds at most, when envhub knows it (its own endpoint at its most
-    # replicas): a pool queues a session past it rather than refusing it.
-    pool_capacity: int | None = None
     capacity_frame: dict[str, Any] | None = None
     capacity_close_code: int | None = None
     ws_failure: str | None = None  # /ws stopped answering or closed on the checker: no more /ws checks
@@ -110,7 +137,7 @@ class Socket:
             async with asyncio.timeout(timeout):
                 return await self.conn.recv()
         except TimeoutError as exc:
-            raise self._lost(f"sent no {what} within {timeout:g} s") from exc
+            raise self._lost(f"did not send {what} within {timeout:g} s") from exc
         except ConnectionClosed as exc:
             if 1009 in (exc.rcvd.code if exc.rcvd else None, exc.sent.code if exc.sent else None):
                 raise self._lost(f"sent a frame over {self.ctx.outbound.max_bytes // 1024} KiB") from exc
@@ -190,8 +217,17 @@ def parse_frame(raw: str | bytes) -> dict[str, Any]:
 class Context:
     """One run: the base URL, its outbound session, the deadline, the facts and the evidence of the current check."""
 
-    def __init__(self, base: str, outbound: OutboundSession, *, timeout_s: float, deadline_s: float) -> None:
+    def __init__(
+        self,
+        base: str,
+        outbound: OutboundSession,
+        *,
+        timeout_s: float,
+        deadline_s: float,
+        server_capacity: ServerCapacity | None = None,
+    ) -> None:
         self.base = base.rstrip("/")
+        self.server_capacity = server_capacity
         self.ws_base = "ws" + self.base.removeprefix("http")
         self.outbound = outbound
         self.timeout_s = timeout_s
@@ -208,6 +244,9 @@ class Context:
     def wait_s(self, timeout_s: float | None = None) -> float:
         """How long one request or reply may take: the per-request timeout, within the deadline."""
         return max(0.01, min(self.timeout_s if timeout_s is None else timeout_s, self.remaining()))
+
+    def one_at_a_time(self) -> bool:
+        return one_at_a_time(self.server_capacity)
 
     def note(self, sent: str, received: str) -> None:
         self.evidence.append(Evidence(sent=sent, received=received))
@@ -291,6 +330,22 @@ class Context:
         socket = Socket(self, conn, name, path)
         self.sockets[name] = socket
         return socket
+
+    async def reply_unless_queued(self, socket: Socket, frame: dict[str, Any], what: str) -> dict[str, Any] | None:
+        """The reply to a frame sent on a second session; None as soon as each server of the pool behind the URL reads
+        one session at a time, which means the pool queued it (the socket is closed then: it would take the next
+        free slot)."""
+        try:
+            replied = await unless_queued(socket.exchange(frame, what), self.server_capacity)
+        except Fail:
+            await socket.close()  # it may be waiting still, and would take a slot the next sessions need
+            raise
+        if replied is not None:
+            return replied
+        socket.broken = f"the endpoint's pool queued {socket.name}: each of its servers holds one session"
+        self.note(f"WS {socket.name} (waiting)", "queued by the endpoint's pool: each of its servers holds one session")
+        await socket.close()
+        return None
 
     def socket(self, name: str = "A") -> Socket:
         """A socket an earlier check opened; NotRun when it is gone or stopped answering."""

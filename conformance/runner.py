@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from conformance.context import Context, Fail, NotRun, Skip
+from conformance.context import Context, Fail, NotRun, ServerCapacity, Skip
 from conformance.report import CheckResult, ConformanceReport, Level, Outcome, ServerProfile, Severity
 from core.outbound import OutboundSession
 
@@ -92,14 +92,13 @@ async def run_checks(
     *,
     timeout_s: float = 10,
     deadline_s: float = 30,
-    pool_capacity: int | None = None,
+    server_capacity: ServerCapacity | None = None,
 ) -> ConformanceReport:
-    """Run checks in order against url; the report lists them by checklist number. `pool_capacity`: what the
-    pool behind the URL holds at most, when it is envhub's own endpoint."""
+    """Run checks in order against url; the report lists them by checklist number. `server_capacity` reads what each
+    server of the pool behind the URL holds, when it is envhub's own endpoint."""
     checked_at = datetime.now(UTC)
     started = time.perf_counter()
-    ctx = Context(url, outbound, timeout_s=timeout_s, deadline_s=deadline_s)
-    ctx.facts.pool_capacity = pool_capacity
+    ctx = Context(url, outbound, timeout_s=timeout_s, deadline_s=deadline_s, server_capacity=server_capacity)
     results: list[CheckResult] = []
     try:
         for check in checks:

@@ -119,6 +119,13 @@ class SharedEnvironment(CountEnvironment):
         return CountObservation(total=self.shared["total"], done=done, reward=1.0 if done else 0.0)
 
 
+class FailingEnvironment(CountEnvironment):
+    """Raises on every step, whatever the action (over HTTP its server answers 500; over WS, EXECUTION_ERROR)."""
+
+    def step(self, action: CountAction, timeout_s: float | None = None, **kwargs: Any) -> CountObservation:
+        raise RuntimeError("the counter is jammed")
+
+
 class EndlessEnvironment(CountEnvironment):
     """Never ends an episode."""
 
@@ -303,6 +310,10 @@ def shared_state() -> FastAPI:
 
 def endless() -> FastAPI:
     return count_app(environment=EndlessEnvironment)
+
+
+def failing_steps() -> FastAPI:
+    return count_app(environment=FailingEnvironment)
 
 
 def mcp_bad_errors() -> FastAPI:

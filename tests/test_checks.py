@@ -119,9 +119,20 @@ def test_the_reasons_say_what_broke() -> None:
     assert "integr" in check_app(checkservers.invalid_schema()).result("3").message
     silent = check_app(checkservers.ws_silent())
     assert "within 2 s" in silent.result("14").message
-    assert "not run: WS /ws sent no" in silent.result("15").message
+    assert "not run: WS /ws did not send" in silent.result("15").message
     assert "1024 KiB" in check_app(checkservers.huge_metadata()).result("2").message
     assert "1024 KiB" in check_app(checkservers.ws_huge_frame()).result("14").message
+
+
+def test_an_environment_that_fails_a_valid_action_is_said_to_have_failed_with_its_answer() -> None:
+    report = check_app(checkservers.failing_steps())
+    step = report.result("17")
+    assert step.result == Outcome.FAIL
+    assert step.message.startswith('the environment\'s server failed on {"add": 0}, an action its schema allows')
+    assert step.message.endswith("it answered EXECUTION_ERROR: the counter is jammed")
+    answered = [e.received for e in step.evidence if e.sent.startswith('WS A ← {"type": "step"')]
+    assert answered and "the counter is jammed" in answered[0]
+    assert report.result("21").result == Outcome.PASS  # the error is reported as such, and the session goes on
 
 
 def test_garbage_over_the_websocket_fails_only_websocket_checks() -> None:

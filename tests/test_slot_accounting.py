@@ -49,6 +49,34 @@ def test_envhubs_own_checks_give_the_only_slot_back(envhub: Envhub, suite: str) 
     served_at_once(endpoint)
 
 
+@pytest.mark.parametrize("suite", ["protocol", "quality"])
+def test_checks_of_servers_that_never_said_they_hold_one_session_skip_what_needs_two(
+    envhub: Envhub, suite: str
+) -> None:
+    # COUNT_CAP holds its server to one session without telling envhub: the pool learns it when the check's second
+    # session is refused, and queues that session rather than serving it. openenv's default (the official
+    # environments) is the same.
+    endpoint = envhub.running("template:count", options={"env": {"COUNT_CAP": "1"}})
+    filed = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"], "suite": suite}, timeout=120)
+    assert filed.status_code == 201, filed.text
+    report = filed.json()["report"]
+    if suite == "protocol":
+        results = {c["id"]: c for c in report["checks"]}
+        broken = {i: c["message"] for i, c in results.items() if c["result"] in ("fail", "error")}
+        assert not broken, broken
+        for skipped in ("22", "23"):
+            assert results[skipped]["result"] == "skip"
+            assert "each of the endpoint's servers holds one session" in results[skipped]["message"]
+    else:
+        isolation = next(r for r in report["results"] if r["check_id"] == "runtime.episode_isolation")
+        assert isolation["status"] == "skip", isolation
+        assert isolation["evidence"] == [
+            "each of the endpoint's servers holds one session at a time: isolation needs two on one"
+        ]
+    wait_until(lambda: sessions(envhub, endpoint) == 0, timeout_s=2)
+    served_at_once(endpoint)
+
+
 def test_an_mcp_session_asked_for_by_a_client_that_left_while_it_waited_is_not_made(envhub: Envhub) -> None:
     endpoint = envhub.running("template:count", options=ONE_SLOT)
     with connect(f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/ws") as holding:

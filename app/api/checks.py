@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.deps import CallerDep, ServicesDep, SessionDep
-from app.quality import hosted
+from app.quality import hosted, server_capacity
 from app.services import Services
 from app.urls import own_endpoint, own_gateway
 from catalog.models import EnvironmentDetail, Source
@@ -67,14 +67,13 @@ async def create_check(
                 credentials=credentials,
                 **known,
             )
-        pool = manager.routes.known(endpoint.id)
         filed = await checker.check(
             url,
             environment=endpoint.environment,
             endpoint=endpoint.id,
             trusted=(url,),
             credentials=credentials,
-            pool_capacity=pool.held_at_most() if pool is not None else None,
+            server_capacity=server_capacity(manager, endpoint.id),
         )
         await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.context import excerpt
+from conformance.context import excerpt, one_at_a_time, unless_queued
 from conformance.quality.episodes import AtCapacity, Episode, first_difference, play, replay
 from conformance.quality.rewards import reward_well_formed, trivial_policy_floor
 from conformance.quality.run import NO_ACTION_FIX, Finding, Run
@@ -181,14 +181,17 @@ async def state_contract(run: Run) -> Finding:
     return Finding.passed(f"episode_id echoed; {steps}", *evidence, **measured)
 
 
-async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], list[dict[str, Any]]]:
-    """The two episodes replayed at once, their steps interleaved, and each session's state after."""
+async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], list[dict[str, Any]]] | None:
+    """The two episodes replayed at once, their steps interleaved, and each session's state after; None when the
+    endpoint's pool queued the second session (it holds one at a time)."""
     async with run.session("together A") as first, run.session("together B") as second:
         sessions = (first, second)
-        together = [
-            Episode(e.seed, e.episode_id, [(await s.reset(seed=e.seed, episode_id=e.episode_id)).kept()])
-            for s, e in zip(sessions, (a, b), strict=True)
-        ]
+        together = [Episode(a.seed, a.episode_id, [(await first.reset(seed=a.seed, episode_id=a.episode_id)).kept()])]
+        # A fresh pool learns what its server holds from the first session the server refuses: the second, maybe.
+        reset = await unless_queued(second.reset(seed=b.seed, episode_id=b.episode_id), run.target.server_capacity)
+        if reset is None:
+            return None
+        together.append(Episode(b.seed, b.episode_id, [reset.kept()]))
         for index in range(max(len(a.actions), len(b.actions))):
             for session, played, episode in zip(sessions, (a, b), together, strict=True):
                 if index < len(played.actions) and not episode.done:
@@ -202,8 +205,9 @@ async def episode_isolation(run: Run) -> Finding:
     state is its own."""
     if run.no_action:
         return Finding.skipped(run.no_action, NO_ACTION_FIX)
-    if run.target.pool_capacity == 1:  # its pool would queue the second session until the first ends
-        return Finding.skipped("the endpoint holds one session at a time: isolation needs two at once")
+    single = Finding.skipped("each of the endpoint's servers holds one session at a time: isolation needs two on one")
+    if one_at_a_time(run.target.server_capacity):  # its pool would queue the second session
+        return single
     alone: list[Episode] = []
     for name, seed in (("A", 11), ("B", 12)):
         async with run.session(f"alone {name}") as session:
@@ -211,10 +215,13 @@ async def episode_isolation(run: Run) -> Finding:
             alone.append(await play(session, run.random(seed), seed=seed, episode_id=eid, max_steps=ISOLATION_STEPS))
     a, b = alone
     try:
-        together, states = await _together(run, a, b)
+        replayed = await _together(run, a, b)
     except AtCapacity as exc:
         why = excerpt(exc.data.get("message"), 120)
         return Finding.skipped(f"a second session was refused at capacity ({why}): isolation needs two at once")
+    if replayed is None:
+        return single
+    together, states = replayed
     run.keep(*alone, *together)
     problems = []
     both = sum(len(e.actions) for e in together)

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.context import ServerCapacity
 from conformance.quality.declared import DEFAULT_MAX_STEPS, Declared
 from conformance.quality.episodes import Episode, Session
 from conformance.quality.report import Severity
@@ -42,7 +43,7 @@ class QualityTarget:
     replicas: tuple[ReplicaTarget, ...] | None = None  # a pool's ready replicas; None: not known (a bare URL)
     cold_start_s: float | None = None  # from the launch to the first healthy answer, when the caller saw it
     memory: Callable[[], int | None] | None = None  # bytes the servers hold now, where the backend can see it
-    pool_capacity: int | None = None  # sessions an envhub endpoint's pool holds at most (it queues past them)
+    server_capacity: ServerCapacity | None = None  # reads what each server of an envhub endpoint's pool holds
 
 
 @dataclass(frozen=True)
