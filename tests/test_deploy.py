@@ -7,7 +7,7 @@ import pytest
 import yaml
 from huggingface_hub import HfApi, SpaceCard
 
-from app.__main__ import main
+from app.cli import main
 from app.deploy import DEFAULT_VARIABLES, README_TEMPLATE, Deployment, app_files, deploy_space, render_readme
 from app.settings import REPO_ROOT
 from catalog.templates import find_template_folders
