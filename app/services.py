@@ -32,9 +32,9 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
-from app.quality import quality_round
 from app.settings import Preload, Settings
-from app.ui.sessions import PlaySessions
+from app.usecases.play import PlaySessions
+from app.usecases.quality import quality_round
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.tasksets import Tasksets

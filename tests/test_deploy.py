@@ -8,8 +8,8 @@ import yaml
 from huggingface_hub import HfApi, SpaceCard
 
 from app.cli import main
-from app.deploy import DEFAULT_VARIABLES, README_TEMPLATE, Deployment, app_files, deploy_space, render_readme
 from app.settings import REPO_ROOT
+from app.usecases.deploy import DEFAULT_VARIABLES, README_TEMPLATE, Deployment, app_files, deploy_space, render_readme
 from catalog.templates import find_template_folders
 from tests.fakehub import FakeHub
 from tests.test_cli import cli_env, run_cli

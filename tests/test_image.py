@@ -9,8 +9,8 @@ import pytest
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-from app.deploy import APP_PATHS
 from app.settings import REPO_ROOT
+from app.usecases.deploy import APP_PATHS
 from catalog.templates import find_template_folders
 from tests.conftest import wait_until
 from tests.test_containers import BASE_IMAGE, ENGINE, needs_docker

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.deps import CallerDep, ServicesDep, SessionDep
-from app.quality import hosted, server_capacity
 from app.services import Services
 from app.urls import own_endpoint, own_gateway
+from app.usecases.quality import hosted, server_capacity
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import get_environment
 from conformance.checker import get_report, list_reports

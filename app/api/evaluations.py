@@ -8,8 +8,8 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CallerDep, ServicesDep
-from app.evaluations import EvaluationRequest, start_evaluation
 from app.urls import own_gateway
+from app.usecases.evaluations import EvaluationRequest, start_evaluation
 from core.errors import ConflictError, ForbiddenError
 from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
 from evals.rollouts import push_rollouts, rollouts_jsonl

@@ -10,7 +10,7 @@ from app.settings import Settings
 def deploy(settings: Settings, args: argparse.Namespace) -> int:
     from huggingface_hub import HfApi, get_token
 
-    from app.deploy import DeployError, Deployment, deploy_space, parse_assignment
+    from app.usecases.deploy import DeployError, Deployment, deploy_space, parse_assignment
 
     token = args.token or (settings.hf_token.get_secret_value() if settings.hf_token else None) or get_token()
     try:

@@ -28,7 +28,7 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
         policy = {"model": {**model, **({"api_key": key} if key else {})}}
     from pydantic import ValidationError
 
-    from app.evaluations import EvaluationRequest
+    from app.usecases.evaluations import EvaluationRequest
 
     tasks: dict[str, Any] = {"episodes": args.episodes, "split": args.split, "dataset": args.dataset}
     try:
@@ -48,9 +48,9 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
 async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool) -> int:
     import uvicorn
 
-    from app.evaluations import start_evaluation
     from app.main import create_app
     from app.server import server_config
+    from app.usecases.evaluations import start_evaluation
     from core.callers import Caller
     from evals.models import UNDER_WAY
     from gateway.paths import gateway_path

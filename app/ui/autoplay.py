@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from app.services import Services
 from app.ui.episode import Outcome
-from app.ui.sessions import PlayError, PlaySession
+from app.usecases.play import PlayError, PlaySession
 from catalog.store import find_environment
 from core.errors import EnvhubError
 from evals.harness import Brief

@@ -11,13 +11,13 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from app.evaluations import EvaluationRequest, start_evaluation
 from app.services import Services
 from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
 from app.ui.requests import acting_caller, caller_of, connection_of, page_base
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
+from app.usecases.evaluations import EvaluationRequest, start_evaluation
 from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError

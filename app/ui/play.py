@@ -24,9 +24,9 @@ from app.ui.forms import (
 from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.requests import acting_caller, caller_of, page_endpoint_url
-from app.ui.sessions import PlayError, PlaySession
 from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
 from app.ui.wording import plural
+from app.usecases.play import PlayError, PlaySession
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
 from core.callers import ANONYMOUS

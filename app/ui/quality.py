@@ -9,12 +9,12 @@ from typing import Any
 import gradio as gr
 from sqlmodel import Session
 
-from app.quality import hosted
 from app.services import Services
 from app.ui.cards import badges_html, quality_badge
 from app.ui.endpoints import reusable
 from app.ui.requests import acting_caller, connection_of
 from app.urls import own_gateway
+from app.usecases.quality import hosted
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import find_environment
 from conformance.checker import list_reports

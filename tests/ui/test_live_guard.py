@@ -16,7 +16,7 @@ from app.services import Services
 from app.settings import Settings
 from app.ui.live import connection_url, outbound_for, outbound_refusal
 from app.ui.requests import page_endpoint_url
-from app.ui.sessions import PlaySessions
+from app.usecases.play import PlaySessions
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.sync import Syncer
