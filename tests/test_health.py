@@ -134,10 +134,10 @@ def test_waking_a_space_on_request_records_its_cold_start(
         assert seen == []
 
         async def wake() -> dict[str, Any]:
-            waking = await monitor.wake(space)
+            waking = await monitor.spaces.wake(space)
             assert waking.status == HealthStatus.BUILDING
             assert waking.message == "waking on request"
-            await asyncio.wait_for(asyncio.gather(*monitor._wakes.values()), 10)
+            await asyncio.wait_for(asyncio.gather(*monitor.spaces._wakes.values()), 10)
             return health(engine, space)
 
         woken = asyncio.run(wake())
@@ -194,9 +194,10 @@ async def loopback_dns(host: str, port: int) -> list[str]:
 
 
 @pytest.mark.parametrize("private", [True, False])
-def test_a_private_space_is_probed_with_the_hub_token(
+def test_a_private_space_is_probed_with_a_key_of_its_own_never_the_hub_token(
     engine: Engine, hub: FakeHub, tmp_path: Path, private: bool
 ) -> None:
+    hub.users[TOKEN] = SPACE.split("/")[0]
     hub.add_space(SPACE, files=space_files("Count"), private=private)
     Syncer(engine, HubClient(hub.url), workers=2).run()
     endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
@@ -208,7 +209,12 @@ def test_a_private_space_is_probed_with_the_hub_token(
         round_of(monitor)
     assert health(engine, SPACE)["status"] == "up"
     assert {host for host, _, _ in seen} == {f"alice-count.hf.space:{served.port}"}
-    assert {auth for _, _, auth in seen} == ({f"Bearer {TOKEN}"} if private else {None})
+    keys = {auth for _, _, auth in seen}
+    assert all(TOKEN not in (key or "") for key in keys)
+    if private:  # the Space's JWT, which the Hub issued for it alone
+        assert len(keys) == 1 and hub.space_jwts[str(next(iter(keys))).removeprefix("Bearer ")] == SPACE
+    else:
+        assert keys == {None}
 
 
 def test_the_median_of_recent_probes_is_shown() -> None:

@@ -13,12 +13,12 @@ from starlette.requests import HTTPConnection
 from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
+from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
 from conformance.checker import Checker
 from core.callers import Caller
 from core.errors import ForbiddenError, UnauthorizedError
 from hosting.endpoints import EndpointManager
-from hosting.monitor import HealthMonitor
 from hosting.publish import Publisher
 
 
@@ -51,8 +51,8 @@ def get_checker(services: ServicesDep) -> Checker:
     return services.checker
 
 
-def get_monitor(services: ServicesDep) -> HealthMonitor:
-    return services.monitor
+def get_spaces(services: ServicesDep) -> SpaceHealth:
+    return services.monitor.spaces
 
 
 def get_publisher(services: ServicesDep) -> Publisher:
@@ -64,7 +64,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SyncerDep = Annotated[Syncer, Depends(get_syncer)]
 EndpointsDep = Annotated[EndpointManager, Depends(get_endpoints)]
 CheckerDep = Annotated[Checker, Depends(get_checker)]
-MonitorDep = Annotated[HealthMonitor, Depends(get_monitor)]
+SpacesDep = Annotated[SpaceHealth, Depends(get_spaces)]
 PublisherDep = Annotated[Publisher, Depends(get_publisher)]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

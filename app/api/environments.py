@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import CheckerDep, MonitorDep, ServicesDep, SessionDep, SettingsDep
+from app.api.deps import CheckerDep, ServicesDep, SessionDep, SettingsDep, SpacesDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
 from catalog.revisions import RevisionPublic, RevisionsPublic, revisions_of
 from catalog.search import EnvironmentQuery, Sort, search_environments
@@ -114,6 +114,6 @@ def read_environment(session: SessionDep, environment_id: str) -> EnvironmentDet
 
 
 @router.post("/{environment_id:path}/wake", status_code=status.HTTP_202_ACCEPTED)
-async def wake_environment(environment_id: str, monitor: MonitorDep) -> Health:
+async def wake_environment(environment_id: str, spaces: SpacesDep) -> Health:
     """Wake a sleeping Space (the monitor never does by itself); follow its health until it answers."""
-    return await monitor.wake(environment_id)
+    return await spaces.wake(environment_id)

@@ -122,7 +122,7 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
 async def wake(services: Services, detail: Detail, environment_id: str) -> dict[Any, Any]:
     """Send a sleeping Space the request that wakes it; the health monitor follows it from there."""
     try:
-        health = await services.monitor.wake(environment_id)
+        health = await services.monitor.spaces.wake(environment_id)
     except EnvhubError as exc:
         return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
     note = html.escape(health.message or health.status.value)

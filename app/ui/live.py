@@ -62,6 +62,6 @@ async def outbound_for(
 ) -> OutboundSession:
     """The outbound session to reach this environment's live URLs (or, without one, a URL typed in) with: envhub's
     own gateway trusted, the rest through the guard, and the Hub token for a private Space's host."""
-    credentials = await services.monitor.space_credentials(environment.id) if environment is not None else {}
+    credentials = await services.monitor.spaces.space_credentials(environment.id) if environment is not None else {}
     gateway = _own_gateway(request)
     return live_session(services.guard, *([gateway] if gateway else []), credentials=credentials)

@@ -188,8 +188,8 @@ def test_a_private_space_is_probed_and_played_with_a_key_of_its_own_at_its_host(
     sessions = PlaySessions()
 
     async def run(space: str, other: str) -> None:
-        assert await monitor.space_credentials("url:count") == {}  # registered by URL: not a Hub Space
-        outbound = live_session(guard, OWN, credentials=await monitor.space_credentials(SPACE))
+        assert await monitor.spaces.space_credentials("url:count") == {}  # registered by URL: not a Hub Space
+        outbound = live_session(guard, OWN, credentials=await monitor.spaces.space_credentials(SPACE))
         info = await read_interface(space, outbound)
         assert info.schema is not None, info.problems
         await read_interface(other, outbound)
