@@ -114,6 +114,7 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
             session.client.close(1011, f"endpoint {endpoint_id} is not answering{status}")
             return
         lost, forget = watch_loss(pool, slot)
+
         def heard(leg: Leg = upstream) -> float:
             return leg.heard
 
