@@ -97,6 +97,7 @@ def answers_health(container: Container) -> bool:
         return False
 
 
+@pytest.mark.timeout(660)  # on an engine that never built it, the image's first build installs openenv's stack
 def test_template_builds_runs_and_plays_in_a_container(
     docker_envhub: Envhub, docker_engine: docker.DockerClient
 ) -> None:
