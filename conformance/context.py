@@ -105,6 +105,7 @@ class Facts:
     splits: list[dict[str, Any]] | None = None
     web_ui: bool = False
     max_sessions: int | None = None
+    queued: bool = False  # the endpoint's pool queued a second session: each of its servers holds one
     capacity_frame: dict[str, Any] | None = None
     capacity_close_code: int | None = None
     ws_failure: str | None = None  # /ws stopped answering or closed on the checker: no more /ws checks
@@ -342,6 +343,7 @@ class Context:
             raise
         if replied is not None:
             return replied
+        self.facts.queued = True
         socket.broken = f"the endpoint's pool queued {socket.name}: each of its servers holds one session"
         self.note(f"WS {socket.name} (waiting)", "queued by the endpoint's pool: each of its servers holds one session")
         await socket.close()
