@@ -3,9 +3,7 @@
 them until the environment says done."""
 
 import asyncio
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +12,11 @@ from mcp import ClientSession
 from evals.harness import Brief
 from evals.policies import RandomPolicy
 from protocol.tools import Tool
-from tests.conftest import needs
+from tests.corpus import NAMES as THIRD_PARTY
+from tests.corpus import copy_corpus, needs_corpus
 from tests.mcpclients import mcp, structured, text_of
 from tests.serving import TEMPLATES, serve_templates
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "thirdparty" / "openenv-envs"
-THIRD_PARTY = ("chess_env", "connect4_env", "maze_env", "snake_env")
 OURS = tuple(sorted(p.name for p in TEMPLATES.iterdir() if (p / "openenv.yaml").is_file()))
 # Reset options that keep a random agent's episode short where the environment takes them: chess from a position
 # a move or two from its end, so that its engine (whose search can hold its server past envhub's liveness probe on
@@ -34,17 +31,14 @@ MAX_CALLS = 400
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    needs("the third-party corpus", CORPUS.is_dir(), f"it is not at {CORPUS}"),
+    needs_corpus,
 ]
 
 
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Each environment launched by envhub (the corpus copied first: the shared folder is read-only)."""
-    extra = tmp_path_factory.mktemp("corpus")
-    extra.chmod(0o755)  # servers run as a user of their own, who must read it
-    for name in THIRD_PARTY:
-        shutil.copytree(CORPUS / name, extra / name)
+    extra = copy_corpus(tmp_path_factory.mktemp("corpus"))
     with serve_templates(*OURS, *THIRD_PARTY, timeout_s=900, extra=extra) as started:
         yield started
 
