@@ -239,7 +239,7 @@ class EndpointManager:
         first = kind == "launch" and row.id == endpoint.id  # its progress is the endpoint's
         report = (lambda message: self._note(endpoint.id, message)) if first else (lambda message: None)
         try:
-            replica = self.replicas.start(endpoint, row, spec, report)
+            replica, note = self.replicas.start(endpoint, row, spec, report)
         except LaunchError as exc:
             self._replica_failed(endpoint.id, exc.message)
             return
@@ -256,7 +256,7 @@ class EndpointManager:
                     note_image(session, current.environment, current.revision, digest)
         if current.status == EndpointStatus.STARTING:
             self.traffic.of(endpoint.id).touch()
-            self.update(endpoint.id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())
+            self.update(endpoint.id, status=EndpointStatus.RUNNING, message=_running(note), started_at=utcnow())
             self.routes.refresh(endpoint.id)
         if kind != "launch":
             self.replicas.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
@@ -293,7 +293,9 @@ class EndpointManager:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
         self.traffic.of(endpoint_id).touch()
-        running = self.update(endpoint_id, status=EndpointStatus.RUNNING, message="running", started_at=utcnow())
+        running = self.update(
+            endpoint_id, status=EndpointStatus.RUNNING, message=_running(launched.note), started_at=utcnow()
+        )
         assert running is not None
         self.replicas.sync_tasks(running, self.routes.known(endpoint_id))
 
@@ -381,6 +383,11 @@ def _ensure_runs_revision(environment: EnvironmentDetail, backend: Backend) -> N
             f"the space backend copies {environment.id} as it is now ({environment.latest[:12]}); launch revision "
             f"{(environment.sha or '')[:12]} with the process, docker or swarm backend, which download that commit"
         )
+
+
+def _running(note: str) -> str:
+    """A running endpoint's status, with what its launch did otherwise than the environment's files say."""
+    return f"running; {note}" if note else "running"
 
 
 def _why(kind: str) -> str:

@@ -105,8 +105,9 @@ class Replicas:
             session.commit()
             return rows
 
-    def start(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], report: Report) -> Replica:
-        """Start an added replica's server and wait until it serves; LaunchError (its row says why) when it cannot."""
+    def start(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], report: Report) -> tuple[Replica, str]:
+        """Start an added replica's server and wait until it serves: its row, and how it runs otherwise than the
+        environment's files say (Launched.note); LaunchError (its row says why) when it cannot."""
         runtime = self.runtimes[endpoint.backend]
         spec = replace(spec, server_id=row.id, log_path=self.log_path(row.id))
         try:
@@ -130,7 +131,7 @@ class Replicas:
             runtime.stop(launched.handle)
             raise LaunchError(f"replica {row.id} was stopped while it started")
         self.routes.refresh(endpoint.id)
-        return ready
+        return ready, launched.note
 
     def stop(self, endpoint: Endpoint, replica: Replica, *, status: ReplicaStatus, error: str = "") -> None:
         """Stop a replica's server (when there is one left) and record how it ended."""

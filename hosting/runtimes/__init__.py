@@ -103,6 +103,7 @@ class LaunchSpec(Generic[Options]):
 class Launched(Generic[H]):
     url: str  # where envhub reaches the server; the gateway proxies to it
     handle: H
+    note: str = ""  # how it runs otherwise than the environment's files say (built with envhub's Dockerfile, ...)
 
 
 class Runtime(Protocol[Options, H]):

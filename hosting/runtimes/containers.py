@@ -15,8 +15,10 @@ import os
 import re
 import secrets
 import socket
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,11 +33,14 @@ from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import DockerOptions, ImageOptions
 from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
+from hosting.runtimes.builds import plan_build
+from hosting.runtimes.layouts import root_names
 from hosting.runtimes.logs import EXIT_NOTE, note_exit
 from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX, Spares
 
 LABEL = "envhub.endpoint"
+BUILD_LABEL = "envhub.build"  # on an image envhub built with its own Dockerfile: why, for later launches' status
 CATALOG_LABEL = "envhub.catalog"  # which catalog launched it: several envhubs may share one engine
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,15 @@ def check_space_build(environment: EnvironmentDetail, snapshots: Snapshots | Non
         )
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image to run: its tag, and how envhub built it when it did otherwise than the environment's Dockerfile
+    says (for the endpoint's status)."""
+
+    tag: str
+    note: str = ""
+
+
 def environment_image(
     client: docker.DockerClient,
     environment: EnvironmentDetail,
@@ -120,29 +134,34 @@ def environment_image(
     base_image: str,
     log_path: Path,
     report: Report,
-) -> str:
-    """The tag of the image an environment with no image of its own runs: built from a template's folder, or from
-    a Hub Space's repo at its commit, unless built before."""
+    port: int,
+) -> Image:
+    """The image an environment with no image of its own runs: built from a template's folder, or from a Hub Space's
+    repo at its commit, unless built before; its server listens on `port`."""
+    names = root_names(environment)
     if environment.path:
         folder = Path(environment.path)
-        return build_image(
-            client, folder, f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}", base_image, log_path, report
-        )
+        tag = f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}"
+        return build_image(client, folder, tag, base_image, log_path, report, port=port, names=names)
     if snapshots is None or not environment.sha:
         raise LaunchError(f"{environment.id} has no commit to build from here")
     tag = f"envhub-space/{_slug(environment.id)}:{environment.sha[:12]}"
-    if _has_image(client, tag):
-        return tag
+    built = _built(client, tag)
+    if built is not None:
+        return built
     folder = snapshots.fetch(environment.id, environment.sha, token, report)
-    return build_image(client, folder, tag, base_image, log_path, report, revision=environment.sha)
+    return build_image(
+        client, folder, tag, base_image, log_path, report, revision=environment.sha, port=port, names=names
+    )
 
 
-def _has_image(client: docker.DockerClient, tag: str) -> bool:
+def _built(client: docker.DockerClient, tag: str) -> Image | None:
+    """The image of that tag, built before (with the note its build left on it), or None."""
     try:
-        client.images.get(tag)
+        found = client.images.get(tag)
     except ImageNotFound:
-        return False
-    return True
+        return None
+    return Image(tag, str((found.labels or {}).get(BUILD_LABEL, "")))
 
 
 def build_image(
@@ -154,35 +173,50 @@ def build_image(
     report: Report,
     *,
     revision: str | None = None,
-) -> str:
-    """The tag, built from the folder's Dockerfile unless an image of that tag exists (its name says what it holds:
-    a folder's content hash, a Space's commit)."""
-    if _has_image(client, tag):
-        return tag
-    what = f"{tag.split(':')[0].split('/')[-1]}/{_dockerfile(folder)}"
-    report(f"building image {tag} from {what} (first launch only)")
+    port: int = 8000,
+    names: Sequence[str] = (),
+) -> Image:
+    """The image of that tag, built from the folder unless one of that tag exists (its name says what it holds: a
+    folder's content hash, a Space's commit): by its own Dockerfile, or by envhub's when that one cannot build here
+    (builds.py)."""
+    built = _built(client, tag)
+    if built is not None:
+        return built
+    own = _dockerfile(folder)
+    if own is None:
+        raise LaunchError(f"{folder.name} has no Dockerfile to build")
+    plan = plan_build(client, folder, own, base_image, port, names or [folder.name])
+    name = tag.split(":")[0].split("/")[-1]
+    if plan.note:
+        report(f"building image {tag} (first launch only): {plan.note}")
+    else:
+        report(f"building image {tag} from {name}/{own} (first launch only)")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     labels = {"envhub.revision": revision} if revision else {"envhub.template": folder.name}
-    try:
-        _, output = client.images.build(
-            path=str(folder),
-            dockerfile=_dockerfile(folder),
-            tag=tag,
-            buildargs={"BASE_IMAGE": base_image},
-            rm=True,
-            labels=labels,
-        )
-    except BuildError as exc:
-        lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
-        with log_path.open("a") as log:
-            log.write("".join(lines))
-        tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
-        raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}") from exc
-    except APIError as exc:
-        raise LaunchError(f"building image {tag} failed: {exc.explanation}") from exc
+    labels |= {BUILD_LABEL: plan.note} if plan.note else {}
+    with tempfile.TemporaryDirectory(prefix="envhub-build-") as scratch:
+        dockerfile = plan.own
+        if dockerfile is None:  # envhub's, from outside the folder: the engine is sent it beside the folder's files
+            written = Path(scratch) / "Dockerfile"
+            written.write_text(plan.written)
+            dockerfile = str(written)
+            with log_path.open("a") as log:
+                log.write(f"envhub: {plan.note}\n{plan.written}")
+        try:
+            _, output = client.images.build(
+                path=str(folder), dockerfile=dockerfile, tag=tag, buildargs=plan.build_args, rm=True, labels=labels
+            )
+        except BuildError as exc:
+            lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
+            with log_path.open("a") as log:
+                log.write("".join(lines))
+            tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
+            raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}") from exc
+        except APIError as exc:
+            raise LaunchError(f"building image {tag} failed: {exc.explanation}") from exc
     with log_path.open("a") as log:
         log.write("".join(str(chunk.get("stream", "")) for chunk in output))
-    return tag
+    return Image(tag, plan.note)
 
 
 class ContainerRuntime:
@@ -239,10 +273,12 @@ class ContainerRuntime:
         return completed
 
     def start(self, spec: LaunchSpec[DockerOptions], report: Report) -> Launched[ContainerHandle]:
-        image = spec.options.image or environment_image(
-            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report
-        )
         port = spec.options.port or 8000
+        built = Image(spec.options.image) if spec.options.image else None
+        built = built or environment_image(
+            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report, port
+        )
+        image = built.tag
         key = self._spare_key(spec.environment.id, image, port) if self.spares.keep and not spec.env else None
         spare = self.spares.claim(key, f"envhub-{spec.server_id}") if key else None
         if spare is not None:
@@ -263,7 +299,7 @@ class ContainerRuntime:
         self._follow_logs(container, spec.log_path)
         launched = serve_when_healthy(
             self,
-            Launched(url, handle),
+            Launched(url, handle, built.note),
             timeout_s=self.ready_timeout_s,
             what=f"the container of {spec.environment.id}",
             log_path=spec.log_path,

@@ -13,7 +13,7 @@ import json
 import posixpath
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from dockerfile_parse import DockerfileParser
@@ -71,7 +71,9 @@ class _Instruction:
     heredocs: tuple[str, ...] = ()  # the bodies of the heredocs it opens, in order
 
 
-def parse_dockerfile(text: str) -> Dockerfile:
+def parse_dockerfile(text: str, build_args: Mapping[str, str] | None = None) -> Dockerfile:
+    """What the Dockerfile says; `build_args` are given to the build (`--build-arg`), over its ARG defaults."""
+    given = build_args or {}
     found = Dockerfile()
     arguments: dict[str, str] = {}  # ARG defaults before the first FROM: what FROM lines may use
     variables: dict[str, str] = {}  # the current stage's ARG and ENV values
@@ -83,6 +85,7 @@ def parse_dockerfile(text: str) -> Dockerfile:
             for name, default in _arguments(rest, variables if found.bases else arguments):
                 # In a stage, an ARG without a default takes the one given before the first FROM.
                 value = default if default is not None or not found.bases else arguments.get(name)
+                value = given.get(name, value) if not found.bases else value
                 if value is not None:
                     (variables if found.bases else arguments)[name] = value
         elif keyword == "FROM":

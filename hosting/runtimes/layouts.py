@@ -24,9 +24,19 @@ from typing import Any, Protocol
 
 import yaml
 
+from catalog.models import EnvironmentDetail
 from hosting.runtimes.dockerfiles import parse_dockerfile, served
 
-__all__ = ["SMALL_FILE", "FolderFiles", "Layout", "ListedFiles", "RepoFiles", "find_layout", "template_layout"]
+__all__ = [
+    "SMALL_FILE",
+    "FolderFiles",
+    "Layout",
+    "ListedFiles",
+    "RepoFiles",
+    "find_layout",
+    "root_names",
+    "template_layout",
+]
 
 SMALL_FILE = 256 * 1024  # the most of a file (Dockerfile, openenv.yaml, an app module) read to find the app
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -118,6 +128,11 @@ class Layout:
     path: tuple[str, ...] = ()  # more folders on its import path, in order
     package: str | None = None  # the name the root is imported by (the runtime links it under that name)
     requirements: str = ""  # the folder whose requirements the server needs (server/requirements.txt, ...)
+
+
+def root_names(environment: EnvironmentDetail) -> list[str]:
+    """What an environment's root may be imported by when it is a package: its folder's name, or its Space's."""
+    return [Path(environment.path).name if environment.path else environment.id.rpartition("/")[2]]
 
 
 def find_layout(files: RepoFiles, names: Sequence[str]) -> Layout | None:

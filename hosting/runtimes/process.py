@@ -28,7 +28,7 @@ from hosting.options import ProcessOptions, interpreter_refusal, starts_the_inte
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
 from hosting.runtimes.confinement import SERVER_USER, Confinement
 from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_of
-from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, template_layout
+from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, root_names, template_layout
 from hosting.runtimes.logs import note_exit
 from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
 from hosting.runtimes.snapshots import Snapshots
@@ -148,7 +148,7 @@ class ProcessRuntime:
         files = self.snapshots.files(environment.id, environment.sha, token)
         dockerfile = files.read("Dockerfile")
         reason = needs_docker(parse_dockerfile(dockerfile)) if dockerfile is not None else None
-        if reason is None and find_layout(files, _names(environment)) is None:
+        if reason is None and find_layout(files, root_names(environment)) is None:
             reason = (
                 "it has no OpenEnv app to serve: no openenv.yaml app, server/app.py, envs/<name>/server/app.py "
                 "or Dockerfile command (uvicorn module:app) that names a module in it"
@@ -299,11 +299,11 @@ class ProcessRuntime:
         environment = spec.environment
         if environment.path:
             folder = Path(environment.path)
-            return folder, template_layout(folder, _names(environment))
+            return folder, template_layout(folder, root_names(environment))
         if environment.sha is None:  # check() refused it
             raise LaunchError(f"the catalog has no commit of {environment.id} to download: sync the catalog first")
         folder = self.snapshots.fetch(environment.id, environment.sha, spec.token, report)
-        layout = find_layout(FolderFiles(folder), _names(environment))
+        layout = find_layout(FolderFiles(folder), root_names(environment))
         if layout is None:
             raise LaunchError(f"{environment.id}@{environment.sha[:12]} has no OpenEnv app to serve")
         return folder, layout
@@ -371,11 +371,6 @@ class ProcessRuntime:
         if handle.started is not None:
             return started_at(handle.pid) == handle.started
         return environ_names(handle.pid, f"{ENDPOINT_VARIABLE}={handle.server}")
-
-
-def _names(environment: EnvironmentDetail) -> list[str]:
-    """What an environment's root may be imported by: its folder's name, or its Space's."""
-    return [Path(environment.path).name if environment.path else environment.id.rpartition("/")[2]]
 
 
 def _listening_socket() -> socket.socket:

@@ -40,6 +40,7 @@ from hosting.runtimes import Launched, LaunchSpec, Report, ServiceHandle, Task, 
 from hosting.runtimes.containers import (
     CATALOG_LABEL,
     LABEL,
+    Image,
     check_space_build,
     engine_client,
     environment_image,
@@ -206,10 +207,12 @@ class SwarmRuntime:
         return swarm
 
     def start(self, spec: LaunchSpec[SwarmOptions], report: Report) -> Launched[ServiceHandle]:
-        image = spec.options.image or environment_image(
-            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report
-        )
         port = spec.options.port or 8000
+        built = Image(spec.options.image) if spec.options.image else None
+        built = built or environment_image(
+            self.client, spec.environment, self.snapshots, spec.token, self.base_image, spec.log_path, report, port
+        )
+        image = built.tag
         if not spec.options.image and int(self._swarm().get("Nodes") or 1) > 1:
             report(f"{image} was built on the manager only: nodes that do not have it reject its tasks")
         labels = {CATALOG_LABEL: self.catalog, LABEL: spec.server_id, ENVIRONMENT_LABEL: spec.environment.id}
@@ -241,7 +244,7 @@ class SwarmRuntime:
         except BaseException:
             self.stop(handle)
             raise
-        return Launched(url, handle)
+        return Launched(url, handle, built.note)
 
     def _first_healthy(self, handle: ServiceHandle, spec: LaunchSpec[SwarmOptions]) -> str:
         """The URL of the first task that answers /health; LaunchError when none does in time, or tasks keep failing."""
