@@ -1,14 +1,17 @@
 """The MCP door's side of envhub: the gateway's pools as the door's placement, the catalog and the agent sessions'
-store as its recorder, and the hand-over of an endpoint's standard MCP requests to it (app.gateway calls `serve`).
+store as its recorder, and the hand-over of an endpoint's standard MCP requests to it (`serve`, which the gateway
+calls; `McpRoute` takes requests to /mcp to the gateway without FastAPI's routing).
 """
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sqlmodel import Session
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog.store import get_environment
 from catalog.tasksets import Tasksets, dataset_resets
@@ -16,15 +19,17 @@ from core.errors import EnvhubError
 from evals.models import AgentSession, Episode
 from evals.sessions import AgentSessions, agent_episode_id
 from gateway.mcp import Card, EpisodeRecord, HttpRequest, PoolFull, Seat, SessionRecord
+from gateway.paths import session_path
 from gateway.pools import Pool, Slot, Waiter
 from gateway.pools import PoolFull as SlotsTaken
+from gateway.proxy import proxy
 from gateway.traffic import Traffic
 from hosting.endpoints import EndpointManager
 
 if TYPE_CHECKING:
     from app.services import Services
 
-__all__ = ["AgentRecorder", "PoolPlacement", "serve"]
+__all__ = ["AgentRecorder", "McpRoute", "PoolPlacement", "serve"]
 
 
 class PoolPlacement:
@@ -185,3 +190,28 @@ async def serve(
     if isinstance(reply.body, bytes):
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
     return StreamingResponse(reply.body, status_code=reply.status, headers=reply.headers)
+
+
+class McpRoute:
+    """Every HTTP request to an endpoint's /mcp goes to the gateway (its MCP door, or OpenEnv's own JSON-RPC passed
+    on) as the gateway's route would send it, but without FastAPI's routing and dependency injection: an agent's
+    tool call through the door is measured against the server's own /mcp (bench/mcp.py), and those cost each call
+    about a millisecond, a tenth of the round trip."""
+
+    def __init__(self, app: ASGIApp, services: "Services") -> None:
+        self.app, self.services = app, services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = session_path(scope["path"]) if scope["type"] == "http" else None
+        if found is None or found[1] != "mcp":
+            await self.app(scope, receive, send)
+            return
+        services, endpoint_id = self.services, found[0]
+        scope = {**scope, "path_params": {"endpoint_id": endpoint_id, "path": "mcp"}}  # as the route's would be
+        try:
+            response = await proxy(
+                services.gateway, Request(scope, receive), endpoint_id, "mcp", door=functools.partial(serve, services)
+            )
+        except EnvhubError as exc:
+            response = JSONResponse(exc.payload(), status_code=exc.status_code)
+        await response(scope, receive, send)

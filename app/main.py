@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import gateway
+from app.agents import McpRoute
 from app.api import checks, datasets, environments, health, presets, publications, sessions, sync
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
@@ -57,6 +58,9 @@ def create_app(
     app = FastAPI(title="envhub", summary="Find, try and launch OpenEnv environments.", lifespan=lifespan)
     app.state.services = services  # read through app.api.deps only
     # Behind a proxy (a Space): the host from X-Forwarded-Host; uvicorn takes the scheme from X-Forwarded-Proto.
+    # Requests to an endpoint's /mcp skip FastAPI's routing: they are the MCP door's (or OpenEnv's JSON-RPC) and
+    # go to the gateway as its route sends them.
+    app.add_middleware(McpRoute, services=services)
     app.add_middleware(ForwardedHostMiddleware)
 
     @app.exception_handler(EnvhubError)

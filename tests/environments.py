@@ -115,6 +115,74 @@ def write_count_env(
     return folder
 
 
+MCP_MODELS = """
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+
+ToolsAction = CallToolAction
+ToolsObservation = CallToolObservation
+"""
+
+MCP_ENVIRONMENT = """
+import uuid
+
+from fastmcp import FastMCP
+from openenv.core.env_server.mcp_environment import MCPEnvironment
+from openenv.core.env_server.types import Observation, State
+
+
+class ToolsEnvironment(MCPEnvironment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        server = FastMCP("tools")
+
+        @server.tool
+        def calculate(expression: str) -> float:
+            \"\"\"Add up whole numbers written as 'a + b' or 'a * b'.\"\"\"
+            left, operator, right = expression.split()
+            return float(int(left) + int(right) if operator == "+" else int(left) * int(right))
+
+        super().__init__(server)
+        self._state = State(episode_id=str(uuid.uuid4()), step_count=0)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+        return Observation(reward=0.0)
+
+    def _step_impl(self, action, timeout_s=None, **kwargs):
+        raise ValueError("actions are tool calls")
+
+    @property
+    def state(self):
+        return self._state
+"""
+
+MCP_APP = """
+import os
+
+from openenv.core.env_server.http_server import create_app
+
+from models import ToolsAction, ToolsObservation
+from server.environment import ToolsEnvironment
+
+cap = int(os.environ.get("MAX_CONCURRENT_ENVS") or 64)
+app = create_app(ToolsEnvironment, ToolsAction, ToolsObservation, env_name="tools", max_concurrent_envs=cap)
+"""
+
+
+def write_tools_env(folder: Path) -> Path:
+    """An MCP environment with one tool (calculate) and no end to its episodes. Returns the folder."""
+    (folder / "server").mkdir(parents=True)
+    (folder / "server" / "__init__.py").write_text("")
+    (folder / "models.py").write_text(dedent(MCP_MODELS))
+    (folder / "server" / "environment.py").write_text(dedent(MCP_ENVIRONMENT))
+    (folder / "server" / "app.py").write_text(dedent(MCP_APP))
+    (folder / "requirements.txt").write_text("openenv==0.10.0\n")
+    (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
+    (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\ntags: [openenv]\n---\nCalculates.\n")
+    return folder
+
+
 ECHO_APP = """
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import RedirectResponse

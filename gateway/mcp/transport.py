@@ -229,10 +229,9 @@ class Door:
             )
         if not isinstance(message, JSONRPCRequest):
             return HttpReply(202)  # a notification (initialized, cancelled) or a response: nothing to answer
-        work = asyncio.ensure_future(self._dispatch(session, message))
         if sse:
-            return HttpReply(200, dict(_SSE), _streamed(work))
-        return _json(200, await work)
+            return HttpReply(200, dict(_SSE), _streamed(asyncio.ensure_future(self._dispatch(session, message))))
+        return _json(200, await self._dispatch(session, message))
 
     def _unknown(self, session_id: str, request_id: Any) -> HttpReply:
         return _json(
