@@ -1,7 +1,8 @@
 """Endpoint pools: many WebSocket sessions through one pool URL, a cold pool growing under them, and a soak.
 
     .venv/bin/python -m bench.pool [--sessions 128] [--replicas 16] [--rounds 5] [--steps 20]
-                                   [--parts warm,cold,soak] [--soak-s 60] [--keep DIR]
+                                   [--parts warm,cold,soak,corpus] [--soak-s 60] [--keep DIR]
+                                   [--rollouts 64] [--rollout-steps 5]
 
 envhub runs as its own process (`python -m app serve`, its own data folder and SQLite
 catalog, no Hub), and launches a built-in template (lights_out by default) with the
@@ -22,10 +23,16 @@ process backend, each replica told `MAX_CONCURRENT_ENVS=8`. The client is asynci
   half go silent (stop reading, leave the socket open: only the gateway's pings find
   them). Then the pool's sessions and the endpoint's active sessions must return to 0,
   and envhub's open files and RSS are read at the start, the middle and the end.
+- corpus (not run by default): the official environments (shared/thirdparty/openenv-envs, copied), whose servers
+  hold one session each. `--rollouts` TRL-shaped rollouts of chess_env at once (bench.trl: GRPOTrainer's
+  environment_factory over the environment's typed client, each a reset from an endgame and `--rollout-steps`
+  moves), through a pool of 1 to 64, then through one held at 1 to 8, where they queue; then each corpus
+  environment's protocol check and quality report, and the seconds until its pool holds no session.
 """
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -36,21 +43,24 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from app.settings import REPO_ROOT
+from bench import trl
 from bench.replicas import cpu_seconds
 from bench.report import load_average, machine_line, percentile, table, verdict
 from hosting.runtimes.processes import free_port
+from tests.corpus import NAMES, copy_corpus
 
 PER_REPLICA = 8  # MAX_CONCURRENT_ENVS of every replica
+T = TypeVar("T")
 RESET = json.dumps({"type": "reset", "data": {}})
 
 
@@ -64,9 +74,13 @@ class Envhub:
     log: Path
     http: httpx.Client
 
-    def launch(self, template: str, least: int, most: int, timeout_s: float = 600) -> dict[str, Any]:
-        """An endpoint of the template whose pool starts at `least` replicas; returned once they all serve."""
-        options = {"replicas": {"min": least, "max": most}, "env": {"MAX_CONCURRENT_ENVS": str(PER_REPLICA)}}
+    def launch(
+        self, template: str, least: int, most: int, timeout_s: float = 600, *, told: bool = True
+    ) -> dict[str, Any]:
+        """An endpoint of the template whose pool starts at `least` replicas; returned once they all serve. told: each
+        replica is told MAX_CONCURRENT_ENVS=8 (the official environments hold one session whatever they are told)."""
+        env = {"MAX_CONCURRENT_ENVS": str(PER_REPLICA)} if told else {}
+        options = {"replicas": {"min": least, "max": most}, "env": env}
         answer = self.http.post("/api/endpoints", json={"environment": f"template:{template}", "options": options})
         answer.raise_for_status()
         endpoint_id = answer.json()["id"]
@@ -632,6 +646,74 @@ def soak(hub: Envhub, args: argparse.Namespace) -> tuple[list[list[object]], lis
     return rows, notes, lost_at_end == 0 and flat and not tally.errors and tally.refused == 0
 
 
+def most_ready(hub: Envhub, endpoint_id: str, work: Callable[[], T]) -> tuple[T, int]:
+    """What work returns, and the most ready replicas the endpoint's pool had while it ran (read every 0.5 s)."""
+    peak = 0
+    finished = threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not finished.wait(0.5):
+            peak = max(peak, ready(hub.endpoint(endpoint_id)))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return work(), max(peak, ready(hub.endpoint(endpoint_id)))
+    finally:
+        finished.set()
+        watcher.join()
+
+
+def corpus(hub: Envhub, args: argparse.Namespace, python: Path, scratch: Path) -> tuple[list[str], bool]:
+    """The official environments: TRL-shaped rollouts of chess_env through a pool of 1 to 64 and one held at 1 to 8
+    (its servers hold one session each), then every corpus environment's protocol check and quality report, and how
+    soon its pool lets their sessions go."""
+    rows: list[list[object]] = []
+    notes: list[str] = []
+    ok = True
+    for most in (64, 8):
+        endpoint = hub.launch("chess_env", 1, most, told=False)
+        batch = functools.partial(
+            trl.rollouts, python, scratch, "chess_env", endpoint["url"], args.rollouts, args.rollout_steps
+        )
+        done, peak = most_ready(hub, endpoint["id"], batch)
+        complete = done.complete(args.rollout_steps)
+        rows.append(
+            [
+                f"chess_env, {args.rollouts} rollouts, pool {{1, {most}}}",
+                complete,
+                done.refused(),
+                len(done.errors),
+                done.keepalive(),
+                done.seconds(0.5),
+                done.seconds(1.0),
+                done.wall_s,
+                peak,
+            ]
+        )
+        notes += [f"pool {{1, {most}}} error: {e.strip().splitlines()[-1][:200]}" for e in sorted(set(done.errors))[:5]]
+        ok &= complete == args.rollouts and not done.errors
+        hub.stop(endpoint["id"])
+        print(
+            f"  corpus: pool {{1, {most}}}: {complete} of {args.rollouts} complete in {done.wall_s:.1f} s", flush=True
+        )
+    checked: list[list[object]] = []
+    for name in NAMES:
+        endpoint = hub.launch(name, 1, 1, told=False)
+        for suite in ("protocol", "quality"):
+            outcome, waited, left = trl.released(hub.http, endpoint["id"], suite)
+            checked.append([name, suite, outcome, round(waited, 2), left])
+            ok &= left == 0 and waited <= 2
+        hub.stop(endpoint["id"])
+    headers = ["TRL-shaped rollouts", "complete", "refused", "errors", "keepalive deaths", "rollout p50 s"]
+    headers += ["rollout max s", "wall s", "ready replicas at most"]
+    results = [table(headers, rows), *notes, "(floor: every rollout complete; 0 refused, 0 errors)", ""]
+    results += [table(["corpus environment", "suite", "verdict", "s to 0 sessions", "sessions then"], checked)]
+    results += ["(floor: the pool holds 0 sessions within 2 s of every check)", ""]
+    return results, ok
+
+
 def log_summary(log: Path) -> list[str]:
     """How many tracebacks envhub logged, by the exception that ended each."""
     lines = log.read_text(errors="replace").splitlines()
@@ -664,6 +746,8 @@ def main() -> None:
         "--checkout", type=Path, default=REPO_ROOT, help="the envhub to serve (default: this one); `git archive` one"
     )
     parser.add_argument("--keep", type=Path, help="keep envhub's logs and data here (default: a temporary folder)")
+    parser.add_argument("--rollouts", type=int, default=64, help="the corpus part's TRL-shaped rollouts at once")
+    parser.add_argument("--rollout-steps", type=int, default=5, help="tool calls of each rollout after its reset")
     args = parser.parse_args()
     args.replicas = args.replicas or math.ceil(args.sessions / PER_REPLICA)
     parts = set(args.parts.split(","))
@@ -705,6 +789,15 @@ def main() -> None:
                 passed &= ok
                 results += [table(["soak sample", "s", "open files", "RSS MiB"], rows), *notes]
                 results += log_summary(hub.log)
+        if "corpus" in parts:
+            checkout = args.checkout.resolve()
+            with ExitStack() as stack:
+                python = trl.clients(scratch, stack)
+                extra = copy_corpus(scratch / "corpus-envs")
+                with envhub(scratch, "corpus", 64, checkout, extra_templates=str(extra)) as hub:
+                    rows_notes, ok = corpus(hub, args, python, scratch)
+                    passed &= ok
+                    results += [*rows_notes, *log_summary(hub.log)]
         print(f"load average after: {load_average()}")
         print("\n".join(results))
         if args.keep is None and not passed:
