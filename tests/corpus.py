@@ -60,6 +60,7 @@ def corpus_envhub(scratch: Path, *, corpus: bool = True, **settings: Any) -> Env
         max_servers_per_owner=96,
         pool_idle_s=3600,
         docker_spares=0,
+        quality_deadline_s=30,  # chess's engine thinks for seconds a move: its report runs to the deadline
     )
     return Envhub(base.model_copy(update=settings))
 
@@ -195,6 +196,7 @@ def corpus_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     settings = getattr(request.module, "SETTINGS", {})
     envhub = corpus_envhub(tmp_path_factory.mktemp(f"corpus-{request.module.BACKEND}"), **settings)
     yield envhub
+    envhub.end_endpoints()
     envhub.stop()
 
 

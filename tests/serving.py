@@ -80,6 +80,13 @@ class Envhub:
         wait_until(lambda: self.server.started, timeout_s=30)
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
+    def end_endpoints(self) -> None:
+        """Stop every endpoint it runs: containers and swarm services outlive envhub (the next start reconciles them),
+        and a test's must not run on, taking the machine from the tests after it."""
+        for endpoint in self.http.get("/api/endpoints").json()["data"]:
+            if endpoint["status"] in ("starting", "running"):
+                self.http.delete(f"/api/endpoints/{endpoint['id']}")
+
     def stop(self) -> None:
         self.http.close()
         self.server.should_exit = True

@@ -159,8 +159,7 @@ def test_a_launch_claims_the_container_started_ahead_for_it(
         assert envhub.http.delete(f"/api/endpoints/{second['id']}").json()["status"] == "stopped"
         assert second["id"] not in {c.name.removeprefix("envhub-") for c in docker_engine.containers.list(all=True)}
     finally:
-        for endpoint in envhub.http.get("/api/endpoints").json()["data"]:
-            envhub.http.delete(f"/api/endpoints/{endpoint['id']}")  # containers outlive envhub otherwise
+        envhub.end_endpoints()
         envhub.stop()
     assert spares(docker_engine, catalog) == [], "envhub removes its spares when it stops"
 

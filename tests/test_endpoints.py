@@ -351,7 +351,7 @@ def test_restart_after_a_crash_stops_a_pool_and_every_server_it_left(
     assert row["status"] == "stopped"
     assert "envhub restarted" in row["message"]
     assert [r["status"] for r in row["pool"]["replicas"]] == ["stopped", "stopped"]
-    wait_until(lambda: not any(_alive(pid) for pid in left), timeout_s=15)
+    wait_until(lambda: not any(_alive(pid) for pid in left), timeout_s=30)  # each group: SIGTERM, a grace, then SIGKILL
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")

@@ -21,6 +21,19 @@ LANGUAGES = {
     "WebSocket": "python",
     "MCP": "python",
 }
+AGENTS = "Agents (MCP)"  # the tab of harness configurations, for every envhub endpoint
+HARNESSES = {  # harness -> (language, where its text goes)
+    "Claude Code": ("shell", "run in a terminal"),
+    "Codex": (None, "~/.codex/config.toml"),
+    "Cursor": ("json", ".cursor/mcp.json"),
+    "Claude Desktop": ("json", "claude_desktop_config.json (Settings, Developer, Edit Config)"),
+    "MCP Inspector": ("shell", "run in a terminal to list the tools"),
+}
+AGENTS_NOTE = (
+    "Every envhub endpoint is an MCP server at its URL + `/mcp` (Streamable HTTP): an MCP environment offers its "
+    "own tools, any other `reset`, `step` and `state`. A private endpoint's configurations carry `TOKEN`: put its "
+    "access token there (`access_token` in `GET /api/endpoints/{id}`, shown to its owner)."
+)
 
 
 @dataclass(frozen=True)
@@ -29,10 +42,15 @@ class Connect:
     url: gr.Textbox
     snippets: dict[str, gr.Code]
     mcp_tab: gr.Tab
+    agents_tab: gr.Tab
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.note, self.url, *self.snippets.values(), self.mcp_tab]
+        return [self.note, self.url, *self.snippets.values(), self.mcp_tab, self.agents_tab]
+
+
+def _elem_id(name: str) -> str:
+    return f"snippet-{name.lower().replace(' ', '-').strip('()')}"
 
 
 def build() -> Connect:
@@ -49,15 +67,29 @@ def build() -> Connect:
                     buttons=["copy"],
                     label=f"{name} snippet",
                     show_label=False,
-                    elem_id=f"snippet-{name.lower().replace(' ', '-').strip('()')}",
+                    elem_id=_elem_id(name),
                 )
             if name == "MCP":
                 mcp_tab = tab
+        with gr.Tab(AGENTS, elem_id="connect-agents-tab") as agents_tab:
+            gr.Markdown(AGENTS_NOTE)
+            for name, (syntax, where) in HARNESSES.items():
+                snippets[name] = gr.Code(
+                    language=syntax,  # type: ignore[arg-type]
+                    interactive=False,
+                    buttons=["copy"],
+                    label=f"{name}: {where}",
+                    elem_id=_elem_id(name),
+                )
     assert mcp_tab is not None
-    return Connect(note, url, snippets, mcp_tab)
+    return Connect(note, url, snippets, mcp_tab, agents_tab)
 
 
-def target_for(url: str | None, title: str, info: Interface, pool: PoolPublic | None = None) -> Target:
+def target_for(
+    url: str | None, title: str, info: Interface, pool: PoolPublic | None = None, *, private: bool = False
+) -> Target:
+    """What the snippets are written for. The URL is an envhub endpoint's when its pool is known, or when there is
+    none yet (the placeholder); otherwise it is a Space's own host, whose /mcp is openenv's and no MCP server."""
     return Target(
         sessions=pool.generation_batch_size if pool is not None else None,
         url=url or PLACEHOLDER_URL,
@@ -66,6 +98,8 @@ def target_for(url: str | None, title: str, info: Interface, pool: PoolPublic | 
         tools=info.tools or (),
         task_env=info.task_env,
         splits=tuple(s.name for s in info.splits),
+        door=url is None or pool is not None,
+        private=private,
     )
 
 
@@ -81,9 +115,17 @@ def pool_note(pool: PoolPublic) -> str:
 
 
 def updates(
-    connect: Connect, url: str | None, title: str, info: Interface, pool: PoolPublic | None = None
+    connect: Connect,
+    url: str | None,
+    title: str,
+    info: Interface,
+    pool: PoolPublic | None = None,
+    *,
+    private: bool = False,
 ) -> dict[Any, Any]:
-    texts = all_snippets(target_for(url, title, info, pool))
+    """The panel for a URL; `private`: the endpoint needs its token, so the agents' configurations say where."""
+    target = target_for(url, title, info, pool, private=private)
+    texts = all_snippets(target)
     note = (
         "Paste this URL into openenv's client or your trainer."
         if url
@@ -96,6 +138,7 @@ def updates(
         connect.note: note,
         connect.url: url or "",
         connect.mcp_tab: gr.Tab(visible="MCP" in texts),
+        connect.agents_tab: gr.Tab(visible=target.door),
     }
     for name, code in connect.snippets.items():
         values[code] = texts.get(name, "")

@@ -116,7 +116,14 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
         detail.quality: quality_html(environment, report),
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
-    } | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))
+    } | connect_updates(services, detail, url, environment, info)
+
+
+def connect_updates(
+    services: Services, detail: Detail, url: str | None, environment: EnvironmentDetail, info: Interface
+) -> dict[Any, Any]:
+    pool, private = running_pool(services, environment.id)
+    return connect.updates(detail.connect, url, environment.title, info, pool, private=private)
 
 
 async def wake(services: Services, detail: Detail, environment_id: str) -> dict[Any, Any]:
@@ -175,5 +182,5 @@ async def refresh(
             detail.tasks: tasks,
             detail.status: status_html(environment, url),
         }
-        | connect.updates(detail.connect, url, environment.title, info, running_pool(services, environment.id))
+        | connect_updates(services, detail, url, environment, info)
     )

@@ -63,6 +63,10 @@ async def template_interface(services: Services, environment: EnvironmentDetail)
             probe.kill()
             await probe.wait()
             return Interface(problems=[f"its app did not answer within {PROBE_S} s; launch it to read its schemas"])
+        except asyncio.CancelledError:  # the page went, or envhub is stopping: the probe goes too, its pipes closed
+            probe.kill()
+            await probe.wait()
+            raise
         if probe.returncode != 0:
             last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             log.info("could not read %s's interface from its source: %s", environment.id, last[0])

@@ -36,12 +36,14 @@ def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Re
     return urls
 
 
-def running_pool(services: Services, environment_id: str) -> PoolPublic | None:
-    """The pool of the environment's newest running endpoint, the first of its live URLs."""
+def running_pool(services: Services, environment_id: str) -> tuple[PoolPublic | None, bool]:
+    """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that endpoint
+    is private (its URL answers only a bearer of its token)."""
     endpoint = services.endpoints.running_endpoint(environment_id)
     if endpoint is None:
-        return None
-    return services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
+        return None, False
+    pool = services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
+    return pool, endpoint.options.get("private") is True
 
 
 def _own_gateway(request: gr.Request | None) -> str | None:

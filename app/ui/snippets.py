@@ -1,9 +1,12 @@
 """Copy-ready code for an endpoint URL: openenv's client (sync and async), TRL, curl,
-raw WebSocket messages and openenv's MCP client. Each one runs as printed."""
+raw WebSocket messages and openenv's MCP client, each of which runs as printed; and the
+configurations that give agent harnesses (Claude Code, Codex, Cursor, Claude Desktop, the
+MCP Inspector) the endpoint's MCP server at its URL + /mcp."""
 
 import json
 import keyword
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +15,8 @@ from app.ui.forms import FieldKind, FormField, form_fields, snippet_action, visi
 from protocol.tools import Tool, tool_call
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+BEARER = "Bearer TOKEN"  # a private endpoint's Authorization header: TOKEN stands for its access token
+TOKEN_VARIABLE = "ENVHUB_ENDPOINT_TOKEN"  # noqa: S105 (a variable's name, not its value)
 _PY_TYPES = {
     FieldKind.TEXT: "str",
     FieldKind.CHOICE: "str",
@@ -32,11 +37,22 @@ class Target:
     task_env: str | None = None
     splits: Sequence[str] = field(default_factory=tuple)
     sessions: int | None = None  # what the endpoint's pool holds at its max, when it is one of envhub's
+    door: bool = False  # the URL is an envhub endpoint's, whose /mcp is a standard MCP server for any environment
+    private: bool = False  # the endpoint answers only a bearer of its token
 
     @property
     def ws_url(self) -> str:
         base = self.url.rstrip("/")
         return ("wss" + base[5:] if base.startswith("https") else "ws" + base.removeprefix("http")) + "/ws"
+
+    @property
+    def mcp_url(self) -> str:
+        return self.url.rstrip("/") + "/mcp"
+
+    @property
+    def server_name(self) -> str:
+        """What a harness calls the environment's MCP server: a slug of its title."""
+        return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")[:32].strip("-") or "envhub"
 
     def example(self) -> dict[str, Any]:
         if self.tools:
@@ -245,6 +261,59 @@ def mcp(target: Target) -> str:
     )
 
 
+def claude_code(target: Target) -> str:
+    header = f' --header "Authorization: {BEARER}"' if target.private else ""
+    return f"claude mcp add --transport http{header} {target.server_name} {shlex.quote(target.mcp_url)}\n"
+
+
+def codex(target: Target) -> str:
+    """~/.codex/config.toml's table; Codex reads a bearer token from an environment variable, never from the file."""
+    table = f"[mcp_servers.{target.server_name}]\nurl = {json.dumps(target.mcp_url)}\n"
+    if target.private:
+        table += f'bearer_token_env_var = "{TOKEN_VARIABLE}"  # export {TOKEN_VARIABLE}=TOKEN before starting codex\n'
+    return table
+
+
+def cursor(target: Target) -> str:
+    server: dict[str, Any] = {"url": target.mcp_url}
+    if target.private:
+        server["headers"] = {"Authorization": BEARER}
+    return json.dumps({"mcpServers": {target.server_name: server}}, indent=2) + "\n"
+
+
+def claude_desktop(target: Target) -> str:
+    """claude_desktop_config.json starts local (stdio) servers: mcp-remote bridges one to the URL. Its header goes
+    through an environment variable, as mcp-remote documents: Claude Desktop on Windows splits arguments at spaces."""
+    args = ["-y", "mcp-remote", target.mcp_url]
+    if target.mcp_url.startswith("http://"):
+        args.append("--allow-http")  # mcp-remote refuses plain HTTP to any host but localhost without it
+    server: dict[str, Any] = {"command": "npx", "args": args}
+    if target.private:
+        args += ["--header", "Authorization:${AUTH_HEADER}"]
+        server["env"] = {"AUTH_HEADER": BEARER}
+    return json.dumps({"mcpServers": {target.server_name: server}}, indent=2) + "\n"
+
+
+def inspector(target: Target) -> str:
+    """The MCP Inspector's command line, listing the endpoint's tools."""
+    header = f' --header "Authorization: {BEARER}"' if target.private else ""
+    return (
+        f"npx @modelcontextprotocol/inspector --cli {shlex.quote(target.mcp_url)} --transport http{header}"
+        " --method tools/list\n"
+    )
+
+
+def agents(target: Target) -> dict[str, str]:
+    """Each harness's configuration for the endpoint's MCP server, by harness."""
+    return {
+        "Claude Code": claude_code(target),
+        "Codex": codex(target),
+        "Cursor": cursor(target),
+        "Claude Desktop": claude_desktop(target),
+        "MCP Inspector": inspector(target),
+    }
+
+
 def all_snippets(target: Target) -> dict[str, str]:
     snippets = {
         "Python": python_sync(target),
@@ -255,4 +324,6 @@ def all_snippets(target: Target) -> dict[str, str]:
     }
     if target.tools:
         snippets["MCP"] = mcp(target)
+    if target.door:
+        snippets |= agents(target)
     return snippets

@@ -33,7 +33,7 @@ from core.errors import BackendUnavailableError, InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import DockerOptions, ImageOptions
 from hosting.runtimes import ContainerHandle, Launched, LaunchSpec, Report, serve_when_healthy
-from hosting.runtimes.builds import plan_build
+from hosting.runtimes.builds import BuildFailed, plan_build, served_image
 from hosting.runtimes.layouts import root_names
 from hosting.runtimes.logs import EXIT_NOTE, note_exit
 from hosting.runtimes.snapshots import Snapshots
@@ -197,6 +197,10 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="envhub-build-") as scratch:
         dockerfile = plan.own
         if dockerfile is None:  # envhub's, from outside the folder: the engine is sent it beside the folder's files
+            try:
+                served_image(client, plan.served, base_image, report)
+            except BuildFailed as exc:
+                raise LaunchError(str(exc)) from exc
             written = Path(scratch) / "Dockerfile"
             written.write_text(plan.written)
             dockerfile = str(written)

@@ -1,12 +1,16 @@
-"""Connect snippets: valid Python for any schema, the URL in each, MCP only with tools.
+"""Connect snippets: valid Python for any schema, the URL in each, MCP only with tools; agent harnesses'
+configurations for every envhub endpoint, parsing as each harness reads them, with a header only when private.
 (tests/ui/test_snippets_run.py runs them against live environments.)"""
 
 import ast
+import json
+import shlex
+import tomllib
 
 import pytest
 
 from app.ui.forms import form_fields
-from app.ui.snippets import Target, all_snippets, curl, trl, websocket_messages
+from app.ui.snippets import Target, agents, all_snippets, curl, trl, websocket_messages
 from protocol.tools import parse_tools
 from tests.ui.schemas import ARITHMETIC, CALL_TOOL, CONNECT_FOUR, CONVERT_UNITS_TOOL, MAZE, NESTED
 
@@ -70,3 +74,60 @@ def test_trl_asks_for_a_generation_batch_the_pool_holds() -> None:
     ast.parse(held)
     assert "generation_batch_size=128," in held
     assert "generation_batch_size" not in trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE)))
+
+
+HARNESSES = {"Claude Code", "Codex", "Cursor", "Claude Desktop", "MCP Inspector"}
+
+
+def test_every_endpoint_gets_agent_configurations() -> None:
+    snippets = all_snippets(Target(URL, "Connect Four", form_fields(CONNECT_FOUR), door=True))
+    assert set(snippets) == {"Python", "Python (async)", "TRL", "curl", "WebSocket"} | HARNESSES  # no tools: no "MCP"
+    mcp_url = f"{URL}/mcp"
+    assert snippets["Claude Code"] == f"claude mcp add --transport http connect-four {mcp_url}\n"
+    assert snippets["Codex"] == f'[mcp_servers.connect-four]\nurl = "{mcp_url}"\n'
+    assert json.loads(snippets["Cursor"]) == {"mcpServers": {"connect-four": {"url": mcp_url}}}
+    assert json.loads(snippets["Claude Desktop"]) == {
+        "mcpServers": {"connect-four": {"command": "npx", "args": ["-y", "mcp-remote", mcp_url]}}
+    }
+    assert snippets["MCP Inspector"] == (
+        f"npx @modelcontextprotocol/inspector --cli {mcp_url} --transport http --method tools/list\n"
+    )
+    assert not any("TOKEN" in snippets[name] or "header" in snippets[name].lower() for name in HARNESSES)
+
+
+def test_a_private_endpoint_shows_where_its_token_goes() -> None:
+    configs = agents(Target("http://10.0.0.5:7860/endpoints/abc", 'It\'s "quoted"', door=True, private=True))
+    mcp_url = "http://10.0.0.5:7860/endpoints/abc/mcp"
+    claude = shlex.split(configs["Claude Code"])
+    assert claude == [
+        "claude", "mcp", "add", "--transport", "http", "--header", "Authorization: Bearer TOKEN", "it-s-quoted", mcp_url
+    ]  # fmt: skip
+    codex = tomllib.loads(configs["Codex"])["mcp_servers"]["it-s-quoted"]
+    assert codex == {"url": mcp_url, "bearer_token_env_var": "ENVHUB_ENDPOINT_TOKEN"}
+    assert "export ENVHUB_ENDPOINT_TOKEN=TOKEN" in configs["Codex"]
+    cursor = json.loads(configs["Cursor"])["mcpServers"]["it-s-quoted"]
+    assert cursor == {"url": mcp_url, "headers": {"Authorization": "Bearer TOKEN"}}
+    desktop = json.loads(configs["Claude Desktop"])["mcpServers"]["it-s-quoted"]
+    assert desktop == {
+        "command": "npx",
+        "args": ["-y", "mcp-remote", mcp_url, "--allow-http", "--header", "Authorization:${AUTH_HEADER}"],
+        "env": {"AUTH_HEADER": "Bearer TOKEN"},
+    }
+    inspector = shlex.split(configs["MCP Inspector"])
+    assert inspector[:4] == ["npx", "@modelcontextprotocol/inspector", "--cli", mcp_url]
+    assert inspector[inspector.index("--header") + 1] == "Authorization: Bearer TOKEN"
+    assert inspector[inspector.index("--method") + 1] == "tools/list"
+
+
+def test_a_space_host_gets_no_agent_configurations() -> None:
+    """A Space's own /mcp is openenv's JSON-RPC (tools/list, tools/call), not an MCP server a harness can use."""
+    tools = parse_tools([CONVERT_UNITS_TOOL])
+    snippets = all_snippets(Target("https://alice-toolbox.hf.space", "Toolbox", form_fields(CALL_TOOL), tools))
+    assert "MCP" in snippets and not HARNESSES & set(snippets)
+
+
+def test_server_names_are_short_slugs() -> None:
+    assert Target(URL, "Wordle").server_name == "wordle"
+    assert Target(URL, "  Chess: 8x8 (FEN) ").server_name == "chess-8x8-fen"
+    assert Target(URL, "A" * 40 + " B").server_name == "a" * 32
+    assert Target(URL, "♟").server_name == "envhub"

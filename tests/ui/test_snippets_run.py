@@ -2,18 +2,26 @@
 launched by envhub and reached through its gateway."""
 
 import asyncio
+import json
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from app.ui.connect import target_for
-from app.ui.snippets import all_snippets
+from app.ui.snippets import all_snippets, claude_code, inspector
 from core.outbound import OutboundGuard, OutboundSession
 from protocol.interface import Interface, read_interface
+from tests.conftest import needs
 from tests.serving import serve_templates
 
 pytestmark = pytest.mark.slow
@@ -43,6 +51,8 @@ TRL_STUB = textwrap.dedent(
             print("REWARD", self.reward_funcs([env]))
     """
 )
+# The MCP Inspector's command line, installed by .ci/run (the snippet's npx fetches it).
+INSPECTOR = os.environ.get("ENVHUB_TEST_MCP_INSPECTOR") or shutil.which("mcp-inspector") or ""
 DATASETS_STUB = "class Dataset:\n    @staticmethod\n    def from_dict(columns):\n        return columns\n"
 
 
@@ -109,3 +119,30 @@ def test_toolbox_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
     tools_list = next(line for line in code["curl"].splitlines() if "tools/list" in line)
     answer = subprocess.run(["bash", "-c", tools_list], capture_output=True, text=True, timeout=30, check=True)
     assert '"calculate"' in answer.stdout
+
+
+async def listed_tools(mcp_url: str) -> set[str]:
+    """What a harness sees at the URL: an MCP session over Streamable HTTP, then tools/list."""
+    async with (
+        httpx.AsyncClient(timeout=60) as http,
+        streamable_http_client(mcp_url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return {tool.name for tool in (await session.list_tools()).tools}
+
+
+def test_agents_url_is_an_mcp_server_for_any_environment(urls: dict[str, str]) -> None:
+    for name, title, expected in [("maze", "Maze", {"reset", "step", "state"}), ("toolbox", "Toolbox", {"calculate"})]:
+        mcp_url = shlex.split(claude_code(target_for(urls[name], title, asyncio.run(probed(urls[name])))))[-1]
+        assert mcp_url == urls[name] + "/mcp"
+        assert asyncio.run(listed_tools(mcp_url)) >= expected, name
+
+
+@needs("the MCP Inspector", os.path.isfile(INSPECTOR), "install it with npm (see .ci/run)")
+def test_inspector_line_lists_the_tools(urls: dict[str, str]) -> None:
+    command = shlex.split(inspector(target_for(urls["maze"], "Maze", Interface())))
+    assert command[:2] == ["npx", "@modelcontextprotocol/inspector"]
+    done = subprocess.run([INSPECTOR, *command[2:]], capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr
+    assert {tool["name"] for tool in json.loads(done.stdout)["tools"]} == {"reset", "step", "state"}
