@@ -13,7 +13,7 @@ define install
 	else echo "installing $(1) with pip"; $(PIP) install -r $(1); fi
 endef
 
-.PHONY: run test lint format clean
+.PHONY: run test test-all lint format clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -37,7 +37,11 @@ test: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	# Test files run in parallel, a file to a worker: most tests wait on servers they start.
+	# Test files run in parallel, a file to a worker: most tests wait on servers they start. Tests marked slow
+	# (long recovery scenarios whose main path a default test covers) run with `make test-all`.
+	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile -m "not slow"
+
+test-all: $(VENV)/.dev
 	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile
 
 format: $(VENV)/.dev

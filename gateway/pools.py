@@ -3,8 +3,11 @@
 The gateway asks its endpoint's pool for a slot for every new WebSocket session (and
 every MCP session created over HTTP). The pool hands out the replica with the most free
 slots; a replica's capacity is what its server said (the `max_sessions` of a
-CAPACITY_REACHED, or the launch's MAX_CONCURRENT_ENVS) and 1 until it says, and a
-replica that has not said is tried before a session waits. When every slot is taken the
+CAPACITY_REACHED, or the launch's MAX_CONCURRENT_ENVS), or what another replica of the
+endpoint said (they serve the same app), and 1 until one says. A replica that has not said
+is tried before a session waits, with as many sessions beyond what it has shown it holds as
+it has shown (one, then two, four...): a burst of sessions on a new one-session server is
+not a burst of refusals. When every slot is taken the
 session waits for one to free or for the pool to grow; the pool tells whoever scales it
 that sessions are waiting. Only active sessions (ones that sent the server something) press it to
 grow, so idle sockets cannot grow someone's pool; the queue is bounded in all and per client. The
@@ -148,10 +151,13 @@ class Pool:
                 gone = self.slots.pop(replica_id)
                 losses += gone._losses
                 self.pinned = {sid: rid for sid, rid in self.pinned.items() if rid != replica_id}
+            said = [s.capacity for s in self.slots.values() if s.said]
             for replica_id, (upstream, capacity, accepting) in replicas.items():
                 slot = self.slots.get(replica_id)
                 if slot is None:
                     slot = self.slots[replica_id] = Slot(replica_id, upstream)
+                    if capacity is None and said:  # a new replica of the same app holds what the others said
+                        slot.capacity, slot.said = min(said), True
                 slot.upstream, slot.accepting = upstream, accepting and slot.lost is None
                 if capacity is not None and not slot.said:
                     slot.capacity, slot.said = capacity, True
@@ -238,8 +244,9 @@ class Pool:
                 turn = next(self._turn) % len(ordered)
                 slot = max(ordered[turn:] + ordered[:turn], key=lambda s: s.free)
             else:
-                # A replica that has not said what it holds may hold more: try it before waiting.
-                untold = [s for s in open_ if not s.said]
+                # A replica that has not said what it holds may hold more: try it before waiting, with at most as
+                # many sessions on trial as it has shown it holds.
+                untold = [s for s in open_ if not s.said and s.sessions < 2 * s.capacity]
                 if not untold:
                     return None
                 slot = min(untold, key=lambda s: s.sessions)
@@ -247,10 +254,14 @@ class Pool:
         return slot
 
     def accepted(self, slot: Slot) -> None:
-        """The server took a session beyond what it was believed to hold: it holds at least that many."""
+        """The server took a session beyond what it was believed to hold: it holds at least that many, and may be
+        tried with more."""
         with self._lock:
-            if not slot.said and slot.sessions > slot.capacity:
+            grew = not slot.said and slot.sessions > slot.capacity
+            if grew:
                 slot.capacity = slot.sessions
+        if grew:
+            self._wake()
 
     def refused(self, slot: Slot, max_sessions: int | None, *, active: bool = False) -> None:
         """The server refused the session (CAPACITY_REACHED): now it has said what it holds."""

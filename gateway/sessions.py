@@ -9,6 +9,7 @@ reason saying it was lost; a dead endpoint answers at once with 1011, an unknown
 
 import functools
 import json
+import time
 from collections.abc import Mapping
 from urllib.parse import parse_qs
 
@@ -63,6 +64,8 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
     pinned = pool.pinned_slot(attach) if attach else None
     avoid: set[str] = set()
     placed: list[Slot] = []  # the slot the session holds now, once it holds one
+    # One wait per session, however many replicas refuse it: the pool answers within ENVHUB_POOL_QUEUE_S.
+    deadline = time.monotonic() + gateway.settings.pool_queue_s
 
     def became_active() -> None:  # an active session is load: it may grow the pool, an idle socket may not
         waiter.active = True
@@ -78,10 +81,10 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
             slot, holds = pinned, False  # the MCP session it attaches to holds the slot
         else:
             try:
-                taken = await acquire_unless_gone(
-                    pool, gateway.settings.pool_queue_s, avoid, session.client.gone, waiter
-                )
+                left = max(0.0, deadline - time.monotonic())
+                taken = await acquire_unless_gone(pool, left, avoid, session.client.gone, waiter)
             except PoolFull as full:
+                full.waited_s = gateway.settings.pool_queue_s  # its whole wait, over every replica that refused it
                 _refuse(session.client, path, full)
                 return
             if taken is None:

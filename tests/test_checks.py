@@ -32,7 +32,6 @@ def check_app(app: FastAPI | object, **options: float) -> ConformanceReport:
         return report
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", CHECKED_TEMPLATES)
 def test_every_template_passes_every_core_check(template_urls: dict[str, str], name: str) -> None:
     report = check(template_urls[name], timeout_s=10)
@@ -44,7 +43,6 @@ def test_every_template_passes_every_core_check(template_urls: dict[str, str], n
     assert report.profile.mode == "simulation"
 
 
-@pytest.mark.slow
 def test_template_facts_reach_the_report(template_urls: dict[str, str]) -> None:
     toolbox = check(template_urls["toolbox"], timeout_s=10)
     assert toolbox.profile.mcp_tools == 5

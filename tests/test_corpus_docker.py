@@ -34,7 +34,6 @@ __all__ = [
 BACKEND = "docker"
 SETTINGS = {"docker_base_image": BASE_IMAGE}
 pytestmark = [
-    pytest.mark.slow,
     needs_corpus,
     needs("docker", ENGINE is not None, "no Docker engine (start one with shared/scripts/docker-engine.sh)"),
     pytest.mark.timeout(LAUNCH_S + 300),

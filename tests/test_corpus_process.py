@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 BACKEND = "process"
-pytestmark = [pytest.mark.slow, needs_corpus, pytest.mark.timeout(LAUNCH_S + 300)]
+pytestmark = [needs_corpus, pytest.mark.timeout(LAUNCH_S + 300)]
 
 CLIENTS = Path(__file__).with_name("typed_clients.py").read_text()
 TYPED = {

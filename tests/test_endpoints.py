@@ -145,7 +145,11 @@ def test_a_killed_server_ends_its_sessions_fast_and_is_replaced(envhub: Envhub, 
         assert again.reset().observation["total"] == 0  # the same URL plays on the new replica
 
 
-@pytest.mark.parametrize("start", [{}, {"PYTHONHASHSEED": "0"}], ids=["forked from the zygote", "started from scratch"])
+@pytest.mark.parametrize(
+    "start",
+    [{}, pytest.param({"PYTHONHASHSEED": "0"}, marks=pytest.mark.slow)],  # from scratch: one more interpreter
+    ids=["forked from the zygote", "started from scratch"],
+)
 def test_a_server_that_dies_says_how_and_its_last_error(
     envhub: Envhub, count_template: str, start: dict[str, str]
 ) -> None:
@@ -354,6 +358,7 @@ def test_restart_after_a_crash_stops_a_pool_and_every_server_it_left(
     wait_until(lambda: not any(_alive(pid) for pid in left), timeout_s=30)  # each group: SIGTERM, a grace, then SIGKILL
 
 
+@pytest.mark.slow  # two envhubs of their own; the restart's cleanup is in the default run
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
 def test_an_orphan_that_ignores_sigterm_is_killed_after_the_grace(
     settings: Settings, tmp_path: Path, count_template: str
@@ -393,6 +398,7 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] not in "ZX"
 
 
+@pytest.mark.slow  # pip; tests/test_venvs.py installs and reuses in the default run
 def test_unmet_requirements_go_into_a_cached_virtualenv(settings: Settings, tmp_path: Path) -> None:
     # tabulate is not among envhub's requirements, so the process backend must install it.
     write_count_env(settings.templates_dir / "tabular", requirements="openenv==0.10.0\ntabulate==0.9.0\n")
@@ -493,6 +499,7 @@ def test_stop_ends_a_forked_servers_whole_group_and_its_stderr_is_logged(
     wait_until(lambda: not _alive(helper), timeout_s=5)
 
 
+@pytest.mark.slow  # three interpreters importing openenv
 def test_a_crashed_zygote_falls_back_to_starting_from_scratch(settings: Settings, tmp_path: Path) -> None:
     write_count_env(settings.templates_dir / "count")
     work_dir = tmp_path / "data" / "runtime"

@@ -68,7 +68,6 @@ def healthy(url: str) -> bool:
 
 
 @needs_docker
-@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_image_builds_and_serves_offline_like_a_space(container: Container) -> None:
     started = time.monotonic()

@@ -29,7 +29,6 @@ SHORT: dict[str, dict[str, Any]] = {
 MAX_CALLS = 400
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.timeout(900),
     needs_corpus,
 ]

@@ -49,7 +49,6 @@ def sessions_per_replica(envhub: Envhub, endpoint_id: str) -> dict[str, int]:
     return {r["id"]: r["sessions"] for r in envhub.endpoint(endpoint_id)["pool"]["replicas"] if r["status"] == "ready"}
 
 
-@pytest.mark.slow
 def test_a_pool_of_four_holds_sixteen_mcp_sessions_at_once_and_refuses_the_seventeenth(pools: Envhub) -> None:
     # Four servers of 4 sessions that never told envhub so: the pool learns it from their refusals.
     endpoint = pools.running("template:count", options={"replicas": 4, "env": {"COUNT_CAP": "4"}})

@@ -162,3 +162,33 @@ def test_a_lost_replica_tells_its_sessions_and_takes_no_more() -> None:
     late: list[str] = []
     pool.watch_loss(slot, late.append)  # one that watches after the loss is told at once
     assert late == ["its server stopped"]
+
+
+def test_a_new_replica_holds_what_the_others_said() -> None:
+    pool = pool_of(None)
+    assert [take(pool), take(pool)] == ["r0", "r0"]
+    pool.refused(pool.slots["r0"], 1)  # the second was refused: the server holds one
+    pool.set_replicas({f"r{i}": (Upstream(f"http://r{i}", {}), None, True) for i in range(3)})  # it grew by two
+    assert [(s.capacity, s.said) for s in pool.slots.values()] == [(1, True)] * 3
+    assert pool.load() == (1, 3, 3)
+    assert sorted([take(pool), take(pool)]) == ["r1", "r2"]  # no trial beyond the one each holds
+    with pytest.raises(PoolFull):
+        take(pool)
+
+
+def test_a_burst_on_a_replica_that_has_not_said_tries_it_with_as_many_as_it_has_shown() -> None:
+    pool = pool_of(None)
+
+    async def burst() -> tuple[int, int]:
+        waiting = [asyncio.ensure_future(pool.acquire(5)) for _ in range(8)]
+        await asyncio.sleep(0.05)
+        on_trial = sum(1 for w in waiting if w.done())
+        slot = pool.slots["r0"]
+        pool.accepted(slot)  # the server took both: it holds two at least, so four may be tried
+        await asyncio.sleep(0.05)
+        tried_next = sum(1 for w in waiting if w.done())
+        for w in waiting:
+            w.cancel()
+        return on_trial, tried_next
+
+    assert asyncio.run(burst()) == (2, 4)  # not eight at once, seven of which a one-session server would refuse

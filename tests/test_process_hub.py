@@ -303,7 +303,7 @@ def test_an_older_commit_still_serves_its_own_code(space_hub: FakeHub, runtime: 
 
 @pytest.mark.parametrize(
     "launch_env",
-    [{"COUNT_START": "1"}, pytest.param({"COUNT_START": "1", "PYTHONHASHSEED": "0"}, marks=pytest.mark.slow)],
+    [{"COUNT_START": "1"}, {"COUNT_START": "1", "PYTHONHASHSEED": "0"}],
     ids=["forked", "from-scratch"],  # PYTHONHASHSEED is read as Python starts: no zygote can fork that server
 )
 def test_the_server_sees_none_of_envhubs_secrets(
@@ -347,7 +347,6 @@ def test_a_second_launch_of_a_commit_downloads_nothing(
     assert not [line for line in said if line.startswith("downloading")]
 
 
-@pytest.mark.slow  # an envhub of its own, and its zygote
 def test_a_pinned_space_launched_through_the_api_keeps_serving_its_revision(hub: FakeHub, envhub: Envhub) -> None:
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     hub.add_space("alice/count", files=count_space("package", version="v1"))

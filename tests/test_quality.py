@@ -45,7 +45,6 @@ def statuses(report: QualityReport) -> dict[str, Outcome]:
     return {r.check_id: r.status for r in report.results}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", CHECKED_TEMPLATES)
 def test_every_template_is_deterministic_isolated_and_bounded(template_urls: dict[str, str], name: str) -> None:
     report = report_of(template_urls[name], timeout_s=10)
@@ -240,7 +239,6 @@ def validated_count(templates_dir: Path, count_template: str) -> str:
     return count_template
 
 
-@pytest.mark.slow
 def test_a_quality_report_of_a_pool_is_filed_through_the_api(validated_count: str, envhub: Envhub) -> None:
     endpoint = envhub.running(validated_count, options={"replicas": 2})
     wait_until(lambda: len(envhub.ready_replicas(endpoint["id"])) == 2, timeout_s=60)
@@ -290,6 +288,7 @@ def test_a_template_is_reported_on_once_launched(count_template: str, client: Te
     assert client.get("/api/checks", params={"suite": "quality"}).json() == {"data": [], "count": 0}
 
 
+@pytest.mark.slow  # the CLI's own interpreter and servers; the API's report is in the default run
 def test_the_cli_prints_a_table_and_json(tmp_path: Path) -> None:
     env = cli_env(tmp_path, "http://127.0.0.1:9")
     with serve(checkservers.verifier_app(1.0)) as served:

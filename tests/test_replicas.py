@@ -210,7 +210,6 @@ def replica_env(settings: Settings, tmp_path: Path, name: str, **values: str) ->
     return env | {f"ENVHUB_{key.upper()}": value for key, value in values.items()}
 
 
-@pytest.mark.slow
 @pytest.mark.databases("postgres")
 @pytest.mark.timeout(600)
 def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
@@ -268,7 +267,6 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
                 replica.stop()
 
 
-@pytest.mark.slow
 @pytest.mark.databases("postgres")
 @pytest.mark.timeout(400)
 def test_when_the_sync_replica_dies_another_takes_over(

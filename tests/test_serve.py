@@ -91,7 +91,6 @@ SPACE_PROXY = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_behind_the_spaces_proxy_urls_are_https_on_the_forwarded_host(tmp_path: Path) -> None:
     write_count_env(tmp_path / "templates" / "count")

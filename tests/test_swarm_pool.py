@@ -65,7 +65,6 @@ def plays(ws: ClientConnection, adds: int) -> int:
     return total
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 @needs_swarm
 def test_a_swarm_pool_routes_sessions_over_its_tasks_and_replaces_one_that_dies(

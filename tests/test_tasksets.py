@@ -154,7 +154,6 @@ def test_a_row_resets_by_its_openenv_reset_column_or_whole_under_the_named_key()
 
 
 @pytest.mark.browser
-@pytest.mark.slow
 @needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)")
 def test_the_tasks_tab_previews_a_dataset_and_play_resets_on_one_of_its_rows(linked: Envhub) -> None:
     with chromium() as browser:

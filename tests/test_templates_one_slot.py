@@ -13,7 +13,7 @@ from tests.serving import TEMPLATES, Envhub
 
 NAMES = tuple(sorted(p.name for p in TEMPLATES.iterdir() if (p / "openenv.yaml").is_file()))
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
 from hosting.runtimes.venvs import LAYER_FILE
+from tests.conftest import wait_until
 from tests.environments import write_count_env
 from tests.serving import Envhub
-
-pytestmark = pytest.mark.slow  # pip installs a package from the index
+from tests.test_endpoints import endpoint_pid, parent_of
 
 
 def write_tabulating_env(folder: Path, requirements: str) -> Path:
@@ -56,5 +56,23 @@ def test_a_relative_data_folder_launches_a_virtualenvs_server(
         assert endpoint["status"] == "running", endpoint["message"]
         with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
             assert client.reset().observation["total"] == 0
+    finally:
+        envhub.stop()
+
+
+def test_a_virtualenvs_pool_grows_in_forks_of_its_own_zygote(settings: Settings, tmp_path: Path) -> None:
+    write_tabulating_env(settings.templates_dir / "tabular", requirements="tabulate==0.9.0\n")
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "launch_timeout_s": 120}))
+    try:
+        endpoint = envhub.running("template:tabular", options={"replicas": {"min": 2, "max": 2}})
+        wait_until(lambda: len(envhub.ready_replicas(endpoint["id"])) == 2, timeout_s=120)
+        [venv] = [v for v in (tmp_path / "data" / "runtime" / "venvs").iterdir() if v.is_dir()]
+        parents = {parent_of(endpoint_pid(server)) for server in (endpoint["id"], f"{endpoint['id']}-2")}
+        assert len(parents) == 1  # one zygote forked both servers
+        [zygote] = parents
+        argv = Path(f"/proc/{zygote}/cmdline").read_bytes().split(b"\0")
+        assert argv[0] == str(venv / "bin" / "python").encode() and argv[2].endswith(b"zygote.py")
+        with GenericEnvClient(base_url=endpoint["url"]).sync() as client:
+            assert client.step({"add": 10}).done is True
     finally:
         envhub.stop()

@@ -5,8 +5,10 @@ layout seen in real Spaces (layouts.py); a Space whose Dockerfile needs more tha
 packages, another base image) is refused before anything starts. When its own requirements are not met by
 envhub's interpreter, they go into a virtualenv cached by the hash of those
 requirements, layered over envhub's packages so that only what differs is installed.
-A folder that runs on envhub's own interpreter can instead be forked from a zygote that
-has imported uvicorn and openenv already (zygote.py), which saves seconds per launch.
+A server can instead be forked from a zygote that has imported uvicorn and openenv already
+(zygote.py), which saves seconds per launch: one of envhub's own interpreter, and one per
+virtualenv in use (the most recently used few), so a pool of a virtualenv's servers grows
+in forks too.
 Servers run as an unprivileged user of their own, each with a home of its own, and see none
 of envhub's data (confinement.py); a sandboxed one runs in a view of bubblewrap's with no
 network but its own loopback, and is handed its listening socket (views.py).
@@ -17,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +42,7 @@ from hosting.runtimes.zygote import SCRIPT, WS_MAX_SIZE, ServerRequest, Zygote, 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # what servers run on: envhub's, or layered on it
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
+VENV_ZYGOTES = 4  # virtualenvs whose zygotes are kept: each holds openenv's imports (about 150 MB)
 _OWN = ("HOME", "TMPDIR")  # a confined server's own: its home, and the view's /tmp or the machine's
 
 
@@ -85,15 +89,38 @@ class ProcessRuntime:
         self.ready_timeout_s = ready_timeout_s
         self._zygote_read = [self.snapshots.root, self.work_dir / "packages", *(p.resolve() for p in templates)]
         self._zygote_write = [self.confinement.homes, *([logs_dir.resolve()] if logs_dir is not None else [])]
-        zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and k not in _OWN}
-        self._zygote = (
-            Zygote(work_dir, zygote_env, ready_timeout_s=max(ready_timeout_s, 120), wrap=self._wrap_zygote)
-            if preload
-            else None
-        )
+        self._zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and k not in _OWN}
+        self._zygote = self._new_zygote(sys.executable, "zygote") if preload else None
+        # A virtualenv's servers fork from a zygote of its own interpreter: a pool of them grows in forks, not in
+        # interpreters importing openenv one after another. The least recently used goes past VENV_ZYGOTES.
+        self._venv_zygotes: OrderedDict[str, Zygote] = OrderedDict()
         self._children: dict[str, _Child] = {}
         self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
+
+    def _new_zygote(self, python: str, name: str) -> Zygote:
+        return Zygote(
+            self.work_dir,
+            self._zygote_env,
+            ready_timeout_s=max(self.ready_timeout_s, 120),
+            wrap=self._wrap_zygote,
+            python=python,
+            name=name,
+        )
+
+    def _zygote_of(self, python: str) -> Zygote | None:
+        """The zygote that forks servers of this interpreter, when servers are preloaded."""
+        if self._zygote is None or python == sys.executable:
+            return self._zygote
+        with self._lock:
+            zygote = self._venv_zygotes.pop(python, None) or self._new_zygote(
+                python, f"zygote-{Path(python).parts[-3]}"
+            )
+            self._venv_zygotes[python] = zygote
+            retired = self._venv_zygotes.popitem(last=False)[1] if len(self._venv_zygotes) > VENV_ZYGOTES else None
+        if retired is not None:
+            retired.close()  # its servers outlive it
+        return zygote
 
     def warm(self) -> None:
         """Start the zygote now rather than at the first launch (which then waits for it)."""
@@ -191,12 +218,8 @@ class ProcessRuntime:
             log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
         pid = None
         imports = [Path(entry) for entry in pythonpath]
-        if (
-            self._zygote is not None
-            and python == sys.executable
-            and forkable(spec.env)
-            and self._forks(sandbox, [cwd, *imports, spec.log_path])
-        ):
+        zygote = self._zygote_of(python)
+        if zygote is not None and forkable(spec.env) and self._forks(sandbox, [cwd, *imports, spec.log_path]):
             name = f"env-{spec.server_id}"  # what ps shows for it
             # Absolute paths: the zygote works in its own folder, not in envhub's.
             request = ServerRequest(
@@ -211,7 +234,7 @@ class ProcessRuntime:
                 uid=user.uid if user is not None else None,
                 gid=user.gid if user is not None else None,
             )
-            pid = self._zygote.spawn(request)
+            pid = zygote.spawn(request)
         if pid is not None:
             # A forked server's /proc environ is the zygote's; its start time identifies it instead
             # ("gone" when it has exited already: the wait below then reports its log).
@@ -290,7 +313,8 @@ class ProcessRuntime:
         self.confinement.prepare()
         for folder in (self.snapshots.root, self.work_dir / "packages", *self._zygote_write):
             folder.mkdir(parents=True, exist_ok=True)  # a folder shown in a view must be there as it starts
-        read = (*self.confinement.python_folders(sys.executable), Path(SCRIPT), *self._zygote_read)
+        python = argv[0]  # envhub's interpreter or a virtualenv's
+        read = (*self.confinement.python_folders(python), Path(SCRIPT), *self._zygote_read)
         wrapped = self.confinement.wrap_zygote(View(read=read, write=tuple(self._zygote_write)), argv, env)
         return (argv, env, []) if wrapped is None else (wrapped.argv, wrapped.env, wrapped.fds)
 
@@ -340,8 +364,9 @@ class ProcessRuntime:
         self.confinement.release(server_id)
 
     def close(self) -> None:
-        if self._zygote is not None:
-            self._zygote.close()
+        for zygote in [self._zygote, *self._venv_zygotes.values()]:
+            if zygote is not None:
+                zygote.close()
 
     def auth_headers(self, handle: ProcessHandle) -> dict[str, str]:
         return {}

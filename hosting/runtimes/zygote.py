@@ -226,12 +226,22 @@ class Zygote:
     """
 
     def __init__(
-        self, work_dir: Path, env: dict[str, str], *, ready_timeout_s: float = 120, wrap: Wrapper | None = None
+        self,
+        work_dir: Path,
+        env: dict[str, str],
+        *,
+        ready_timeout_s: float = 120,
+        wrap: Wrapper | None = None,
+        python: str = sys.executable,
+        name: str = "zygote",
     ) -> None:
         """wrap: what the zygote's command and variables become as they are started (a view of bubblewrap's), and
-        the descriptors the process inherits (closed here once it has them)."""
+        the descriptors the process inherits (closed here once it has them). python: the interpreter it preloads
+        (envhub's, or a virtualenv's layered on envhub's packages); name: its log's."""
         self.work_dir = work_dir.resolve()  # it runs in that folder, so relative paths would point elsewhere
         self.env = env
+        self.python = python
+        self.name = name
         self.ready_timeout_s = ready_timeout_s
         self.wrap = wrap
         self.broken: str | None = None  # why the zygote is not used, once it failed to start
@@ -243,7 +253,7 @@ class Zygote:
 
     @property
     def log_path(self) -> Path:
-        return self.work_dir / "zygote.log"
+        return self.work_dir / f"{self.name}.log"
 
     @property
     def pid(self) -> int | None:
@@ -291,7 +301,7 @@ class Zygote:
     def _start(self) -> None:
         self._discard()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-P", SCRIPT, str(self.work_dir)]  # -P: no script folder on sys.path
+        command = [self.python, "-P", SCRIPT, str(self.work_dir)]  # -P: no script folder on sys.path
         env = self.env | ONE_THREAD | {"PYTHONUNBUFFERED": "1"}
         fds: list[int] = []
         with self.log_path.open("ab") as stderr, contextlib.suppress(OSError):
@@ -317,7 +327,7 @@ class Zygote:
             if self._closed and self._process is not None:
                 _kill(self._process)  # closed just now: close() may not have seen it
             if self._process is None:
-                raise OSError(f"{sys.executable} could not be started")
+                raise OSError(f"{self.python} could not be started")
             ready = self._read(timeout_s=self.ready_timeout_s)
         except (OSError, ValueError) as exc:
             ready = {"error": str(exc)}

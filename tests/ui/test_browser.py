@@ -33,7 +33,6 @@ from tests.ui.browser import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
 

@@ -13,7 +13,6 @@ from tests.ui.browser import LAUNCH_S, chromium_available, expect, launch_and_co
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
 

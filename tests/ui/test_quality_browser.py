@@ -19,7 +19,6 @@ from tests.ui.browser import browser_page, chromium_available, expect, open_page
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
 LAUNCH_S = 90

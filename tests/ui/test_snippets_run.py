@@ -24,8 +24,6 @@ from protocol.interface import Interface, read_interface
 from tests.conftest import needs
 from tests.serving import serve_templates
 
-pytestmark = pytest.mark.slow
-
 # TRL and datasets are not dependencies of envhub: stand-ins that drive the snippet's
 # environment class the way GRPOTrainer's environment_factory does (reset, then tool calls).
 TRL_STUB = textwrap.dedent(

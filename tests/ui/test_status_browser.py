@@ -15,7 +15,6 @@ from tests.ui.browser import chromium_available, expect, field, open_page, scree
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
     needs("Chromium", chromium_available(), "install it with 'apt-get install chromium' (and pip install playwright)"),
 ]
 
