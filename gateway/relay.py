@@ -244,7 +244,7 @@ class Session:
     client: Leg
     traffic: Traffic
     ping_s: float
-    on_active: Callable[[], None] = lambda: None  # told once, when the client first sends a message
+    on_active: Callable[[], None] = lambda: None  # told once, when the client first asks for work
     active: bool = False  # the client sent a message (a reset, a step, an MCP call)
     confirmed: bool = False  # a replica answered something other than a refusal
     refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when the replica refused
@@ -337,7 +337,7 @@ class Session:
                 closing = "replica" in self._closes  # this answers the replica's close
             elif head.opcode == PING and upstream is None and head.start + head.length <= len(head.chunk):
                 self.client.send_frame(PONG, head.payload(head.length))  # waiting: envhub is its peer
-            elif head.opcode in (TEXT, BINARY) and not self.active:
+            elif not self.active and head.is_work():  # junk and queries do not make a session load
                 self.active = True
                 self.on_active()
             if head.opcode in (TEXT, BINARY):

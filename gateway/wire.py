@@ -11,10 +11,11 @@ import os
 import struct
 from dataclasses import dataclass
 
-from protocol.frames import is_error_text, is_step_text
+from protocol.frames import is_error_text, is_step_text, is_work_text
 
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _PEEK = 48  # bytes of a text frame read to tell a step or an error
+_WORK_PEEK = 512  # bytes of a client's text frame read to tell whether it asks for work (its keys in any order)
 
 
 @dataclass(slots=True)
@@ -39,6 +40,9 @@ class Head:
 
     def is_step(self) -> bool:
         return self.opcode == TEXT and is_step_text(self.payload(_PEEK))
+
+    def is_work(self) -> bool:
+        return self.opcode == TEXT and is_work_text(self.payload(_WORK_PEEK))
 
     def is_error(self) -> bool:
         return self.opcode == TEXT and is_error_text(self.payload(_PEEK))

@@ -45,6 +45,16 @@ _STEERING_PREFIXES = (
     "PERL5",
     "XDG_",
     "DOCKER_",
+    "GTK_",  # GTK_MODULES: libraries GTK loads
+    "GDK_",
+    "GIO_",  # GIO_EXTRA_MODULES
+    "GST_",  # GST_PLUGIN_PATH
+    "QT_",  # QT_PLUGIN_PATH
+    "KRB5",
+    "MPL",  # MPLBACKEND=module://name: matplotlib imports that module
+    "TCL",
+    "TK_",
+    "FONTCONFIG_",
 )
 _STEERING_NAMES = frozenset(
     {
@@ -64,6 +74,7 @@ _STEERING_NAMES = frozenset(
         "VISUAL",
         "PAGER",
         "MANPAGER",
+        "ZDOTDIR",
         "TERMINFO",
         "TERMINFO_DIRS",
         "LOCPATH",

@@ -18,6 +18,7 @@ __all__ = [
     "error_code",
     "is_error_text",
     "is_step_text",
+    "is_work_text",
     "mcp_frame",
     "reset_frame",
     "rpc",
@@ -111,6 +112,7 @@ def rpc_capacity_error(request_id: Any, message: str, active_sessions: int, max_
 # Recognised from a frame's first bytes without parsing it whole: clients and servers write "type" first.
 _STEP = re.compile(rb'\s*\{\s*"type"\s*:\s*"step"')
 _ERROR = re.compile(rb'\s*\{\s*"type"\s*:\s*"error"')
+_WORK = re.compile(rb'"type"\s*:\s*"(?:reset|step|mcp)"|"method"\s*:')  # a reset, a step, an MCP call
 
 
 def is_step_text(start: bytes) -> bool:
@@ -121,3 +123,9 @@ def is_step_text(start: bytes) -> bool:
 def is_error_text(start: bytes) -> bool:
     """Whether a text frame that starts with these bytes is an error."""
     return _ERROR.match(start) is not None
+
+
+def is_work_text(start: bytes) -> bool:
+    """Whether a client's text frame that starts with these bytes asks the environment for work: a reset, a step or
+    an MCP call (JSON-RPC over /mcp, or a {"type": "mcp"} message), in whatever order its keys come."""
+    return _WORK.search(start) is not None

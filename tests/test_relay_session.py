@@ -167,13 +167,16 @@ def test_while_a_session_waits_envhub_answers_its_pings_and_pings_it() -> None:
     run(test)
 
 
-def test_a_client_that_sends_nothing_is_no_load_until_it_does() -> None:
+def test_a_client_that_asks_for_no_work_is_no_load_until_it_does() -> None:
     async def test() -> None:
         client, _ = leg(client_side=True)
         session = session_of(client)
         told: list[str] = []
         session.on_active = lambda: told.append("active")
         client.data_received(from_client(PING, b""))
+        client.data_received(from_client(TEXT, b"junk"))
+        client.data_received(from_client(BINARY, RESET))  # openenv's messages are text
+        client.data_received(from_client(TEXT, b'{"type": "state"}'))
         assert not session.active and told == []
         client.data_received(from_client(TEXT, RESET))
         client.data_received(from_client(TEXT, RESET))

@@ -192,13 +192,16 @@ def test_a_web_page_from_another_site_cannot_open_sessions(gateway: Envhub) -> N
 
 
 def test_idle_sockets_hold_no_sway_over_the_pools_size(gateway: Envhub) -> None:
-    """Sockets that never send anything wait like any session, but do not grow the pool; a reset does."""
+    """Sockets that send nothing, or junk, or only ask for state, wait like any session but do not grow the pool;
+    a reset does."""
     endpoint = gateway.running(
         "template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}, "replicas": {"min": 1, "max": 4}}
     )
     with ExitStack() as stack:
         opened = [stack.enter_context(connect(ws_url(gateway, endpoint))) for _ in range(3)]
         wait_until(lambda: gateway.endpoint(endpoint["id"])["pool"]["waiting"] == 2)
+        opened[1].send("x" * 100)  # a squatter's frames, held while it waits: no work asked for
+        opened[1].send(json.dumps({"type": "state"}))
         deadline = time.monotonic() + 3  # several of the scaler's rounds: it would have grown by now
         while time.monotonic() < deadline:
             assert len(gateway.endpoint(endpoint["id"])["pool"]["replicas"]) == 1

@@ -180,7 +180,13 @@ def antigravity(tmp_path: Path, marker: Path) -> dict[str, str]:
     return {"PYTHONWARNINGS": "ignore::antigravity.Warning", "BROWSER": f"touch {marker} %s"}
 
 
-@pytest.mark.parametrize("payload", [antigravity, uvicorn_log_config, start_up_files])
+def loaded_modules(tmp_path: Path, marker: Path) -> dict[str, str]:
+    """Modules a library loads by name when the environment imports it: matplotlib's backend, GTK's modules."""
+    (tmp_path / "backend.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return {"MPLBACKEND": "module://backend", "GTK_MODULES": str(tmp_path / "module.so")}
+
+
+@pytest.mark.parametrize("payload", [antigravity, uvicorn_log_config, start_up_files, loaded_modules])
 def test_launch_variables_that_would_run_code_are_refused_with_a_422_naming_them(
     public_envhub: Envhub, mallory: httpx.Client, tmp_path: Path, payload: Any
 ) -> None:
