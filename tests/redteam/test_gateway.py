@@ -1,8 +1,9 @@
 """The gateway under attack: hostile servers behind it, and hostile clients in front of it, over the real wire.
 
 A server's first message, an answer the gateway reads whole and a client's body are bounded however long they
-claim to be; a request's head has a deadline; a path encoded to smuggle a header stays encoded; an unknown
-endpoint id costs no SQL on the event loop; idle sockets and foreign web pages cannot squat a pool.
+claim to be; frames a client must never send are closed with RFC 6455's codes; a request's head has a deadline; a
+path encoded to smuggle a header stays encoded; an unknown endpoint id costs no SQL on the event loop; idle sockets,
+junk frames and foreign web pages cannot squat a pool.
 """
 
 import asyncio
@@ -249,3 +250,75 @@ def test_a_waiting_session_cannot_park_megabytes_in_envhub(gateway: Envhub) -> N
             return sent
 
         assert asyncio.run(push()) < 16 * 1024 * 1024  # the cap, plus what loopback's buffers hold
+
+
+def _client_frame(first: int, payload: bytes, *, masked: bool = True) -> bytes:
+    """A client's frame written by hand, to break the rules: `first` is its first byte (FIN, RSV, opcode)."""
+    size = len(payload)
+    head = bytes([first])
+    mask_bit = 0x80 if masked else 0
+    if size < 126:
+        head += bytes([mask_bit | size])
+    else:
+        head += bytes([mask_bit | 126]) + size.to_bytes(2, "big")
+    if not masked:
+        return head + payload
+    key = secrets.token_bytes(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+# What RFC 6455 says a server closes with, for frames a client must never send (1002: protocol error, 1007: data
+# that is not what its type says).
+MALFORMED = {
+    "unmasked": (_client_frame(0x81, b'{"type": "state"}', masked=False), 1002),
+    "reserved bit": (_client_frame(0xC1, b"{}"), 1002),
+    "reserved opcode": (_client_frame(0x83, b"{}"), 1002),
+    "long ping": (_client_frame(0x89, b"p" * 126), 1002),
+    "fragmented ping": (_client_frame(0x09, b"p"), 1002),
+    "stray continuation": (_client_frame(0x80, b"{}"), 1002),
+    "text inside a message": (_client_frame(0x01, b'{"type"') + _client_frame(0x81, b"{}"), 1002),
+    "text not UTF-8": (_client_frame(0x81, b'{"a": "\xff\xfe"}'), 1007),
+    "close of one byte": (_client_frame(0x88, b"\x03"), 1002),
+    "close with a reserved code": (_client_frame(0x88, (1005).to_bytes(2, "big")), 1002),
+    "close reason not UTF-8": (_client_frame(0x88, (1000).to_bytes(2, "big") + b"\xff"), 1007),
+}
+
+
+async def _close_code_after(port: int, endpoint_id: str, malformed: bytes) -> int | None:
+    """A session that played a reset, then the malformed bytes: the code of the close the client gets."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET /endpoints/{endpoint_id}/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(_client_frame(0x81, json.dumps({"type": "reset", "data": {}}).encode()))
+    code: int | None = None
+    try:
+        for round_ in range(2):  # the reset's observation, then what the malformed frame brings
+            if round_ == 1:
+                writer.write(malformed)
+            head = await asyncio.wait_for(reader.readexactly(2), 30)
+            size = head[1] & 0x7F
+            if size == 126:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+            elif size == 127:
+                size = int.from_bytes(await reader.readexactly(8), "big")
+            payload = await reader.readexactly(size)
+            if head[0] & 0x0F == 0x8:
+                code = int.from_bytes(payload[:2], "big")
+                break
+            assert round_ == 0 and b"observation" in payload, payload[:200]
+    finally:
+        writer.close()
+    return code
+
+
+def test_malformed_frames_get_the_close_codes_rfc_6455_gives_them(gateway: Envhub) -> None:
+    endpoint = gateway.running("template:count")
+    codes = {
+        kind: asyncio.run(_close_code_after(gateway.port, endpoint["id"], malformed))
+        for kind, (malformed, _) in MALFORMED.items()
+    }
+    assert codes == {kind: code for kind, (_, code) in MALFORMED.items()}
+    wait_until(lambda: gateway.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=5)  # and none is held
