@@ -85,6 +85,12 @@ class AgentSessions:
         with Session(self.engine) as session:
             return [AgentSessionBase.model_validate(row.model_dump()) for row in session.exec(statement)]
 
+    def endpoint_of(self, session_id: str) -> str | None:
+        """The endpoint whose door played the agent session of that id, or None when no agent session has it."""
+        with Session(self.engine) as session:
+            row = session.get(AgentSession, session_id)
+        return row.endpoint if row is not None else None
+
     def get(self, endpoint_id: str, session_id: str) -> AgentSession:
         with Session(self.engine, expire_on_commit=False) as session:
             row = session.get(AgentSession, session_id)

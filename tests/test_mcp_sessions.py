@@ -155,3 +155,10 @@ def test_a_private_endpoints_mcp_door_and_sessions_are_its_owners(public_envhub:
     [recorded] = public_envhub.http.get(sessions, headers=VICTIM).json()["data"]
     assert recorded["owner"] == "victim" and recorded["reward"] == 1.0
     assert public_envhub.http.get(f"{sessions}/{recorded['id']}", headers=MALLORY).status_code == 404
+    # Its episodes' share links open for its owner only: a stranger given the id learns nothing.
+    [episode] = public_envhub.http.get(f"{sessions}/{recorded['id']}", headers=VICTIM).json()["episodes"]
+    shared = f"/api/evaluations/episodes/{episode['id']}"
+    assert public_envhub.http.get(shared, headers=VICTIM).json()["reward"] == 1.0
+    for stranger in (MALLORY, {}):
+        hidden = public_envhub.http.get(shared, headers=stranger)
+        assert hidden.status_code == 404 and episode["id"] in hidden.json()["detail"]

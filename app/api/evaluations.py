@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import CallerDep, ServicesDep
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, start_evaluation
+from app.usecases.evaluations import EvaluationRequest, start_evaluation, visible_episode
 from core.errors import ConflictError, ForbiddenError
 from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
 from evals.rollouts import push_rollouts, rollouts_jsonl
@@ -71,9 +71,10 @@ async def push_to_hub(
 
 
 @router.get("/episodes/{episode_id}")
-def read_episode(episode_id: str, services: ServicesDep) -> EpisodePublic:
-    """One episode with every step: what the share link `/?episode=ID` opens."""
-    return EpisodePublic.model_validate(services.evaluations.episode(episode_id).model_dump())
+def read_episode(episode_id: str, services: ServicesDep, caller: CallerDep) -> EpisodePublic:
+    """One episode with every step: what the share link `/?episode=ID` opens (an agent session's of a private
+    endpoint: for its owner and the admin only)."""
+    return EpisodePublic.model_validate(visible_episode(services, caller, episode_id).model_dump())
 
 
 @router.delete("/{evaluation_id}")

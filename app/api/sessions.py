@@ -5,26 +5,17 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from app.api.deps import CallerDep, ServicesDep
-from app.services import Services
-from core.callers import Caller
-from core.errors import NotFoundError
+from app.usecases.evaluations import ensure_sessions_visible
 from evals.models import AgentSessionPublic, AgentSessionsPublic
 from evals.transcripts import episodes_jsonl, messages_jsonl
 
 router = APIRouter(prefix="/api/endpoints", tags=["agent sessions"])
 
 
-def _ensure_visible(services: Services, caller: Caller, endpoint_id: str) -> None:
-    """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read its sessions."""
-    endpoint = services.endpoints.get(endpoint_id)
-    if endpoint.options.get("private") is True and not services.endpoints.access.may_stop(caller, endpoint.owner):
-        raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
-
-
 @router.get("/{endpoint_id}/sessions")
 def list_sessions(endpoint_id: str, services: ServicesDep, caller: CallerDep) -> AgentSessionsPublic:
     """The endpoint's agent sessions, newest first, with their figures (episodes, reward, steps)."""
-    _ensure_visible(services, caller, endpoint_id)
+    ensure_sessions_visible(services, caller, endpoint_id)
     listed = services.agents.list_for(endpoint_id)
     return AgentSessionsPublic(data=listed, count=len(listed))
 
@@ -32,14 +23,14 @@ def list_sessions(endpoint_id: str, services: ServicesDep, caller: CallerDep) ->
 @router.get("/{endpoint_id}/sessions/{session_id}")
 def read_session(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> AgentSessionPublic:
     """One agent session with every episode and its records; each episode opens in the viewer at /?episode=ID."""
-    _ensure_visible(services, caller, endpoint_id)
+    ensure_sessions_visible(services, caller, endpoint_id)
     return services.agents.public(endpoint_id, session_id)
 
 
 @router.get("/{endpoint_id}/sessions/{session_id}/episodes.jsonl")
 def export_episodes(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> Response:
     """The session's episodes, one JSON object per line with the session's metadata, as a run's export has them."""
-    _ensure_visible(services, caller, endpoint_id)
+    ensure_sessions_visible(services, caller, endpoint_id)
     session = services.agents.get(endpoint_id, session_id)
     return Response(
         episodes_jsonl(session, services.agents.episodes(session_id)),
@@ -52,7 +43,7 @@ def export_episodes(endpoint_id: str, session_id: str, services: ServicesDep, ca
 def export_messages(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> Response:
     """The session's episodes as chat transcripts, one per line, as `openenv collect` writes results.jsonl: its
     `messages` column is what TRL's SFTTrainer reads."""
-    _ensure_visible(services, caller, endpoint_id)
+    ensure_sessions_visible(services, caller, endpoint_id)
     session = services.agents.get(endpoint_id, session_id)
     return Response(
         messages_jsonl(session, services.agents.episodes(session_id)),

@@ -17,7 +17,7 @@ from app.ui.observation import observation_view, render_view
 from app.ui.requests import acting_caller, caller_of, connection_of, page_base
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, start_evaluation
+from app.usecases.evaluations import EvaluationRequest, start_evaluation, visible_episode
 from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
@@ -248,7 +248,7 @@ def show(services: Services, evaluate: Evaluate, environment_id: str, *boards: g
 
 def open_episode(services: Services, evaluate: Evaluate, episode_id: str, request: gr.Request | None) -> dict[Any, Any]:
     try:
-        episode = services.evaluations.episode(episode_id.strip())
+        episode = visible_episode(services, caller_of(services, request), episode_id.strip())
     except EnvhubError as exc:
         return {evaluate.viewer: f"<p>{html.escape(exc.message)}</p>", evaluate.episode: None}
     share = f"{page_base(services, request)}/?episode={episode.id}"
@@ -418,7 +418,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
     def move(request: gr.Request, episode_id: str | None, index: float, delta: int) -> dict[Any, Any]:
         if not episode_id:
             return {}
-        episode = services.evaluations.episode(episode_id)
+        episode = visible_episode(services, caller_of(services, request), episode_id)
         index = max(0, min(int(index) + delta, len(episode.records) - 1))
         share = f"{page_base(services, request)}/?episode={episode.id}"
         return {evaluate.step: index, evaluate.viewer: step_html(episode, index, share)}
@@ -436,7 +436,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         """Play the episode from this step (from the start when at its end), or pause it."""
         if label == PAUSE or not episode_id:
             return {evaluate.replay: gr.Button(PLAY), evaluate.replay_timer: gr.Timer(active=False)}
-        last = len(services.evaluations.episode(episode_id).records) - 1
+        last = len(visible_episode(services, caller_of(services, request), episode_id).records) - 1
         start = 0 if int(index) >= last else int(index)
         return move(request, episode_id, start, 0) | {
             evaluate.replay: gr.Button(PAUSE),

@@ -19,12 +19,12 @@ from app.settings import Settings
 from catalog.store import get_environment
 from catalog.tasksets import dataset_resets
 from core.callers import Access, Caller
-from core.errors import ConflictError, ForbiddenError, InvalidInputError
+from core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, live_session
 from evals.episodes import EpisodeSpec, Limits
 from evals.harness import Brief
 from evals.model import ModelConfig, ModelPolicy
-from evals.models import Evaluation
+from evals.models import Episode, Evaluation
 from evals.policies import BASELINES, Policy
 from evals.presets import preset_owner
 from evals.runs import Play, PrepareError, new_evaluation_id
@@ -32,7 +32,14 @@ from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import read_interface
 
-__all__ = ["EvaluationRequest", "ModelChoice", "PresetChoice", "start_evaluation"]
+__all__ = [
+    "EvaluationRequest",
+    "ModelChoice",
+    "PresetChoice",
+    "ensure_sessions_visible",
+    "start_evaluation",
+    "visible_episode",
+]
 
 MAX_EPISODES = 1000
 
@@ -148,6 +155,27 @@ def _ensure_within_caps(settings: Settings, body: EvaluationRequest) -> None:
             f"this server caps what one evaluation asks for, and this one asks for {'; '.join(over)}: ask for less, "
             "or run the evaluation on your own machine (python -m app eval)"
         )
+
+
+def ensure_sessions_visible(services: Services, caller: Caller, endpoint_id: str) -> None:
+    """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
+    its MCP door played; anyone else is told there is no such endpoint."""
+    endpoint = services.endpoints.get(endpoint_id)
+    if endpoint.options.get("private") is True and not services.endpoints.access.may_stop(caller, endpoint.owner):
+        raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
+
+
+def visible_episode(services: Services, caller: Caller, episode_id: str) -> Episode:
+    """An episode by its id, as the share link opens it: an evaluation's for anyone, an agent session's of a private
+    endpoint only for whoever may read that endpoint's sessions."""
+    episode = services.evaluations.episode(episode_id)
+    endpoint_id = services.agents.endpoint_of(episode.evaluation)
+    if endpoint_id is not None:
+        try:
+            ensure_sessions_visible(services, caller, endpoint_id)
+        except NotFoundError:
+            raise NotFoundError(f"no episode {episode_id!r}") from None
+    return episode
 
 
 def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> None:
