@@ -102,6 +102,15 @@ def field(page: Any, elem_id: str) -> Any:
     return page.locator(f"#{elem_id}").locator("textarea, input, .cm-content").first
 
 
+def fill_code(page: Any, elem_id: str, text: str) -> None:
+    """Type into a Gradio code box, and let the page take it in: the box's editor hands its text to Gradio's
+    state as the page renders (two animation frames), so a click at once could still send the old text."""
+    editor = page.locator(f"#{elem_id} .cm-content")
+    editor.fill(text)
+    expect(editor).to_have_text(text)
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def choose(page: Any, elem_id: str, option: str) -> None:
     page.locator(f"#{elem_id} input").first.click()
     page.get_by_role("option", name=option, exact=True).click()

@@ -21,6 +21,7 @@ from tests.ui.browser import (
     chromium_available,
     expect,
     field,
+    fill_code,
     fill_form,
     history_rows,
     launch_and_connect,
@@ -89,7 +90,7 @@ def test_search_open_launch_play_and_download(envhub: Envhub, page: Any) -> None
     expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("3")
     expect(page.locator("#play-errors")).to_contain_text("Column 9 does not exist")
     page.get_by_text("Raw action JSON").click()  # openenv's schema validation refuses this before any step
-    field(page, "play-raw").fill('{"column": "left"}')
+    fill_code(page, "play-raw", '{"column": "left"}')
     page.locator("#play-raw-step").click()
     expect(page.locator("#play-errors")).to_contain_text("Refused: column: Input should be a valid integer")
     expect(page.locator("#play-stats [data-stat=steps] b")).to_have_text("3")
@@ -174,7 +175,7 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     page.locator("#open-launch").click()
     expect(page.locator("#launch-environment")).to_contain_text("template:lights_out")
     field(page, "launch-env").fill("OPENENV_MODE=simulation\nMAX_CONCURRENT_ENVS=4")
-    page.locator("#launch-options .cm-content").fill('{"replicas": 2}')
+    fill_code(page, "launch-options", '{"replicas": 2}')
     page.locator("#launch-start").click()
     expect(page.locator("#launch-status")).to_contain_text("running", timeout=LAUNCH_S)
     # The pool, live: both replicas once they serve, and what the pool holds for a trainer.
@@ -193,7 +194,7 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     page.locator("#launch-stop").click()
     expect(page.locator("#launch-status")).to_contain_text("stopped")
     assert envhub.endpoint(url.rsplit("/", 1)[1])["status"] == "stopped"
-    page.locator("#launch-options .cm-content").fill('{"replicas": "2"}')  # refused: said alone, not over the old one
+    fill_code(page, "launch-options", '{"replicas": "2"}')  # refused: said alone, not over the old one
     page.locator("#launch-start").click()
     expect(page.locator("#launch-message")).to_contain_text("Not launched: option replicas: takes servers behind")
     expect(page.locator("#launch-status")).to_be_empty()

@@ -15,6 +15,7 @@ from tests.ui.browser import (
     chromium_available,
     expect,
     field,
+    fill_code,
     history_rows,
     launch_and_connect,
     open_page,
@@ -118,7 +119,7 @@ def test_the_official_chess_is_played_on_a_board_drawn_from_its_fen(envhub: Envh
     page.locator("#play-launch").click()
     expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=(CHESS_S + 30) * 1000)
     page.get_by_text("More reset options (JSON)").click()
-    page.locator("#play-reset-options .cm-content").fill(f'{{"fen": "{ENDGAME}"}}')
+    fill_code(page, "play-reset-options", f'{{"fen": "{ENDGAME}"}}')
     reset(page)
     board = page.locator("#play-observation .board-chess")
     expect(board.locator(".sq")).to_have_count(64)
