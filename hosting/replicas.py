@@ -109,7 +109,11 @@ class Replicas:
         """Start an added replica's server and wait until it serves: its row, and how it runs otherwise than the
         environment's files say (Launched.note); LaunchError (its row says why) when it cannot."""
         runtime = self.runtimes[endpoint.backend]
-        spec = replace(spec, server_id=row.id, log_path=self.log_path(row.id))
+
+        def started(handle: Any) -> None:  # named on its row at once: a restart after a crash can stop it
+            self.update(row.id, handle=handle.model_dump())
+
+        spec = replace(spec, server_id=row.id, log_path=self.log_path(row.id), on_started=started)
         try:
             launched = runtime.start(spec, report)
         except LaunchError as exc:

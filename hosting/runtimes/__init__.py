@@ -97,6 +97,8 @@ class LaunchSpec(Generic[Options]):
     # set it, so that pages building absolute URLs (openenv's gradio UI at /web) point back through the gateway.
     root_path: str = ""
     replicas: int = 1  # the tasks a service runtime starts; other runtimes start one server per spec
+    # Told the server's handle as soon as it exists, before it serves: a crash meanwhile leaves a row that names it.
+    on_started: Callable[[Any], None] = field(default=lambda handle: None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -213,10 +215,18 @@ def wait_healthy(
 
 
 def serve_when_healthy(
-    runtime: Runtime[Options, H], launched: Launched[H], *, timeout_s: float, what: str, log_path: Path
+    runtime: Runtime[Options, H],
+    launched: Launched[H],
+    *,
+    timeout_s: float,
+    what: str,
+    log_path: Path,
+    started: Callable[[H], None] = lambda handle: None,
 ) -> Launched[H]:
-    """The launched server once it answers /health; stopped (and the LaunchError raised) when it never does."""
+    """The launched server once it answers /health (`started` is told its handle first); stopped (and the
+    LaunchError raised) when it never does."""
     try:
+        started(launched.handle)
         wait_healthy(
             launched.url,
             timeout_s=timeout_s,

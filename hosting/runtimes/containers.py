@@ -307,6 +307,7 @@ class ContainerRuntime:
             timeout_s=self.ready_timeout_s,
             what=f"the container of {spec.environment.id}",
             log_path=spec.log_path,
+            started=spec.on_started,
         )
         if key:  # the next launch of this image finds a spare
             self.spares.start_ahead(key, image, port, spec.environment.id)

@@ -270,6 +270,7 @@ class ProcessRuntime:
             timeout_s=self.ready_timeout_s,
             what=f"the server of {spec.environment.id}",
             log_path=spec.log_path,
+            started=spec.on_started,
         )
         if not spec.environment.path:
             self.snapshots.hold(spec.server_id, folder)  # a later download keeps it while the server runs
