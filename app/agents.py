@@ -183,7 +183,9 @@ async def serve(
     )
     left: asyncio.Future[None] = asyncio.ensure_future(client_left)
     try:
-        reply = await services.mcp.handle(HttpRequest(request.method, request.headers, body, user), placement, left)
+        reply = await services.mcp.handle(
+            HttpRequest(request.method, request.headers, body, user, request.query_params), placement, left
+        )
     finally:
         left.cancel()  # before answering: a streamed answer listens for the disconnect itself
     placement.traffic.request(failed=reply.status >= 500)

@@ -332,14 +332,19 @@ class OutboundSession:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=_PinnedTransport(self),
-                timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 5)),
-                headers={"accept-encoding": "identity", **self.headers},
-                follow_redirects=False,
-                trust_env=False,  # a proxy would resolve names itself, around the pin
-            )
+            self._client = self.new_client(self.timeout_s)
         return self._client
+
+    def new_client(self, timeout_s: float) -> httpx.AsyncClient:
+        """An HTTP client of this session (its pins, its credentials) whose requests may take `timeout_s`; the
+        caller closes it."""
+        return httpx.AsyncClient(
+            transport=_PinnedTransport(self),
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5)),
+            headers={"accept-encoding": "identity", **self.headers},
+            follow_redirects=False,
+            trust_env=False,  # a proxy would resolve names itself, around the pin
+        )
 
     async def fetch(
         self,

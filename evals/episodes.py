@@ -1,6 +1,7 @@
 """One episode of an evaluation: reset, then ask the player for a move and step until the environment
 says done or a limit is reached. Invalid moves and actions the server refuses go back to the player,
-a bounded number of times per step; every step is recorded with the model's reply."""
+a bounded number of times per step; every step is recorded with the model's reply. An environment whose
+actions are tool calls is played through the endpoint's MCP door (evals/door.py); others over its `/ws`."""
 
 import asyncio
 import contextlib
@@ -17,6 +18,7 @@ from evals.summary import EpisodeFigures
 from protocol.observations import refusal
 
 if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
+    from evals.door import DoorClient
     from protocol.client import PinnedClient
 
 __all__ = ["EpisodeResult", "EpisodeSpec", "Limits", "play_episode"]
@@ -106,7 +108,7 @@ def _success(observation: Any) -> bool | None:
 
 @dataclass
 class _Episode:
-    client: "PinnedClient"
+    client: "PinnedClient | DoorClient"
     player: Player
     limits: Limits
     result: EpisodeResult
@@ -198,14 +200,30 @@ class _Episode:
             move = await self.player.retry(problem or "no action was given")
 
 
-async def play_episode(
-    url: str, outbound: OutboundSession, policy: Policy, brief: Brief, spec: EpisodeSpec, limits: Limits
-) -> EpisodeResult:
-    """Play one episode to its end; what went wrong is the result's error, never an exception."""
-    result = EpisodeResult(spec)
+def _client(url: str, outbound: OutboundSession, brief: Brief, player_name: str) -> "PinnedClient | DoorClient":
+    if brief.uses_tools:
+        from evals.door import DoorClient
+
+        return DoorClient(url, outbound, client_name=player_name, message_timeout_s=MESSAGE_TIMEOUT_S)
     from protocol.client import PinnedClient
 
-    client = PinnedClient(url, outbound, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S)
+    return PinnedClient(url, outbound, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S)
+
+
+async def play_episode(
+    url: str,
+    outbound: OutboundSession,
+    policy: Policy,
+    brief: Brief,
+    spec: EpisodeSpec,
+    limits: Limits,
+    *,
+    player_name: str = "envhub",
+) -> EpisodeResult:
+    """Play one episode to its end; what went wrong is the result's error, never an exception. `player_name` is
+    the MCP client's name an agent session through the door is recorded under."""
+    result = EpisodeResult(spec)
+    client = _client(url, outbound, brief, player_name)
     episode = _Episode(client, policy.player(brief, spec.seed), limits, result)
     started = time.perf_counter()
     try:
@@ -218,5 +236,6 @@ async def play_episode(
     finally:
         result.wall_s = time.perf_counter() - started
         with contextlib.suppress(Exception):  # a broken socket's close must not hide the episode's result
-            await asyncio.wait_for(client.close(), timeout=5)
+            async with asyncio.timeout(5):  # in this task: an MCP session's task group is left where it was entered
+                await client.close()
     return result

@@ -233,7 +233,15 @@ class Runner:
 
         async def one(spec: EpisodeSpec) -> None:
             async with slots:
-                result = await play_episode(play.url, play.outbound, play.policy, play.brief, spec, play.limits)
+                result = await play_episode(
+                    play.url,
+                    play.outbound,
+                    play.policy,
+                    play.brief,
+                    spec,
+                    play.limits,
+                    player_name=f"envhub evaluation {evaluation.id}",
+                )
             evaluation.summary = await asyncio.to_thread(self.record, evaluation, result, loop.time() - started)
             if progress is not None:
                 progress(evaluation, result)

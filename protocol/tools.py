@@ -12,7 +12,20 @@ from typing import Any
 
 from protocol.schemas import Schema, example_value, resolve
 
-__all__ = ["Tool", "cheapest_tool", "example_action", "parse_tools", "takes_tool_calls", "tool_arguments", "tool_call"]
+__all__ = [
+    "OPENING_META",
+    "Tool",
+    "cheapest_tool",
+    "example_action",
+    "parse_tools",
+    "takes_tool_calls",
+    "tool_arguments",
+    "tool_call",
+]
+
+# envhub's MCP door answers initialize with this `_meta` key when it began the session's episode with a reset:
+# that reset's reward, done and observation, as every tool result's structuredContent has them.
+OPENING_META = "envhub/opening"
 
 
 @dataclass(frozen=True)

@@ -268,3 +268,31 @@ def test_moves_the_environment_refuses_count_as_invalid(evaluating: Envhub) -> N
     lines = evaluating.http.get(f"/api/evaluations/{run['id']}/episodes.jsonl").text.splitlines()
     steps = [r for r in json.loads(lines[0])["records"] if r["kind"] == "step"]
     assert len(steps) == 3 and all("not in the word list" in r["refused"] or "letters" in r["refused"] for r in steps)
+
+
+def test_an_mcp_environment_is_played_through_its_mcp_door(evaluating: Envhub, model: FakeModel) -> None:
+    """The harness acts on an MCP environment as any agent harness does: each episode is an MCP session on the
+    endpoint's door, reset with the episode's seed, whose recording matches the run's episode."""
+    config = {"base_url": model.url, "model": "fake-1"}
+    created = start(evaluating, environment="template:toolbox", policy={"model": config}, seeds=[3, 11], concurrency=2)
+    run = finished(evaluating, created["id"])
+    assert run["status"] == "finished", run["message"]
+    listed = evaluating.http.get(f"/api/endpoints/{run['endpoint']}/sessions").json()["data"]
+    door = [s for s in listed if s["client"] == f"envhub evaluation {run['id']}"]
+    assert len(door) == 2, listed
+    played = {}
+    for session in door:
+        read = evaluating.http.get(f"/api/endpoints/{run['endpoint']}/sessions/{session['id']}").json()
+        (episode,) = read["episodes"]
+        played[episode["seed"]] = episode
+    episodes = [evaluating.http.get(f"/api/evaluations/episodes/{e['id']}").json() for e in run["episodes"]]
+    for episode in episodes:
+        recorded = played[episode["seed"]]
+        assert recorded["status"] == episode["status"] == "done"
+        assert recorded["reward"] == episode["reward"]
+        reset, *steps = episode["records"]
+        door_reset, *door_steps = recorded["records"]
+        assert door_reset["observation"] == reset["observation"]  # the seed chose the same task
+        assert [s["tool"] for s in door_steps] == [s["action"]["tool_name"] for s in steps]
+    questions = {e["records"][0]["observation"]["question"] for e in episodes}
+    assert len(questions) == 2, questions  # two seeds, two tasks: each reached the environment's reset

@@ -9,11 +9,14 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
-from mcp.types import CallToolResult, ImageContent
+from mcp.types import CallToolResult, ImageContent, InitializeResult
 from openenv.core.mcp_client import MCPToolClient
 from websockets.sync.client import connect as websocket_connect
 
@@ -92,6 +95,33 @@ def test_an_mcp_environment_offers_its_own_tools_and_their_results_carry_reward_
     assert (structured(answered)["done"], structured(answered)["reward"]) == (True, 0.0)
     assert '"correct":false' in text_of(answered)
     assert after.isError and "episode is over" in text_of(after)
+
+
+def test_the_urls_seed_and_options_begin_the_episode(urls: dict[str, str]) -> None:
+    """Any client can start its session's episode from a seed or a task by its URL alone: the first observation
+    comes with initialize (its instructions for the agent, its _meta for a harness)."""
+    options = quote(json.dumps({"answer": "plant"}))
+
+    async def play() -> tuple[InitializeResult, CallToolResult]:
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            streamable_http_client(f"{urls['wordle']}/mcp?seed=7&options={options}", http_client=http) as (r, w, _),
+            ClientSession(r, w) as session,
+        ):
+            opened = await session.initialize()
+            return opened, await session.call_tool("step", {"guess": "plant"})  # no reset call: it has begun
+
+    opened, won = asyncio.run(play())
+    assert opened.instructions is not None and "The episode has begun" in opened.instructions
+    assert "guesses_left" in opened.instructions
+    assert opened.meta is not None and opened.meta["envhub/opening"]["observation"]["guesses_left"] == 6
+    assert structured(won)["done"] is True and structured(won)["reward"] == 1.0
+
+    with httpx.Client(timeout=30) as http:
+        for query, said in (("seed=seven", "seed is a whole number"), ("index=2", "name the split too")):
+            refused = http.post(f"{urls['wordle']}/mcp?{query}", json=INITIALIZE, headers=ACCEPT)
+            assert refused.status_code == 200 and "mcp-session-id" not in refused.headers
+            assert said in refused.json()["error"]["message"], refused.json()
 
 
 def test_an_observations_image_is_image_content(urls: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from protocol.observations import image_data_uri
 
-__all__ = ["ENVELOPE", "error_result", "observation_result", "rpc_tool_result", "tool_observation_result"]
+__all__ = ["ENVELOPE", "error_result", "observation_result", "rpc_tool_result", "text_of", "tool_observation_result"]
 
 # The outputSchema of every tool the door lists: what its structuredContent is.
 ENVELOPE: dict[str, Any] = {
@@ -138,3 +138,9 @@ def _content_of(result: Any) -> list[ContentBlock]:
         else:
             content.append(TextContent(type="text", text=json.dumps(item, ensure_ascii=False, default=str)))
     return content
+
+
+def text_of(result: CallToolResult, limit: int = 500) -> str:
+    """A result's text content, its first `limit` characters."""
+    text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+    return (text if len(text) <= limit else text[: limit - 1] + "…") or "the tool failed"

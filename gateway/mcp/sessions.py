@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +24,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway.mcp.episodes import EpisodeLog
 from gateway.mcp.ports import Placement, Recorder, Seat, SessionRecord
-from gateway.mcp.results import error_result, observation_result, rpc_tool_result, tool_observation_result
+from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
 from protocol.frames import STATE as STATE_FRAME
 from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
 from protocol.observations import refusal
 from protocol.tools import tool_call
 
-__all__ = ["Closed", "EnvironmentSession", "Unavailable", "open_socket"]
+__all__ = ["Closed", "EnvironmentSession", "Unavailable", "open_socket", "reset_arguments"]
 
 log = logging.getLogger("envhub.mcp")
 
@@ -160,22 +160,17 @@ class EnvironmentSession:
         finally:
             self.last_used = time.monotonic()
 
-    async def begin(self) -> CallToolResult | None:
-        """Start the session's first episode: an MCP environment whose tool calls are steps is reset, as an
-        evaluation's episode is; other environments wait for the agent's own reset."""
-        if self.surface.generated:
+    async def begin(self, arguments: dict[str, Any]) -> CallToolResult | None:
+        """Start the session's first episode, with the reset arguments its URL gave (a seed, a task): an MCP
+        environment whose tool calls are steps is reset, as an evaluation's episode is, and so is a schema-action
+        environment given reset arguments; other sessions wait for the agent's own reset. The reset's answer, when
+        one was sent."""
+        if self.surface.generated and not arguments:
             return None
-        self.episode = EpisodeLog(self.record.id, 0)
-        self.episodes = 1
-        if not self.surface.tool_steps:
+        if not self.surface.generated and not self.surface.tool_steps:
+            self.episode, self.episodes = EpisodeLog(self.record.id, 0), 1
             return None
-        answer, elapsed = await self._ask(reset_frame())
-        if answer.get("type") != "observation":
-            self.episode.error = f"the environment refused the reset: {_message(answer)}"
-            return None
-        data = answer.get("data") or {}
-        self.episode.add("reset", data.get("observation"), data.get("reward"), bool(data.get("done")), elapsed)
-        return None
+        return await self._reset(arguments)
 
     async def _reset(self, arguments: dict[str, Any]) -> CallToolResult:
         options, problem = _reset_options(arguments)
@@ -204,7 +199,8 @@ class EnvironmentSession:
         self.episode, self.episodes = episode, self.episodes + 1
         data = answer.get("data") or {}
         observation, reward, done = data.get("observation"), data.get("reward"), bool(data.get("done"))
-        episode.add("reset", observation, reward, done, elapsed, tool=RESET, arguments=arguments, options=options)
+        called = {"tool": RESET} if self.surface.generated else {}  # else the door reset it as the session opened
+        episode.add("reset", observation, reward, done, elapsed, **called, arguments=arguments, options=options)
         self._save()
         return observation_result(data, over_note=_OVER)
 
@@ -250,7 +246,7 @@ class EnvironmentSession:
 
     async def _tool_step(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         episode = self.episode
-        assert episode is not None, "an MCP environment's session begins with its episode"
+        assert episode is not None, "a session of an MCP environment whose calls are steps opens with its reset"
         if episode.done:
             return error_result(
                 "the episode is over (done is true): end this MCP session and initialize a new one to play another",
@@ -269,7 +265,7 @@ class EnvironmentSession:
             return error_result(f"the environment refused the call: {message}")
         data = answer.get("data") or {}
         result = tool_observation_result(data)
-        why = _text_of(result) if result.isError else None
+        why = text_of(result) if result.isError else None
         reward, done = data.get("reward"), bool(data.get("done"))
         episode.add(
             "step",
@@ -287,7 +283,7 @@ class EnvironmentSession:
 
     async def _tool_rpc(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         episode = self.episode
-        assert episode is not None, "an MCP environment's session begins with its episode"
+        assert episode is not None, "a session of an MCP environment's own tools begins with its episode"
         action = tool_call(name, arguments)
         answer, elapsed = await self._ask(mcp_frame(rpc("tools/call", {"name": name, "arguments": arguments})))
         reply = answer.get("data") if answer.get("type") == "mcp" else None
@@ -308,7 +304,7 @@ class EnvironmentSession:
             None,
             False,
             elapsed,
-            refused=_text_of(result) if result.isError else None,
+            refused=text_of(result) if result.isError else None,
             tool=name,
             arguments=arguments,
             action=action,
@@ -398,10 +394,6 @@ def _message(answer: dict[str, Any]) -> str:
     return json.dumps(answer, default=str)[:300]
 
 
-def _text_of(result: CallToolResult) -> str:
-    return " ".join(c.text for c in result.content if isinstance(c, TextContent))[:500] or "the tool failed"
-
-
 def _reset_options(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The reset's keyword arguments from the generated tool's: its options, and the seed; or what is wrong."""
     known = {"seed", "split", "index", "dataset", "options"}
@@ -422,3 +414,26 @@ def _reset_options(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | Non
     if index is not None and arguments.get("split") is None:
         return {}, "an index picks a task of a split: name the split too"
     return {**(options or {}), **({"seed": seed} if seed is not None else {})}, None
+
+
+def reset_arguments(query: Mapping[str, str]) -> tuple[dict[str, Any], str | None]:
+    """The first reset's arguments from an MCP URL's query, as the generated reset tool takes them (seed, split,
+    index, dataset; options as a JSON object), so that any client can start a session from a seed or a task:
+    `.../mcp?seed=7`, `.../mcp?split=test&index=3`. Other parameters are not the door's."""
+    arguments: dict[str, Any] = {}
+    for name in ("split", "dataset"):
+        if query.get(name):
+            arguments[name] = query[name]
+    for name in ("seed", "index"):
+        if query.get(name):
+            try:
+                arguments[name] = int(query[name])
+            except ValueError:
+                return {}, f"the URL's {name} is a whole number, not {query[name]!r}"
+    if query.get("options"):
+        try:
+            arguments["options"] = json.loads(query["options"])
+        except ValueError:
+            return {}, "the URL's options is a JSON object of the environment's reset arguments; it is not JSON"
+    _, problem = _reset_options(arguments)
+    return arguments, (f"the URL's reset arguments: {problem}" if problem else None)

@@ -34,6 +34,7 @@ from mcp.types import (
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    CallToolResult,
     Implementation,
     InitializeRequestParams,
     InitializeResult,
@@ -46,10 +47,11 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from gateway.mcp.ports import Card, Placement, PoolFull, Recorder, SessionRecord
-from gateway.mcp.sessions import Closed, EnvironmentSession, Unavailable, open_socket
+from gateway.mcp.results import text_of
+from gateway.mcp.sessions import Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
 from gateway.mcp.tools import Surface, action_surface, tools_surface
 from protocol.frames import RPC_SERVER_ERROR, mcp_frame, rpc
-from protocol.tools import parse_tools
+from protocol.tools import OPENING_META, parse_tools
 
 __all__ = ["Door", "HttpReply", "HttpRequest", "is_standard"]
 
@@ -60,6 +62,7 @@ _SSE = {"content-type": CONTENT_TYPE_SSE, "cache-control": "no-cache"}
 _INTERFACES_MAX = 1024  # endpoints whose schema and splits are remembered
 # Standard methods OpenEnv's own JSON-RPC does not know: only a standard client sends them.
 _STANDARD_METHODS = ("initialize", "ping")
+_OPENING_MAX = 8192  # characters of the first observation the instructions quote
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class HttpRequest:
     headers: Mapping[str, str]  # case-insensitive, as the gateway's server gives them
     body: bytes
     user: str | None = None  # who the bearer proved to be, if anyone
+    query: Mapping[str, str] = field(default_factory=dict)  # the URL's: a session's first reset (reset_arguments)
 
 
 @dataclass
@@ -286,8 +290,11 @@ class Door:
             return _error(request_id, INVALID_PARAMS, why), None
         asked = params.protocolVersion
         version = asked if asked in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+        arguments, problem = reset_arguments(request.query)
+        if problem is not None:
+            return _error(request_id, INVALID_PARAMS, problem), None
         try:
-            session = await self.open(placement, gone, params.clientInfo, version, request.user)
+            session, opening = await self.open(placement, gone, params.clientInfo, version, request.user, arguments)
         except PoolFull as full:
             data = {"active_sessions": full.sessions, "max_sessions": full.capacity}
             return _error(request_id, RPC_SERVER_ERROR, full.message, data), None
@@ -299,20 +306,34 @@ class Door:
             if session.surface.generated
             else "Its tools are the environment's own; each result carries the reward and whether it is done."
         )
+        instructions = f"{card.title or card.environment}, an OpenEnv environment served by envhub. {how}"
+        meta = None
+        if opening is not None:  # the episode has begun: the agent reads where it starts, harnesses its figures
+            shown = text_of(opening, _OPENING_MAX)
+            instructions += f"\n\nThe episode has begun. Its first observation:\n{shown}"
+            meta = {OPENING_META: opening.structuredContent}
         result = InitializeResult(
             protocolVersion=version,
             capabilities=ServerCapabilities(tools=ToolsCapability(listChanged=False)),
             serverInfo=Implementation(name=f"envhub: {card.environment}", version=card.revision or "local"),
-            instructions=f"{card.title or card.environment}, an OpenEnv environment served by envhub. {how}",
+            instructions=instructions,
+            _meta=meta,
         )
         return _result(request_id, result), session
 
     # -- sessions
 
     async def open(
-        self, placement: Placement, gone: "asyncio.Future[None]", client: Implementation, version: str, user: str | None
-    ) -> EnvironmentSession:
-        """A new session: a slot and a socket on a replica, its tools, its first episode, its record."""
+        self,
+        placement: Placement,
+        gone: "asyncio.Future[None]",
+        client: Implementation,
+        version: str,
+        user: str | None,
+        reset: dict[str, Any],
+    ) -> tuple[EnvironmentSession, CallToolResult | None]:
+        """A new session: a slot and a socket on a replica, its tools, its record, and its first episode begun
+        (`reset`: the arguments of its first reset); and that reset's answer, when the door sent one."""
         endpoint_id = placement.endpoint_id
         card = self._cards.get(endpoint_id)
         if card is None:
@@ -348,13 +369,18 @@ class Door:
         session.watch()
         try:
             await self.recorder.opened(record)
-            await session.begin()
+        except Exception:
+            log.exception("recording agent session %s failed", record.id)
+        try:
+            opening = await session.begin(reset)
         except Closed as exc:
             await self.close(session, str(exc))
             raise Unavailable(f"the environment's session ended as it began: {exc}") from exc
-        except Exception:
-            log.exception("recording agent session %s failed", record.id)
-        return session
+        if opening is not None and opening.isError:
+            why = text_of(opening)
+            await self.close(session, why)
+            raise Unavailable(f"the session's first reset failed: {why}")
+        return session, opening
 
     async def _interface(self, endpoint_id: str, base: str, headers: dict[str, str]) -> _Interface:
         known = self._interfaces.get(endpoint_id)
