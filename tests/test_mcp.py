@@ -24,7 +24,7 @@ from tests.conftest import needs
 from tests.mcpclients import mcp, structured, text_of
 from tests.serving import serve_templates
 
-NAMES = ("toolbox", "wordle", "maze")
+NAMES = ("toolbox", "wordle", "maze", "arithmetic_tasks")
 TOOLBOX = {"get_question", "calculate", "convert_units", "lookup_fact", "submit_answer"}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -122,6 +122,40 @@ def test_the_urls_seed_and_options_begin_the_episode(urls: dict[str, str]) -> No
             refused = http.post(f"{urls['wordle']}/mcp?{query}", json=INITIALIZE, headers=ACCEPT)
             assert refused.status_code == 200 and "mcp-session-id" not in refused.headers
             assert said in refused.json()["error"]["message"], refused.json()
+
+
+def test_a_task_of_a_split_resets_the_episode_by_tool_and_by_url(urls: dict[str, str]) -> None:
+    url = urls["arithmetic_tasks"]
+
+    async def play() -> tuple[dict[str, Any], CallToolResult, CallToolResult, CallToolResult]:
+        async with mcp(url) as session:
+            reset = next(t for t in (await session.list_tools()).tools if t.name == "reset")
+            await session.call_tool("reset", {"split": "test", "index": 3})
+            by_tool = await session.call_tool("state", {})
+            unknown = await session.call_tool("reset", {"split": "dev", "index": 0})
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            streamable_http_client(f"{url}/mcp?split=train&index=2", http_client=http) as (r, w, _),
+            ClientSession(r, w) as opened,
+        ):
+            await opened.initialize()
+            by_url = await opened.call_tool("state", {})
+        return reset.inputSchema, by_tool, unknown, by_url
+
+    reset_schema, by_tool, unknown, by_url = asyncio.run(play())
+    assert sorted(reset_schema["properties"]["split"]["enum"]) == ["test", "train"]
+    assert structured(by_tool)["observation"]["task_id"] == "test-0003"
+    assert unknown.isError and "dev" in text_of(unknown)
+    assert structured(by_url)["observation"]["task_id"] == "train-0002"
+    http, endpoint_id = api(url)
+    with http:
+        sessions = http.get(f"/api/endpoints/{endpoint_id}/sessions").json()["data"]
+        tasks = [
+            episode["task"]
+            for listed in sessions
+            for episode in http.get(f"/api/endpoints/{endpoint_id}/sessions/{listed['id']}").json()["episodes"]
+        ]
+    assert {"split": "test", "index": 3} in tasks and {"split": "train", "index": 2} in tasks
 
 
 def test_an_observations_image_is_image_content(urls: dict[str, str]) -> None:
