@@ -1,10 +1,12 @@
 """The web UI in a real browser (system Chromium through Playwright) against envhub on loopback,
 with the built-in environments launched for real by the process backend."""
 
+import asyncio
 import json
 import re
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from app.settings import REPO_ROOT, Settings
 from tests.conftest import needs, wait_until
 from tests.fakemodel import FakeModel, Reply
+from tests.mcpclients import mcp
 from tests.serving import Envhub
 from tests.ui.browser import (
     LAUNCH_S,
@@ -365,3 +368,29 @@ def test_a_tag_on_a_card_filters_by_it(envhub: Envhub, page: Any) -> None:
     expect(page.locator(".env-card")).to_have_count(2)  # wordle and connect four
     expect(page.locator("#tags")).to_contain_text("game")
     expect(page.locator("#main-tabs [role=tab][aria-selected=true]")).to_have_text("Browse")  # nothing was opened
+
+
+def test_an_agents_mcp_session_opens_in_the_episode_viewer(envhub: Envhub, page: Any) -> None:
+    endpoint = envhub.running("template:wordle")
+
+    async def play() -> None:  # an agent harness's session: the official mcp client on the endpoint's MCP door
+        async with mcp(endpoint["url"]) as session:
+            await session.call_tool("reset", {"seed": 5, "options": {"answer": "plant"}})
+            await session.call_tool("step", {"guess": "crane"})
+            await session.call_tool("step", {"guess": "plant"})
+
+    with ThreadPoolExecutor(1) as other:  # this thread's event loop is Playwright's
+        other.submit(asyncio.run, play()).result()
+    base = f"/api/endpoints/{endpoint['id']}/sessions"
+    (listed,) = envhub.http.get(base).json()["data"]
+    (episode,) = envhub.http.get(f"{base}/{listed['id']}").json()["episodes"]
+    open_page(page, f"{envhub.url}/?episode={episode['id']}")
+    viewer = page.locator("#eval-viewer")
+    expect(viewer).to_contain_text("reset 0 of 2")
+    expect(viewer).to_contain_text(episode["id"])
+    page.locator("#eval-next").click()
+    page.locator("#eval-next").click()
+    expect(viewer).to_contain_text("step 2 of 2")
+    expect(viewer).to_contain_text("plant")
+    assert not [m for m in page.console if "pageerror" in m]
+    envhub.http.delete(f"/api/endpoints/{endpoint['id']}")  # the tests after it launch their own
