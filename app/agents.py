@@ -1,5 +1,5 @@
-"""The MCP door's side of envhub: the gateway's pools as the door's placement, the catalog and the agent sessions'
-store as its recorder, and the hand-over of an endpoint's standard MCP requests to it (`serve`, which the gateway
+"""The MCP door's side of envhub: the gateway's pools as the door's placement (its recorder is
+app/agent_recorder.py), and the hand-over of an endpoint's standard MCP requests to it (`serve`, which the gateway
 calls; `McpRoute` takes requests to /mcp to the gateway without FastAPI's routing).
 """
 
@@ -10,15 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from sqlmodel import Session
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from catalog.store import get_environment
-from catalog.tasksets import Tasksets, dataset_resets
 from core.errors import EnvhubError
-from evals.models import AgentSession, Episode
-from evals.sessions import AgentSessions, agent_episode_id
-from gateway.mcp import Card, EpisodeRecord, HttpRequest, PoolFull, Seat, SessionRecord
+from gateway.mcp import HttpRequest, PoolFull, Seat
 from gateway.paths import session_path
 from gateway.pools import Pool, Slot, Waiter
 from gateway.pools import PoolFull as SlotsTaken
@@ -29,7 +24,7 @@ from hosting.endpoints import EndpointManager
 if TYPE_CHECKING:
     from app.services import Services
 
-__all__ = ["AgentRecorder", "McpRoute", "PoolPlacement", "serve"]
+__all__ = ["McpRoute", "PoolPlacement", "serve"]
 
 
 class PoolPlacement:
@@ -91,81 +86,6 @@ class PoolPlacement:
 def _slot(seat: Seat) -> Slot:
     assert isinstance(seat.handle, Slot), "seats are made by PoolPlacement"
     return seat.handle
-
-
-class AgentRecorder:
-    """What the door asks of the control plane: the catalog's card, a dataset's row, and the agent sessions'
-    rows, each read or written off the event loop."""
-
-    def __init__(self, endpoints: EndpointManager, tasksets: Tasksets, store: AgentSessions) -> None:
-        self.endpoints, self.tasksets, self.store = endpoints, tasksets, store
-
-    async def card(self, endpoint_id: str) -> Card:
-        def read() -> Card:
-            endpoint = self.endpoints.get(endpoint_id)
-            try:
-                with Session(self.endpoints.engine) as session:
-                    environment = get_environment(session, endpoint.environment)
-            except EnvhubError:
-                return Card(endpoint.environment, endpoint.revision)
-            return Card(
-                environment.id,
-                endpoint.revision,
-                environment.title,
-                environment.readme,
-                tuple(environment.datasets),
-            )
-
-        return await asyncio.to_thread(read)
-
-    async def dataset_task(self, endpoint_id: str, dataset: str, split: str, index: int) -> dict[str, Any]:
-        def read() -> dict[str, Any]:
-            endpoint = self.endpoints.get(endpoint_id)
-            try:
-                with Session(self.endpoints.engine) as session:
-                    environment = get_environment(session, endpoint.environment)
-                    resets, _ = dataset_resets(session, self.tasksets, environment, dataset, split, [index])
-            except EnvhubError as exc:
-                raise ValueError(exc.message) from exc
-            return resets[0]
-
-        return await asyncio.to_thread(read)
-
-    async def opened(self, session: SessionRecord) -> None:
-        row = AgentSession(
-            id=session.id,
-            endpoint=session.endpoint,
-            environment=session.environment,
-            revision=session.revision,
-            client=session.client,
-            protocol_version=session.protocol_version,
-            owner=session.user,
-            tools=list(session.tools),
-        )
-        await asyncio.to_thread(self.store.open, row)
-
-    async def episode(self, episode: EpisodeRecord) -> None:
-        row = Episode(
-            id=agent_episode_id(episode.session, episode.index),
-            evaluation=episode.session,
-            index=episode.index,
-            seed=episode.seed,
-            task=episode.task,
-            status=episode.status,
-            error=episode.error,
-            reward=episode.reward,
-            final_reward=episode.final_reward,
-            success=episode.success,
-            steps=episode.steps,
-            invalid=episode.invalid,
-            tokens=0,
-            wall_s=episode.wall_s,
-            records=episode.records,
-        )
-        await asyncio.to_thread(self.store.write_episode, row)
-
-    async def closed(self, session_id: str, reason: str) -> None:
-        await asyncio.to_thread(self.store.end, session_id, reason)
 
 
 async def serve(

@@ -18,7 +18,7 @@ import httpx
 from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
-from app.agents import AgentRecorder
+from app.agent_recorder import AgentRecorder
 from app.auth.bearers import GatewayBearers
 from app.auth.callers import Identities
 from app.auth.provider import Provider
