@@ -17,6 +17,7 @@ COPY --chown=user gateway/ gateway/
 COPY --chown=user hosting/ hosting/
 COPY --chown=user migrations/ migrations/
 COPY --chown=user protocol/ protocol/
+COPY --chown=user rollout/ rollout/
 COPY --chown=user spaces_templates/ spaces_templates/
 RUN mkdir -p data && chown user data
 USER user

@@ -32,9 +32,9 @@ from app.settings import REPO_ROOT
 from bench.envhub import envhub_server
 from bench.report import load_average, machine_line, percentile, table, verdict
 from core.db import create_db_engine
-from evals.episodes import EpisodeResult, EpisodeSpec
 from evals.models import Evaluation, EvaluationStatus
 from evals.runs import Runner, new_evaluation_id
+from rollout.episodes import EpisodeResult, EpisodeSpec
 from tests.fakemodel import FakeModel, Reply
 
 TEMPLATES = REPO_ROOT / "spaces_templates"

@@ -6,7 +6,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from evals.models import Evaluation, EvaluationStatus, Leaderboard, LeaderboardGroup, LeaderboardRow
-from evals.policies import BASELINES
+from rollout.players import BASELINES
 
 __all__ = ["leaderboard"]
 

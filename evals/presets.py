@@ -12,8 +12,8 @@ from core.clock import utcnow
 from core.db import upsert
 from core.errors import ConflictError, InvalidInputError, NotFoundError, TooManyRequestsError, UnauthorizedError
 from core.sealing import Sealer
-from evals.model import ModelConfig
 from evals.models import ModelPreset, ModelPresetPublic
+from rollout.model import ModelConfig
 
 __all__ = ["LOCAL_OWNER", "MAX_PRESETS_PER_OWNER", "ModelPresets", "preset_owner"]
 

@@ -20,11 +20,11 @@ from sqlmodel import Session, col, select
 from core.clock import utcnow
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundSession
-from evals.episodes import EpisodeResult, EpisodeSpec, Limits, play_episode
-from evals.harness import Brief
 from evals.models import UNDER_WAY, Episode, EpisodeBase, Evaluation, EvaluationBase, EvaluationPublic, EvaluationStatus
-from evals.policies import Policy
 from evals.summary import EpisodeFigures, summarize
+from rollout.episodes import EpisodeResult, EpisodeSpec, Limits, play_episode
+from rollout.harness import Brief
+from rollout.players import Policy
 
 __all__ = ["Play", "PrepareError", "Runner", "episode_row", "new_evaluation_id"]
 
@@ -52,7 +52,6 @@ class Play:
 
 
 def episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
-    figures = result.figures()
     return Episode(
         id=f"{evaluation_id}-{result.spec.index}",
         evaluation=evaluation_id,
@@ -61,12 +60,12 @@ def episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
         task=result.spec.task,
         status=result.status,
         error=result.error,
-        reward=figures.reward,
-        final_reward=figures.final_reward,
-        success=figures.success,
-        steps=figures.steps,
-        invalid=figures.invalid,
-        tokens=figures.tokens,
+        reward=result.reward,
+        final_reward=result.final_reward,
+        success=result.success,
+        steps=result.step_count,
+        invalid=result.invalid,
+        tokens=result.tokens,
         wall_s=round(result.wall_s, 3),
         records=result.steps,
     )

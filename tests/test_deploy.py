@@ -58,6 +58,7 @@ def test_deploy_uploads_the_app_and_its_card(hub: FakeHub, tmp_path: Path) -> No
             "migrations",
         } | {
             "protocol",
+            "rollout",
             "spaces_templates",
             "README.md",
             "requirements.txt",

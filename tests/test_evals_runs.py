@@ -2,9 +2,9 @@
 
 from sqlalchemy import Engine
 
-from evals.episodes import EpisodeResult, EpisodeSpec
 from evals.models import Evaluation, EvaluationStatus
 from evals.runs import Runner
+from rollout.episodes import EpisodeResult, EpisodeSpec
 
 
 def evaluation(runner: Runner, status: EvaluationStatus) -> Evaluation:

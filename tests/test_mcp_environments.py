@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from evals.harness import Brief
-from evals.policies import RandomPolicy
 from protocol.tools import Tool
+from rollout.harness import Brief
+from rollout.players import RandomPolicy
 from tests.corpus import NAMES as THIRD_PARTY
 from tests.corpus import copy_corpus, needs_corpus
 from tests.mcpclients import mcp, structured, text_of

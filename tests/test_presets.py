@@ -24,8 +24,8 @@ from app.settings import Settings
 from core.db import MIGRATION_LOCK, create_db_engine, exclusive, init_db, migration_config
 from core.errors import ConflictError, InvalidInputError, NotFoundError, TooManyRequestsError
 from core.sealing import Sealer
-from evals.model import ModelConfig
 from evals.presets import MAX_PRESETS_PER_OWNER, ModelPresets
+from rollout.model import ModelConfig
 from tests.conftest import ADMIN_TOKEN
 from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, generic_brain

@@ -3,9 +3,9 @@
 from fastapi import APIRouter, status
 
 from app.api.deps import CallerDep, ServicesDep
-from evals.model import ModelConfig
 from evals.models import ModelPresetPublic, ModelPresetsPublic
 from evals.presets import preset_owner
+from rollout.model import ModelConfig
 
 router = APIRouter(prefix="/api/models", tags=["models"])
 

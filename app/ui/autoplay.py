@@ -17,9 +17,9 @@ from app.ui.episode import Outcome
 from app.usecases.play import PlayError, PlaySession
 from catalog.store import find_environment
 from core.errors import EnvhubError
-from evals.harness import Brief
-from evals.model import ModelConfig, ModelError, ModelPolicy
-from evals.policies import BASELINES, Move, Player, Policy
+from rollout.harness import Brief
+from rollout.model import ModelConfig, ModelError, ModelPolicy
+from rollout.players import BASELINES, Move, Player, Policy
 
 MOVE_S = 0.7  # between the model's moves, so a person can follow them
 RETRIES = 3  # invalid moves in a row before the model is stopped

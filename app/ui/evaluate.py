@@ -22,10 +22,10 @@ from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
 from evals.leaderboard import leaderboard
-from evals.model import ModelConfig
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
 from evals.presets import preset_owner
 from evals.rollouts import push_rollouts
+from rollout.model import ModelConfig
 
 POLICIES = ["random", "first-legal", "model"]
 PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has

@@ -21,16 +21,16 @@ from catalog.tasksets import dataset_resets
 from core.callers import Access, Caller
 from core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, live_session
-from evals.episodes import EpisodeSpec, Limits
-from evals.harness import Brief
-from evals.model import ModelConfig, ModelPolicy
 from evals.models import Episode, Evaluation
-from evals.policies import BASELINES, Policy
 from evals.presets import preset_owner
 from evals.runs import Play, PrepareError, new_evaluation_id
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import read_interface
+from rollout.episodes import EpisodeSpec, Limits
+from rollout.harness import Brief
+from rollout.model import ModelConfig, ModelPolicy
+from rollout.players import BASELINES, Policy
 
 __all__ = [
     "EvaluationRequest",

@@ -20,9 +20,9 @@ from conformance.quality.report import Figures, QualityReport, QualityResult, Se
 from conformance.quality.run import Finding, QualityTarget, ReplicaTarget, Run
 from conformance.report import Outcome
 from core.outbound import OutboundGuard, OutboundSession
-from evals.harness import Brief
 from protocol.health import healthy
 from protocol.interface import read_interface
+from rollout.harness import Brief
 
 __all__ = [
     "CHECKS",

@@ -21,9 +21,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from conformance.context import excerpt
 from core.outbound import OutboundSession
-from evals.policies import Move, Player
 from protocol import frames
 from protocol.frames import error_code
+from rollout.players import Move, Player
 
 __all__ = [
     "AtCapacity",

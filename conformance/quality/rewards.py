@@ -11,9 +11,9 @@ from conformance.quality.episodes import Constant, Episode, play
 from conformance.quality.report import Severity
 from conformance.quality.run import NO_ACTION_FIX, Finding, Run
 from conformance.report import Outcome
-from evals.policies import Player
 from protocol.schemas import resolve
 from protocol.tools import example_action
+from rollout.players import Player
 
 __all__ = ["reward_well_formed", "trivial_policy_floor"]
 

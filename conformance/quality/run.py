@@ -14,10 +14,10 @@ from conformance.quality.episodes import Episode, Session
 from conformance.quality.report import Severity
 from conformance.report import Outcome
 from core.outbound import OutboundGuard, OutboundSession
-from evals.harness import Brief
-from evals.policies import Player, RandomPolicy
 from protocol.interface import Interface
 from protocol.tools import example_action
+from rollout.harness import Brief
+from rollout.players import Player, RandomPolicy
 
 __all__ = ["Finding", "QualityTarget", "ReplicaTarget", "Run"]
 

@@ -3,8 +3,8 @@ of the schema's types; a refused move is asked again."""
 
 import asyncio
 
-from evals.harness import Brief
-from evals.policies import FirstLegal, RandomPolicy
+from rollout.harness import Brief
+from rollout.players import FirstLegal, RandomPolicy
 
 GUESS = {
     "type": "object",

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from core.errors import RefusedURLError
 from core.outbound import Fetched, OutboundGuard, OutboundSession
-from evals.harness import (
+from rollout.harness import (
     HARNESS_VERSION,
     Brief,
     InvalidReply,
@@ -32,7 +32,7 @@ from evals.harness import (
     read_tool_call,
     system_prompt,
 )
-from evals.policies import Move, Player
+from rollout.players import Move, Player
 
 __all__ = ["ModelConfig", "ModelError", "ModelPolicy"]
 

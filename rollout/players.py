@@ -8,10 +8,10 @@ import string
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evals.harness import Brief
 from protocol.observations import legal_actions
 from protocol.schemas import example_value, resolve
 from protocol.tools import example_action, tool_call
+from rollout.harness import Brief
 
 __all__ = ["BASELINES", "FirstLegal", "Move", "Player", "Policy", "RandomPolicy", "baseline", "legal_as_action"]
 

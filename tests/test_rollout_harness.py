@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from evals.harness import (
+from protocol.tools import Tool
+from rollout.harness import (
     MAX_REPLY_CHARS,
     Brief,
     InvalidReply,
@@ -12,7 +13,6 @@ from evals.harness import (
     read_tool_call,
     system_prompt,
 )
-from protocol.tools import Tool
 
 GUESS = {
     "type": "object",

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from core.outbound import OutboundGuard
-from evals.harness import Brief
-from evals.model import ModelConfig, ModelError, ModelPolicy
 from protocol.tools import Tool
+from rollout.harness import Brief
+from rollout.model import ModelConfig, ModelError, ModelPolicy
 from tests.fakemodel import FakeModel, Reply
 
 GUESS = {"type": "object", "properties": {"guess": {"type": "string"}}, "required": ["guess"]}

@@ -1,7 +1,7 @@
 """One episode of an evaluation: reset, then ask the player for a move and step until the environment
 says done or a limit is reached. Invalid moves and actions the server refuses go back to the player,
 a bounded number of times per step; every step is recorded with the model's reply. An environment whose
-actions are tool calls is played through the endpoint's MCP door (evals/door.py); others over its `/ws`."""
+actions are tool calls is played through the endpoint's MCP door (rollout/door.py); others over its `/ws`."""
 
 import asyncio
 import contextlib
@@ -11,15 +11,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
-from evals.harness import Brief
-from evals.model import ModelError
-from evals.policies import Move, Player, Policy
-from evals.summary import EpisodeFigures
 from protocol.observations import refusal
+from rollout.harness import Brief
+from rollout.model import ModelError
+from rollout.players import Move, Player, Policy
 
 if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
-    from evals.door import DoorClient
     from protocol.client import PinnedClient
+    from rollout.door import DoorClient
 
 __all__ = ["EpisodeResult", "EpisodeSpec", "Limits", "play_episode"]
 
@@ -65,16 +64,10 @@ class EpisodeResult:
     def status(self) -> str:
         return "done" if self.done else ("cut" if self.cut else "failed")
 
-    def figures(self) -> EpisodeFigures:
-        return EpisodeFigures(
-            reward=self.reward,
-            final_reward=self.final_reward,
-            success=self.success,
-            steps=sum(1 for s in self.steps if s.get("kind") == "step" and not s.get("refused")),
-            invalid=self.invalid,
-            tokens=self.tokens,
-            completed=self.done,
-        )
+    @property
+    def step_count(self) -> int:
+        """The steps the environment took (refused actions are not steps)."""
+        return sum(1 for s in self.steps if s.get("kind") == "step" and not s.get("refused"))
 
 
 class _End(Exception):
@@ -202,7 +195,7 @@ class _Episode:
 
 def _client(url: str, outbound: OutboundSession, brief: Brief, player_name: str) -> "PinnedClient | DoorClient":
     if brief.uses_tools:
-        from evals.door import DoorClient
+        from rollout.door import DoorClient
 
         return DoorClient(url, outbound, client_name=player_name, message_timeout_s=MESSAGE_TIMEOUT_S)
     from protocol.client import PinnedClient
