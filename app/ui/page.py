@@ -2,7 +2,9 @@
 deep links (/?env=owner/name, /?q=wordle, /?episode=ID), and its mount at / on the FastAPI app."""
 
 import asyncio
+import importlib.resources
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -11,6 +13,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
 from app.ui import browse, detail, endpoints, evaluate, launch, play, publish, quality, status
+from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import caller_of, page_endpoint_url
@@ -184,6 +187,7 @@ def build_blocks(services: Services) -> gr.Blocks:
 
 def mount_ui(app: FastAPI, services: Services) -> None:
     """Serve the UI at /; call it after every other route, since the mount catches all paths."""
+    app.add_middleware(FrontendAssets, directory=Path(str(importlib.resources.files("gradio"))) / FRONTEND_BUILD)
 
     @app.get(EPISODE_ROUTE, include_in_schema=False)
     def download_episode(token: str) -> Response:
