@@ -62,6 +62,7 @@ class Leg(asyncio.Protocol):
         self._handshake: asyncio.Future[None] | None = None
         self._upgrade: Upgrade | None = None
         self._paused = False
+        self._shut = False  # this side said close and shut its writing: what comes in is dropped
 
     # asyncio.Protocol
 
@@ -71,6 +72,8 @@ class Leg(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._handshake is not None:
             self._read_handshake(data)
+            return
+        if self._shut:
             return
         self.heard = time.monotonic()
         self.pinged = None
@@ -108,7 +111,7 @@ class Leg(asyncio.Protocol):
             on_bytes(*self._backlog.pop(0))
 
     def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self._shut:
             self.transport.write(data)
 
     def send_frame(self, opcode: int, payload: bytes = b"") -> bool:
@@ -120,17 +123,27 @@ class Leg(asyncio.Protocol):
         return True
 
     def close(self, code: int, reason: str) -> None:
-        """Say close (when a frame fits here) and shut the socket once that is written."""
-        if self.transport is None or self.transport.is_closing():
+        """Say close (when a frame fits here), then shut this side of the socket once that is written; the socket
+        closes when the peer shuts its side, or after CLOSE_TIMEOUT_S. Meanwhile what the peer sends is read and
+        dropped: a socket closed under a peer still sending (a pong, its close reply) resets the connection, and
+        a client whose close reply meets a reset may lose the frames it had just read (websockets' does)."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or self._shut:
             return
         writer = self.partner
         if writer is None or writer.cutter.at_boundary:
             self.write(close_frame(code, reason, masked=not self.client_side))
-        self.transport.close()
+        self._shut = True
+        if not transport.can_write_eof():  # TLS: no half-close
+            transport.close()
+            return
+        transport.write_eof()
+        asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, transport.close)
 
     def close_now(self) -> None:
-        """Shut the socket once what is written has gone (the close handshake is over)."""
-        if self.transport is not None:
+        """Shut the socket once what is written has gone (the close handshake is over); one that said close itself
+        is shut as `close` arranged, when its peer has shut its side."""
+        if self.transport is not None and not self._shut:
             self.transport.close()
 
     def abort(self) -> None:

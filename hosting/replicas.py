@@ -61,6 +61,9 @@ class Replicas:
         routes.on_capacity = self.note_capacity
         self.logs_dir = logs_dir
         self._lock = threading.Lock()
+        # Replicas this process is starting: a stop meanwhile only marks the row, and the start stops the server
+        # once it has started (one that has not yet served may not take SIGTERM: a sandbox's pid 1 ignores it).
+        self._starting: set[str] = set()
 
     # -- reading
 
@@ -114,6 +117,7 @@ class Replicas:
             self.update(row.id, handle=handle.model_dump())
 
         spec = replace(spec, server_id=row.id, log_path=self.log_path(row.id), on_started=started)
+        self._starting.add(row.id)
         try:
             launched = runtime.start(spec, report)
         except LaunchError as exc:
@@ -124,6 +128,8 @@ class Replicas:
             message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
             self.update(row.id, status=ReplicaStatus.FAILED, last_error=message, stopped_at=utcnow())
             raise LaunchError(message) from exc
+        finally:
+            self._starting.discard(row.id)
         ready = self.update(
             row.id,
             status=ReplicaStatus.READY,
@@ -141,6 +147,8 @@ class Replicas:
         """Stop a replica's server (when there is one left) and record how it ended."""
         self.update(replica.id, status=status, last_error=error or replica.last_error, stopped_at=utcnow())
         self.routes.refresh(endpoint.id)
+        if replica.id in self._starting:
+            return
         handle = self.handle(endpoint, replica)
         if handle is not None and not endpoint.handle:  # a service's tasks are stopped by scaling the service
             try:

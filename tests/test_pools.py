@@ -399,3 +399,35 @@ def test_mcp_over_websocket_is_placed_like_any_session(pools: Envhub, opened: Ex
     assert answer["error"]["code"] == -32000
     assert answer["error"]["data"] == {"active_sessions": 2, "max_sessions": 2}
     assert answer["error"]["message"].startswith("the pool is full: 2/2 sessions on 2 replicas")
+
+
+def test_a_client_that_sends_after_the_pool_refused_it_still_reads_the_refusal(
+    settings: Settings, tmp_path: Path, count_template: str
+) -> None:
+    """envhub's refusal ends with a close, and a client may have sent something (a pong) that crosses it. A socket
+    shut as the close went out answers that with a reset, and the client's close reply then fails (websockets' client
+    drops the frames it had read with it, the refusal among them): envhub keeps reading until the client closes."""
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "pool_queue_s": 1}))
+    try:
+        endpoint = envhub.running(count_template, options={"env": {"COUNT_CAP": "1"}})
+        with connect(ws_url(endpoint), open_timeout=10) as held:
+            held.send(json.dumps({"type": "reset", "data": {}}))
+            held.recv(timeout=10)
+            with socket.create_connection(("127.0.0.1", envhub.port), timeout=10) as raw:
+                raw.sendall(
+                    f"GET /endpoints/{endpoint['id']}/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+                )
+                time.sleep(2.5)  # the queue's second passes: the refusal and the close arrive, unread
+                raw.sendall(bytes([0x8A, 0x80]) + os.urandom(4))  # an unsolicited pong, masked, crosses them
+                time.sleep(0.5)
+                raw.sendall(bytes([0x88, 0x82]) + bytes(4) + (1000).to_bytes(2, "big"))  # the close reply goes out
+                received = b""
+                while chunk := raw.recv(65536):
+                    received += chunk
+    finally:
+        envhub.stop()
+    assert b"101 Switching Protocols" in received
+    assert b"CAPACITY_REACHED" in received, received[-300:]
+    assert bytes([0x88, 0x02]) + (1000).to_bytes(2, "big") in received  # then the close, 1000

@@ -32,6 +32,9 @@ class FakeTransport(asyncio.Transport):
     def is_closing(self) -> bool:
         return self.closing
 
+    def can_write_eof(self) -> bool:
+        return False  # as a TLS socket: a close shuts it whole
+
     def close(self) -> None:
         if not self.closing:
             self.closing = True
