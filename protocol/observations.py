@@ -1,13 +1,25 @@
-"""What observations carry besides their fields: images (base64 or data URIs), the legal actions they list, and the
-error that says the environment refused the action."""
+"""What observations carry besides their fields: images (base64 or data URIs), the legal actions they list, the
+error that says the environment refused the action, a reward as a number, the environment's own word on success;
+and an observation as a record keeps it."""
 
 import base64
 import binascii
+import json
 import re
 from typing import Any
 
-__all__ = ["LEGAL_ACTION_KEYS", "MAX_IMAGE_BYTES", "image_data_uri", "legal_actions", "refusal"]
+__all__ = [
+    "LEGAL_ACTION_KEYS",
+    "MAX_IMAGE_BYTES",
+    "image_data_uri",
+    "kept",
+    "legal_actions",
+    "refusal",
+    "reward_number",
+    "success",
+]
 
+SUCCESS_KEYS = ("success", "solved", "won", "is_success")
 LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 _MAGIC = {
@@ -61,3 +73,27 @@ def refusal(observation: Any) -> str | None:
         kind = value.get("error_type") or value.get("type")
         return f"{kind}: {value['message']}" if kind else str(value["message"])
     return None
+
+
+def reward_number(value: Any) -> float | None:
+    """A reward as a number (true and false as 1 and 0), or None when it is not one."""
+    if isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def success(observation: Any) -> bool | None:
+    """Whether the environment says the episode succeeded (a success, solved, won or is_success flag), if it does."""
+    if isinstance(observation, dict):
+        for key in SUCCESS_KEYS:
+            if isinstance(observation.get(key), bool):
+                return bool(observation[key])
+    return None
+
+
+def kept(observation: Any, limit: int) -> Any:
+    """The observation as a record keeps it: whole up to `limit` characters of JSON, else its start."""
+    text = json.dumps(observation, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return observation
+    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}

@@ -5,13 +5,12 @@ actions are tool calls is played through the endpoint's MCP door (rollout/door.p
 
 import asyncio
 import contextlib
-import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
-from protocol.observations import refusal
+from protocol.observations import kept, refusal, reward_number, success
 from rollout.harness import Brief
 from rollout.model import ModelError
 from rollout.players import Move, Player, Policy
@@ -25,7 +24,6 @@ __all__ = ["EpisodeResult", "EpisodeSpec", "Limits", "play_episode"]
 CONNECT_TIMEOUT_S = 10.0
 MESSAGE_TIMEOUT_S = 60.0
 MAX_STORED_OBSERVATION = 256 * 1024  # characters of one observation kept in the record
-_SUCCESS_KEYS = ("success", "solved", "won", "is_success")
 
 
 @dataclass(frozen=True)
@@ -78,27 +76,6 @@ class _Cut(_End):
     """The episode reached one of its limits."""
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _kept(observation: Any) -> Any:
-    text = json.dumps(observation, ensure_ascii=False, default=str)
-    if len(text) <= MAX_STORED_OBSERVATION:
-        return observation
-    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}
-
-
-def _success(observation: Any) -> bool | None:
-    if isinstance(observation, dict):
-        for key in _SUCCESS_KEYS:
-            if isinstance(observation.get(key), bool):
-                return bool(observation[key])
-    return None
-
-
 @dataclass
 class _Episode:
     client: "PinnedClient | DoorClient"
@@ -108,18 +85,18 @@ class _Episode:
 
     def _record(self, kind: str, outcome: Any, elapsed_ms: float, **fields: Any) -> None:
         observation = outcome.observation if isinstance(outcome.observation, dict) else {"value": outcome.observation}
-        reward = _number(outcome.reward)
+        reward = reward_number(outcome.reward)
         if kind == "step" and reward is not None:
             self.result.reward += reward
         self.result.final_reward = reward if kind == "step" else self.result.final_reward
         self.result.done = bool(outcome.done)
-        self.result.success = _success(observation)
+        self.result.success = success(observation)
         self.result.steps.append(
             {
                 "kind": kind,
                 "index": len(self.result.steps),
                 **fields,
-                "observation": _kept(observation),
+                "observation": kept(observation, MAX_STORED_OBSERVATION),
                 "reward": outcome.reward,
                 "done": bool(outcome.done),
                 "env_ms": round(elapsed_ms, 3),

@@ -6,40 +6,18 @@ What is kept is bounded: observations past a size are cut to their start, and an
 records only, so a long session costs the door a bounded amount of memory.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.mcp.ports import EpisodeRecord
+from protocol.observations import kept, reward_number, success
 
 __all__ = ["MAX_KEPT_OBSERVATION", "MAX_RECORDS", "EpisodeLog"]
 
 MAX_KEPT_OBSERVATION = 64 * 1024  # characters of one observation kept in a record
 MAX_RECORDS = 512  # records one episode keeps; its figures count every step
-_SUCCESS_KEYS = ("success", "solved", "won", "is_success")
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _kept(observation: Any) -> Any:
-    text = json.dumps(observation, ensure_ascii=False, default=str)
-    if len(text) <= MAX_KEPT_OBSERVATION:
-        return observation
-    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}
-
-
-def _success(observation: Any) -> bool | None:
-    if isinstance(observation, dict):
-        for key in _SUCCESS_KEYS:
-            if isinstance(observation.get(key), bool):
-                return bool(observation[key])
-    return None
 
 
 @dataclass
@@ -72,7 +50,7 @@ class EpisodeLog:
         **fields: Any,
     ) -> None:
         """A reset or a step (a tool call) and what the environment answered; a refused step counts as invalid."""
-        value = _number(reward)
+        value = reward_number(reward)
         if kind == "step":
             if refused is not None:
                 self.invalid += 1
@@ -81,7 +59,7 @@ class EpisodeLog:
                 self.reward += value or 0.0
                 self.final_reward = value
         self.done = done
-        self.success = _success(observation) if isinstance(observation, dict) else self.success
+        self.success = success(observation) if isinstance(observation, dict) else self.success
         if len(self.records) >= MAX_RECORDS:
             self.dropped += 1
             return
@@ -90,7 +68,7 @@ class EpisodeLog:
                 "kind": kind,
                 "index": len(self.records),
                 **fields,
-                "observation": _kept(observation),
+                "observation": kept(observation, MAX_KEPT_OBSERVATION),
                 "reward": reward,
                 "done": done,
                 "env_ms": round(env_ms, 3),
