@@ -112,7 +112,9 @@ def back_to_zero(envhub: Envhub, endpoint_id: str) -> None:
     eventually(lambda: sessions_of(envhub, endpoint_id), lambda n: n == 0, timeout_s=2, interval_s=0.05)
     endpoint = envhub.endpoint(endpoint_id)
     name = endpoint["environment"].removeprefix("template:")  # chess from its opening may think first, for seconds
-    with GenericEnvClient(base_url=endpoint["url"], connect_timeout_s=5, message_timeout_s=5).sync() as env:
+    # Served, not queued (a queued session waits the pool's 60 s): a chess server may still be finishing the moves
+    # of the sessions that just left, on a loaded machine for seconds, before it answers a reset.
+    with GenericEnvClient(base_url=endpoint["url"], connect_timeout_s=5, message_timeout_s=30).sync() as env:
         assert env.reset(**RESET.get(name, {})).observation is not None
 
 

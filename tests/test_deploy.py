@@ -190,6 +190,7 @@ def test_only_app_files_are_picked(tmp_path: Path) -> None:
         "migrations/env.py",
         "protocol/frames.py",
         "requirements.txt",
+        "rollout/episodes.py",
         "spaces_templates/envhub.README.md",
         "spaces_templates/maze/.dockerignore",
         "spaces_templates/maze/server/app.py",

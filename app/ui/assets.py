@@ -17,6 +17,8 @@ __all__ = ["FRONTEND_BUILD", "FrontendAssets"]
 
 FRONTEND_BUILD = "templates/frontend/assets"  # within the gradio package: what it serves at /assets/
 PREFIX = "/assets/"
+# The bundles' own types, whatever the machine's MIME table says (libraries add .js there as application/javascript).
+_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css"}
 _HASHED = re.compile(r"-[A-Za-z0-9_-]{8}\.[a-z0-9]+$")  # Vite's build names: Index-reaEz31n.js
 
 
@@ -37,7 +39,7 @@ class FrontendAssets:
         body = self.read.get(name)
         if body is None:
             body = self.read[name] = found.read_bytes()
-        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        kind = _TYPES.get(Path(name).suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
         if kind.startswith(("text/", "application/javascript", "application/json")):
             kind += "; charset=utf-8"
         keep = "public, max-age=31536000, immutable" if _HASHED.search(name) else "no-cache"
