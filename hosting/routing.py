@@ -28,6 +28,7 @@ __all__ = ["Routes"]
 # replica stopped or added through another envhub is not missed for long.
 RESOLVE_TTL_S = 2.0
 _ABSENT_MAX = 10_000  # ids remembered as not running (most are guesses: a flood of them costs one read each)
+_READ_LOCKS = 64  # reads of one endpoint take turns, so that a slow read never overwrites a newer one
 
 
 class Routes:
@@ -49,6 +50,7 @@ class Routes:
         self._pools: dict[str, tuple[Pool, float]] = {}
         self._absent: dict[str, tuple[Down, float]] = {}
         self._lock = threading.Lock()
+        self._reading = [threading.Lock() for _ in range(_READ_LOCKS)]
 
     # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
 
@@ -95,6 +97,10 @@ class Routes:
 
     def refresh(self, endpoint_id: str) -> Pool | None:
         """Read the endpoint's replicas now (after the pool changed here)."""
+        with self._reading[hash(endpoint_id) % _READ_LOCKS]:
+            return self._read(endpoint_id)
+
+    def _read(self, endpoint_id: str) -> Pool | None:
         with Session(self.engine) as session:
             endpoint = session.get(Endpoint, endpoint_id)
             rows = session.exec(
