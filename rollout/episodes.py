@@ -1,6 +1,6 @@
-"""One episode of an evaluation: reset, then ask the player for a move and step until the environment
-says done or a limit is reached. Invalid moves and actions the server refuses go back to the player,
-a bounded number of times per step; every step is recorded with the model's reply. An environment whose
+"""One episode of an evaluation, played by the episode loop (rollout/loop.py) and recorded step by step with
+the model's reply, the tries before it, its tokens and times, under the evaluation's limits (steps, tokens,
+wall clock). An environment whose
 actions are tool calls is played through the endpoint's MCP door (rollout/door.py); others over its `/ws`."""
 
 import asyncio
@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from core.outbound import OutboundSession
 from protocol.observations import kept, refusal, reward_number, success
 from rollout.harness import Brief
+from rollout.loop import RETRIES, RefusedReset, Reset, Stepped, Tried, Turn, episode
 from rollout.model import ModelError
-from rollout.players import Move, Player, Policy
+from rollout.players import Player, Policy
 
 if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
     from protocol.client import PinnedClient
@@ -31,7 +32,7 @@ class Limits:
     max_steps: int = 100
     max_tokens: int | None = None  # per episode
     episode_s: float = 600.0
-    retries: int = 3  # invalid moves allowed per step before the episode ends
+    retries: int = RETRIES  # invalid moves allowed per step before the episode ends
 
 
 @dataclass(frozen=True)
@@ -77,34 +78,18 @@ class _Cut(_End):
 
 
 @dataclass
-class _Episode:
+class _Env:
+    """The loop's session over a client: an error frame is a refused turn, a broken connection ends the episode."""
+
     client: "PinnedClient | DoorClient"
-    player: Player
-    limits: Limits
-    result: EpisodeResult
 
-    def _record(self, kind: str, outcome: Any, elapsed_ms: float, **fields: Any) -> None:
-        observation = outcome.observation if isinstance(outcome.observation, dict) else {"value": outcome.observation}
-        reward = reward_number(outcome.reward)
-        if kind == "step" and reward is not None:
-            self.result.reward += reward
-        self.result.final_reward = reward if kind == "step" else self.result.final_reward
-        self.result.done = bool(outcome.done)
-        self.result.success = success(observation)
-        self.result.steps.append(
-            {
-                "kind": kind,
-                "index": len(self.result.steps),
-                **fields,
-                "observation": kept(observation, MAX_STORED_OBSERVATION),
-                "reward": outcome.reward,
-                "done": bool(outcome.done),
-                "env_ms": round(elapsed_ms, 3),
-            }
-        )
+    async def reset(self, options: dict[str, Any]) -> Turn:
+        return await self._call(self.client.reset(**options))
 
-    async def _call(self, send: Any) -> tuple[Any, float, str | None]:
-        """The server's answer and its time, or the message of the error frame it sent instead."""
+    async def step(self, action: dict[str, Any]) -> Turn:
+        return await self._call(self.client.step(action))
+
+    async def _call(self, send: Any) -> Turn:
         self.client.last_error = None
         started = time.perf_counter()
         try:
@@ -112,62 +97,85 @@ class _Episode:
         except (RuntimeError, ValueError) as exc:
             if self.client.last_error is None:
                 raise _End(f"the environment's connection failed: {exc}") from exc
-            return None, 0.0, str(self.client.last_error.get("message") or self.client.last_error)
+            return Turn(error=str(self.client.last_error.get("message") or self.client.last_error))
         except (ConnectionError, OSError) as exc:
             raise _End(f"the environment's connection failed: {exc}") from exc
-        return outcome, (time.perf_counter() - started) * 1000, None
+        elapsed = (time.perf_counter() - started) * 1000
+        return Turn(outcome.observation, outcome.reward, bool(outcome.done), env_ms=elapsed)
+
+
+@dataclass
+class _Episode:
+    env: _Env
+    player: Player
+    limits: Limits
+    result: EpisodeResult
+
+    def _record(self, kind: str, turn: Turn, **fields: Any) -> None:
+        observation = turn.observation if isinstance(turn.observation, dict) else {"value": turn.observation}
+        reward = reward_number(turn.reward)
+        if kind == "step" and reward is not None:
+            self.result.reward += reward
+        self.result.final_reward = reward if kind == "step" else self.result.final_reward
+        self.result.done = turn.done
+        self.result.success = success(observation)
+        self.result.steps.append(
+            {
+                "kind": kind,
+                "index": len(self.result.steps),
+                **fields,
+                "observation": kept(observation, MAX_STORED_OBSERVATION),
+                "reward": turn.reward,
+                "done": turn.done,
+                "env_ms": round(turn.env_ms, 3),
+            }
+        )
 
     async def play(self, spec: EpisodeSpec) -> None:
         options = spec.reset_options()
-        outcome, elapsed, refused = await self._call(self.client.reset(**options))
-        if refused is not None:
-            raise _End(f"the environment refused the reset: {refused}")
-        self._record("reset", outcome, elapsed, options=options)
-        observation, reward = self.result.steps[-1]["observation"], None
-        for _ in range(self.limits.max_steps):
-            await self._step(await self.player.act(observation, reward))
-            if self.result.done:
-                return
-            if self.limits.max_tokens is not None and self.result.tokens >= self.limits.max_tokens:
-                raise _Cut(f"the episode used {self.result.tokens:,} tokens, its limit is {self.limits.max_tokens:,}")
-            observation, reward = self.result.steps[-1]["observation"], self.result.steps[-1]["reward"]
-        raise _Cut(f"the episode reached its limit of {self.limits.max_steps} steps")
+        events = episode(self.env, self.player, reset=options, max_steps=self.limits.max_steps,
+                         retries=self.limits.retries)  # fmt: skip
+        try:
+            async for event in events:
+                if isinstance(event, Reset):
+                    self._record("reset", event.turn, options=options)
+                elif isinstance(event, Tried):
+                    self.result.tokens += event.move.tokens
+                    self.result.invalid += 1
+                elif isinstance(event, Stepped):
+                    self._stepped(event)
+                    if not event.turn.done and self._over_tokens():
+                        raise _Cut(f"the episode used {self.result.tokens:,} tokens, "
+                                   f"its limit is {self.limits.max_tokens:,}")  # fmt: skip
+                else:
+                    raise (_Cut if event.cut else _End)(event.reason)
+        except RefusedReset as exc:
+            raise _End(f"the environment refused the reset: {exc}") from exc
+        finally:
+            await events.aclose()
 
-    async def _step(self, move: Move) -> None:
-        """Send one action, asking again while the move is invalid or the server refuses it."""
-        problems: list[dict[str, Any]] = []
-        replies_tokens, model_ms = 0, 0.0
-        while True:
-            replies_tokens += move.tokens
-            model_ms += move.model_ms
-            self.result.tokens += move.tokens
-            problem = move.problem
-            if move.action is not None:
-                outcome, elapsed, problem = await self._call(self.client.step(move.action))
-                if problem is None:
-                    # An action the environment answers with an error is a step it refused: an invalid move,
-                    # kept in the episode (it answered) but not counted among its steps.
-                    refused = refusal(outcome.observation)
-                    self._record(
-                        "step",
-                        outcome,
-                        elapsed,
-                        reply=move.reply,
-                        action=move.action,
-                        retries=len(problems),
-                        problems=problems,
-                        tokens=replies_tokens,
-                        model_ms=round(model_ms, 3),
-                        **({"refused": refused} if refused else {}),
-                    )
-                    if refused:
-                        self.result.invalid += 1
-                    return
+    def _over_tokens(self) -> bool:
+        return self.limits.max_tokens is not None and self.result.tokens >= self.limits.max_tokens
+
+    def _stepped(self, event: Stepped) -> None:
+        """Record a step with the tries before it. An action the environment answers with an error observation
+        is a step it refused: an invalid move, kept in the episode (it answered) but not counted among its steps."""
+        moves = [*(t.move for t in event.tries), event.move]
+        self.result.tokens += event.move.tokens
+        refused = refusal(event.turn.observation)
+        self._record(
+            "step",
+            event.turn,
+            reply=event.move.reply,
+            action=event.move.action,
+            retries=len(event.tries),
+            problems=[{"reply": t.move.reply, "action": t.move.action, "problem": t.problem} for t in event.tries],
+            tokens=sum(m.tokens for m in moves),
+            model_ms=round(sum(m.model_ms for m in moves), 3),
+            **({"refused": refused} if refused else {}),
+        )
+        if refused:
             self.result.invalid += 1
-            problems.append({"reply": move.reply, "action": move.action, "problem": problem or "no action"})
-            if len(problems) > self.limits.retries:
-                raise _End(f"no valid action after {len(problems)} tries; the last problem: {problem}")
-            move = await self.player.retry(problem or "no action was given")
 
 
 def _client(url: str, outbound: OutboundSession, brief: Brief, player_name: str) -> "PinnedClient | DoorClient":
@@ -194,11 +202,11 @@ async def play_episode(
     the MCP client's name an agent session through the door is recorded under."""
     result = EpisodeResult(spec)
     client = _client(url, outbound, brief, player_name)
-    episode = _Episode(client, policy.player(brief, spec.seed), limits, result)
+    played = _Episode(_Env(client), policy.player(brief, spec.seed), limits, result)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(limits.episode_s):
-            await episode.play(spec)
+            await played.play(spec)
     except TimeoutError:
         result.error, result.cut = f"the episode passed its wall-clock limit of {limits.episode_s:g} s", True
     except (_End, ModelError) as exc:

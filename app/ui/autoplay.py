@@ -1,12 +1,12 @@
 """Let a model play: in the Play tab, a policy (a baseline, or a model on any OpenAI-compatible server)
-takes the moves of this tab's session, one per tick, into the same view a person uses, with its reply
-beside each move. Stop, and the person has the controls again; start again, and it resumes from where
-the episode is."""
+plays this tab's session through rollout's episode loop, one event per tick, into the same view a person
+uses, with its reply beside each move. Stop, and the person has the controls again; start again, or step by
+hand while it plays, and it goes on from where the episode is."""
 
 import html
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
@@ -17,25 +17,61 @@ from app.ui.episode import Outcome
 from app.usecases.play import PlayError, PlaySession
 from catalog.store import find_environment
 from core.errors import EnvhubError
+from rollout import loop
 from rollout.harness import Brief
 from rollout.model import ModelConfig, ModelError, ModelPolicy
-from rollout.players import BASELINES, Move, Player, Policy
+from rollout.players import BASELINES, Move, Policy
 
 MOVE_S = 0.7  # between the model's moves, so a person can follow them
-RETRIES = 3  # invalid moves in a row before the model is stopped
+MAX_STEPS = 500  # steps one start plays at most: a model left playing stops
+
+
+@dataclass
+class _Env:
+    """The episode loop's view of a play session: what it got last is what the page shows."""
+
+    session: PlaySession
+    shown: Outcome | None = None
+
+    async def reset(self, options: dict[str, Any]) -> loop.Turn:
+        self.shown = await self.session.reset(options)
+        return loop.Turn(self.shown.observation, self.shown.reward, self.shown.done)
+
+    async def step(self, action: dict[str, Any]) -> loop.Turn:
+        try:
+            self.shown = await self.session.step(action)
+        except PlayError as exc:
+            return loop.Turn(error=exc.message)
+        return loop.Turn(self.shown.observation, self.shown.reward, self.shown.done)
 
 
 @dataclass
 class Playing:
-    """The policy playing one session, and its player's memory of the episode."""
+    """The policy playing one session, and the episode loop it plays, where that loop left the episode."""
 
     policy: Policy
     brief: Brief
-    player: Player
-    episode: int  # the session's episode (its count of resets) it plays; another gets a fresh player
-    problems: list[str] = field(default_factory=list)  # this move's invalid tries
+    env: _Env
+    events: AsyncGenerator[loop.Event, None] | None = None
+    at: tuple[int, int] = (-1, -1)  # the episode's resets and records when the loop last moved
+
+    def follow(self) -> AsyncGenerator[loop.Event, None]:
+        """A loop from where the episode is, with a fresh player: a reset when it is over or not begun."""
+        episode = self.env.session.episode
+        start = None
+        if episode.started and not episode.done:
+            last = episode.records[-1]
+            reward = last["reward"] if last["kind"] == "step" else None
+            start = loop.Turn(last["observation"], reward)
+        player = self.policy.player(self.brief, None)
+        self.events = loop.episode(self.env, player, start=start, max_steps=MAX_STEPS)
+        return self.events
+
+    def moved(self) -> None:
+        self.at = (self.env.session.episode.resets, len(self.env.session.episode.records))
 
     async def aclose(self) -> None:
+        self.events = None  # a loop left at a yield holds nothing to release
         await self.policy.aclose()
 
 
@@ -106,7 +142,7 @@ def wire(
         )
         if session.model is not None:
             await session.model.aclose()
-        session.model = Playing(chosen, brief, chosen.player(brief, None), episode=-1)
+        session.model = Playing(chosen, brief, _Env(session))
         return {auto.reply: f"{chosen.label} is playing…", auto.timer: gr.Timer(active=True)}
 
     async def stop(request: gr.Request) -> dict[Any, Any]:
@@ -116,50 +152,37 @@ def wire(
             session.model = None
         return {auto.reply: "Stopped: the controls are yours.", auto.timer: gr.Timer(active=False)}
 
+    async def halt(session: PlaySession, playing: Playing, reply: str) -> dict[Any, Any]:
+        await playing.aclose()
+        session.model = None
+        return {auto.reply: reply, auto.timer: gr.Timer(active=False)}
+
     async def tick(request: gr.Request) -> dict[Any, Any]:
         session = session_of(request)
         playing = session.model if session is not None else None
         if session is None or not isinstance(playing, Playing):
             return {auto.timer: gr.Timer(active=False)}
+        episode = session.episode
+        events = playing.events
+        if events is None or playing.at != (episode.resets, len(episode.records)):
+            events = playing.follow()  # its first tick, or the person moved meanwhile
         try:
-            episode = session.episode
-            if not episode.started or episode.done:
-                if episode.done and playing.episode == episode.resets:
-                    await playing.aclose()
-                    session.model = None
-                    return {auto.reply: "The episode is over.", auto.timer: gr.Timer(active=False)}
-                outcome = await session.reset({})
-                return show(session, outcome) | {auto.reply: "Reset: a new episode."}
-            if playing.episode != episode.resets:  # a new episode (or one begun by hand): a fresh player
-                playing.player = playing.policy.player(playing.brief, None)
-                playing.episode = episode.resets
-            last = episode.records[-1]
-            if playing.problems:
-                move = await playing.player.retry(playing.problems[-1])
-            else:
-                move = await playing.player.act(last["observation"], last["reward"] if last["kind"] == "step" else None)
-            if move.action is None:
-                return _invalid(session, playing, move.problem or "no action", _said(playing, move))
-            try:
-                outcome = await session.step(move.action)
-            except PlayError as exc:
-                return _invalid(session, playing, exc.message, _said(playing, move))
-            playing.problems.clear()
-            return show(session, outcome) | {auto.reply: _said(playing, move)}
+            event = await anext(events, None)
         except ModelError as exc:
-            await playing.aclose()
-            session.model = None
-            return {auto.reply: f"**The model stopped:** {exc}", auto.timer: gr.Timer(active=False)}
-
-    def _invalid(session: PlaySession, playing: Playing, problem: str, said: str) -> dict[Any, Any]:
-        playing.problems.append(problem)
-        if len(playing.problems) > RETRIES:
-            session.model = None
-            return {
-                auto.reply: f"{said}\n\n**Stopped:** no valid move in {len(playing.problems)} tries: {problem}",
-                auto.timer: gr.Timer(active=False),
-            }
-        return {auto.reply: f"{said}\n\n↺ {html.escape(problem)}: asking again"}
+            return await halt(session, playing, f"**The model stopped:** {exc}")
+        except PlayError as exc:
+            return await halt(session, playing, f"**Stopped:** {exc.message}")
+        playing.moved()
+        if event is None:
+            return await halt(session, playing, "The episode is over.")
+        if isinstance(event, loop.End):
+            return await halt(session, playing, f"**Stopped:** {event.reason}")
+        if isinstance(event, loop.Tried):
+            return {auto.reply: f"{_said(playing, event.move)}\n\n↺ {html.escape(event.problem)}: asking again"}
+        shown = playing.env.shown
+        assert shown is not None
+        said = "Reset: a new episode." if isinstance(event, loop.Reset) else _said(playing, event.move)
+        return show(session, shown) | {auto.reply: said}
 
     inputs = [auto.policy, auto.base_url, auto.model, auto.api_key]
     auto.start.click(start, inputs, [auto.reply, auto.timer], show_progress="hidden")

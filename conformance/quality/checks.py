@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.context import excerpt, one_at_a_time, unless_queued
-from conformance.quality.episodes import AtCapacity, Episode, first_difference, play, replay
+from conformance.quality.episodes import AtCapacity, Episode, first_difference, keep, play, replay
 from conformance.quality.rewards import reward_well_formed, trivial_policy_floor
 from conformance.quality.run import NO_ACTION_FIX, Finding, Run
 from core.outbound import OutboundSession
@@ -186,17 +186,17 @@ async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], li
     endpoint's pool queued the second session (it holds one at a time)."""
     async with run.session("together A") as first, run.session("together B") as second:
         sessions = (first, second)
-        together = [Episode(a.seed, a.episode_id, [(await first.reset(seed=a.seed, episode_id=a.episode_id)).kept()])]
+        together = [Episode(a.seed, a.episode_id, [keep(await first.reset(seed=a.seed, episode_id=a.episode_id))])]
         # A fresh pool learns what its server holds from the first session the server refuses: the second, maybe.
         reset = await unless_queued(second.reset(seed=b.seed, episode_id=b.episode_id), run.target.server_capacity)
         if reset is None:
             return None
-        together.append(Episode(b.seed, b.episode_id, [reset.kept()]))
+        together.append(Episode(b.seed, b.episode_id, [keep(reset)]))
         for index in range(max(len(a.actions), len(b.actions))):
             for session, played, episode in zip(sessions, (a, b), together, strict=True):
                 if index < len(played.actions) and not episode.done:
                     episode.actions.append(played.actions[index])
-                    episode.turns.append((await session.step(played.actions[index])).kept())
+                    episode.turns.append(keep(await session.step(played.actions[index])))
         return together, [await first.state(), await second.state()]
 
 

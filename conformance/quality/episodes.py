@@ -1,5 +1,6 @@
 """Sessions and episodes as the quality checks play them: a raw /ws session, episodes played by a policy's
-player or replayed action by action, and where two episodes first differ, in canonical JSON.
+player through rollout's episode loop or replayed action by action, and where two episodes first differ, in
+canonical JSON.
 
 Like the checklist, the quality suite speaks the wire itself (protocol.frames), so that it sees every frame
 as sent; openenv's client would also cost seconds of imports. Every reply is bounded by the session's timeout.
@@ -23,6 +24,8 @@ from conformance.context import excerpt
 from core.outbound import OutboundSession
 from protocol import frames
 from protocol.frames import error_code
+from rollout import loop
+from rollout.loop import RETRIES, Turn
 from rollout.players import Move, Player
 
 __all__ = [
@@ -34,15 +37,14 @@ __all__ = [
     "Lost",
     "Session",
     "SessionError",
-    "Turn",
     "canonical",
     "digest",
     "first_difference",
+    "keep",
     "play",
     "replay",
 ]
 
-RETRIES = 3  # refused actions in a row before an episode is given up
 DIGEST_DEPTH = 4  # levels of members a digest keeps below a turn: the observation's fields, and theirs
 DIGEST_MEMBERS = 64  # members a turn's digest keeps in all, level by level
 EXCERPT_CHARS = 80
@@ -122,26 +124,18 @@ class Kept:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Turn:
-    """What one reset or step got: an observation with its reward and done flag, or the error frame sent instead."""
+def _comparable(turn: Turn) -> dict[str, Any]:
+    if turn.error is not None:
+        return {"error": turn.error}
+    return {"observation": turn.observation, "reward": turn.reward, "done": turn.done}
 
-    observation: Any = None
-    reward: Any = None
-    done: bool = False
-    error: str | None = None
 
-    def comparable(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"error": self.error}
-        return {"observation": self.observation, "reward": self.reward, "done": self.done}
-
-    def kept(self) -> Kept:
-        """The turn as an episode keeps it, its observation let go."""
-        reward = self.reward
-        if not isinstance(reward, int | float | None) and len(canonical(reward)) > REWARD_CHARS:
-            reward = excerpt(reward, REWARD_CHARS)
-        return Kept(digest(self.comparable()), reward, self.done, self.error)
+def keep(turn: Turn) -> Kept:
+    """A turn as an episode keeps it, its observation let go."""
+    reward = turn.reward
+    if not isinstance(reward, int | float | None) and len(canonical(reward)) > REWARD_CHARS:
+        reward = excerpt(reward, REWARD_CHARS)
+    return Kept(digest(_comparable(turn)), reward, turn.done, turn.error)
 
 
 def _error_text(frame: dict[str, Any]) -> str:
@@ -275,43 +269,46 @@ class Constant:
         return Move(None, problem=f"the same action again would be refused again ({problem})")
 
 
+@dataclass
+class _Env:
+    """The episode loop's view of a session."""
+
+    session: Session
+
+    async def reset(self, options: dict[str, Any]) -> Turn:
+        return await self.session.reset(**options)
+
+    async def step(self, action: dict[str, Any]) -> Turn:
+        return await self.session.step(action)
+
+
 async def play(
     session: Session, player: Player, *, seed: int | None, episode_id: str, max_steps: int, retries: int = RETRIES
 ) -> Episode:
-    """Reset, then step with the player's moves until done, the step budget, or `retries` refusals in a row."""
-    first = await session.reset(seed=seed, episode_id=episode_id)
-    episode = Episode(seed, episode_id, [first.kept()])
-    observation, reward = first.observation, None
-    while not episode.done:
-        if episode.steps >= max_steps:
-            episode.ended = f"it had not ended after {max_steps} steps"
-            return episode
-        move = await player.act(observation, reward)
-        for _ in range(retries + 1):
-            if move.action is None:
-                episode.ended = f"the policy had no action: {move.problem or 'none given'}"
-                return episode
-            turn = await session.step(move.action)
-            episode.actions.append(move.action)
-            episode.turns.append(turn.kept())
-            if turn.error is None:
-                break
-            move = await player.retry(turn.error)
-        else:
-            episode.ended = f"{retries + 1} actions in a row were refused; the last got {turn.error}"
-            return episode
-        observation, reward = turn.observation, turn.reward
+    """Reset, then step with the player's moves (rollout's episode loop) until done, the step budget, or
+    `retries` invalid tries after the first in one step. Refused actions are kept as turns."""
+    episode = Episode(seed, episode_id, [])
+    events = loop.episode(_Env(session), player, reset={"seed": seed, "episode_id": episode_id},
+                          max_steps=max_steps, retries=retries)  # fmt: skip
+    async for event in events:
+        if isinstance(event, loop.Reset):
+            episode.turns.append(keep(event.turn))
+        elif isinstance(event, loop.End):
+            episode.ended = event.reason
+        elif event.turn is not None and event.move.action is not None:  # a step, or an action the server refused
+            episode.actions.append(event.move.action)
+            episode.turns.append(keep(event.turn))
     return episode
 
 
 async def replay(session: Session, *, seed: int | None, episode_id: str, actions: list[dict[str, Any]]) -> Episode:
     """Reset, then send these actions in order (until done): an episode to compare with the one that chose them."""
-    episode = Episode(seed, episode_id, [(await session.reset(seed=seed, episode_id=episode_id)).kept()])
+    episode = Episode(seed, episode_id, [keep(await session.reset(seed=seed, episode_id=episode_id))])
     for action in actions:
         if episode.done:
             break
         episode.actions.append(action)
-        episode.turns.append((await session.step(action)).kept())
+        episode.turns.append(keep(await session.step(action)))
     return episode
 
 
