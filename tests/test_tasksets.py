@@ -1,6 +1,8 @@
 """Tasksets: datasets linked to an environment, read from the fake Hub (parquet and JSONL files at the synced
-revision), previewed on the environment's API, and played row by row as reset options."""
+revision), previewed on the environment's API, and played row by row as reset options (by evaluations, the Play tab
+and an agent through the MCP door)."""
 
+import asyncio
 import io
 import json
 import shutil
@@ -12,11 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from huggingface_hub import HfApi
+from mcp.types import CallToolResult
 
 from app.settings import Settings
 from catalog.tasksets import reset_options
 from tests.conftest import ADMIN_TOKEN, needs, wait_until
 from tests.fakehub import FakeHub
+from tests.mcpclients import mcp, structured, text_of
 from tests.serving import TEMPLATES, Envhub
 from tests.ui.browser import WAIT, chromium, chromium_available, expect, open_page
 
@@ -138,6 +142,33 @@ def test_a_dataset_that_cannot_reset_or_a_missing_row_is_refused_with_the_reason
         response = linked.http.post("/api/evaluations", json=body)
         assert response.status_code == 422, (extra, response.text)
         assert message in response.json()["detail"], (extra, response.text)
+
+
+def test_an_agent_resets_on_a_datasets_row_through_the_mcp_door(linked: Envhub) -> None:
+    endpoint = linked.running("template:arithmetic_tasks")
+    url = f"{linked.url}/endpoints/{endpoint['id']}"
+
+    async def play() -> tuple[dict[str, Any], list[CallToolResult]]:
+        async with mcp(url) as session:
+            reset = next(t for t in (await session.list_tools()).tools if t.name == "reset")
+            results = [await session.call_tool("reset", {"dataset": "alice/arith", "split": "test", "index": 2})]
+            results.append(await session.call_tool("state", {}))
+            results.append(await session.call_tool("reset", {"dataset": "alice/arith", "split": "test", "index": 5}))
+            results.append(await session.call_tool("reset", {"dataset": "alice/notes", "split": "train"}))
+            results.append(await session.call_tool("reset", {"dataset": "alice/arith"}))
+            return reset.inputSchema, results
+
+    schema, (row, state, past_the_end, no_reset, no_split) = asyncio.run(play())
+    assert schema["properties"]["dataset"]["enum"] == ["alice/arith", "alice/broken", "alice/gone", "alice/notes"]
+    assert not row.isError and structured(state)["observation"]["task_id"] == "test-0002"
+    assert past_the_end.isError and "rows 0 to 4" in text_of(past_the_end)
+    assert no_reset.isError and "cannot reset" in text_of(no_reset)
+    assert no_split.isError and "name the split of alice/arith" in text_of(no_split)
+    sessions = linked.http.get(f"/api/endpoints/{endpoint['id']}/sessions").json()["data"]
+    [recorded] = [linked.http.get(f"/api/endpoints/{endpoint['id']}/sessions/{s['id']}").json() for s in sessions]
+    assert [e["task"] for e in recorded["episodes"]] == [
+        {"dataset": "alice/arith", "split": "test", "index": 2, "options": {"split": "test", "index": 2}}
+    ]
 
 
 def test_an_environment_without_tasks_says_so(linked: Envhub) -> None:

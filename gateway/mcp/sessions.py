@@ -185,7 +185,7 @@ class EnvironmentSession:
                 row = await self.recorder.dataset_task(self.endpoint_id, dataset, split, int(index or 0))
             except ValueError as exc:
                 return error_result(str(exc))
-            task = {"dataset": dataset, "split": split, "index": int(index or 0), **row}
+            task = {"dataset": dataset, "split": split, "index": int(index or 0), "options": row}
             options |= row
         elif isinstance(split, str):
             task = {"split": split, "index": int(index or 0)}
