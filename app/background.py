@@ -2,7 +2,7 @@
 rounds, idle play sessions.
 
 All of them run through one helper, `periodically`: a job, then a pause (jittered, so
-that replicas started together drift apart), again and again; a job that fails is
+that instances started together drift apart), again and again; a job that fails is
 logged and the loop goes on.
 """
 
@@ -35,7 +35,7 @@ log = logging.getLogger("envhub")
 
 WATCH_INTERVAL_S = 2
 EVALUATIONS_INTERVAL_S = 30  # how often runs left by envhub processes that are gone are marked interrupted
-SYNC_LEASE = "sync"  # held by the one replica that runs the background sync
+SYNC_LEASE = "sync"  # held by the one instance that runs the background sync
 
 
 async def periodically(
@@ -67,7 +67,7 @@ def probe_replicas(keeper: Keeper) -> Callable[[], Awaitable[None]]:
 
 
 def sync_if_due(syncer: Syncer, interval_s: float) -> Callable[[], Awaitable[None]]:
-    """On the replica holding the sync lease: a sync whenever the catalog's last one is `interval_s` old."""
+    """On the instance holding the sync lease: a sync whenever the catalog's last one is `interval_s` old."""
 
     said_last = False  # a restart says once that the last sync (not due again yet) failed
 

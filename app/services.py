@@ -80,11 +80,11 @@ def hub_from_settings(settings: Settings) -> HubClient:
 
 
 def runtimes_from_settings(
-    settings: Settings, sealer: Sealer | None = None, replica: str = ""
+    settings: Settings, sealer: Sealer | None = None, instance: str = ""
 ) -> dict[Backend, AnyRuntime]:
     """The launch backends this server offers; sealer keeps users' Hub tokens in Space handles.
 
-    replica names this envhub process among those sharing the database: its spare containers carry it.
+    instance names this envhub process among those sharing the database: its spare containers carry it.
     """
     database = make_url(settings.database_url)
     database_file = [Path(database.database)] if database.get_backend_name() == "sqlite" and database.database else []
@@ -108,7 +108,7 @@ def runtimes_from_settings(
             pids=settings.docker_pids,
             ready_timeout_s=settings.launch_timeout_s,
             catalog=settings.catalog_id(),
-            replica=replica,
+            instance=instance,
             spares=settings.docker_spares,
             snapshots=process.snapshots,  # a Space's commit, downloaded once for whichever backend builds it
         ),
@@ -194,7 +194,7 @@ class Services:
         access = Access(sign_in=settings.auth_mode != "off", anonymous_launch=settings.anonymous_may_launch())
         endpoints = EndpointManager(
             engine,
-            runtimes_from_settings(settings, sessions.sealer, leases.replica) if runtimes is None else runtimes,
+            runtimes_from_settings(settings, sessions.sealer, leases.instance) if runtimes is None else runtimes,
             settings.data_dir / "endpoints",
             EndpointLimits(
                 settings.max_endpoints,
@@ -233,7 +233,7 @@ class Services:
             timeout_s=settings.health_timeout_s,
             hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         )
-        agents = AgentSessions(engine, leases.replica)
+        agents = AgentSessions(engine, leases.instance)
         tasksets = Tasksets(
             settings.hf_endpoint,
             settings.hf_token.get_secret_value() if settings.hf_token else None,
@@ -258,7 +258,7 @@ class Services:
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
-            evaluations=Runner(engine, leases.replica),
+            evaluations=Runner(engine, leases.instance),
             presets=ModelPresets(engine, sessions.sealer),
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -286,7 +286,7 @@ class Services:
     # -- serving
 
     async def start(self) -> None:
-        """Before the first request: the catalog, this replica's leases, the rows reconciled, the loops."""
+        """Before the first request: the catalog, this instance's leases, the rows reconciled, the loops."""
         settings = self.settings
         await asyncio.to_thread(self.prepare_catalog)
         await asyncio.to_thread(self.leases.start)
@@ -350,7 +350,7 @@ class Services:
         await self.play.reap()
 
     async def _interrupt_orphaned_evaluations(self) -> None:
-        live = await asyncio.to_thread(self.leases.live_replicas)
+        live = await asyncio.to_thread(self.leases.live_instances)
         await asyncio.to_thread(self.evaluations.interrupt_orphans, live)
         await asyncio.to_thread(self.agents.end_orphans, live)
 

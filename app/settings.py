@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(
         default=30,
         gt=0,
-        description="replicas sharing a database: how long a replica's leases (background sync, health rounds, "
+        description="instances sharing a database: how long an instance's leases (background sync, health rounds, "
         "its endpoints) outlive it before another takes over",
     )
     extra_templates: str = Field(
@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path("./data"), description="endpoint logs and cached virtualenvs")
     public_url: str | None = Field(default=None, description="base URL users reach envhub at, if not the request's")
     ui: bool = Field(
-        default=True, description="serve the web page at /; false: the API and the gateway only (a headless replica)"
+        default=True, description="serve the web page at /; false: the API and the gateway only (a headless instance)"
     )
 
     max_endpoints: int = Field(default=20, ge=0)
@@ -212,7 +212,7 @@ class Settings(BaseSettings):
         return self.auth_mode == "off" if self.anonymous_launch is None else self.anonymous_launch
 
     def catalog_id(self) -> str:
-        """A short name for this catalog's database, the same on every replica that shares it."""
+        """A short name for this catalog's database, the same on every instance that shares it."""
         url = make_url(self.database_url)
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
             url = url.set(database=str(Path(url.database).resolve()))

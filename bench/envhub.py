@@ -29,8 +29,8 @@ def envhub_server(
     settings: dict[str, str] | None = None,
     checkout: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (a replica),
-    with `settings` as more environment variables."""
+    """`python -m app serve` on a free port, on its own catalog in `scratch` or on `database_url` (one instance of
+    several), with `settings` as more environment variables."""
     port = free_port()
     env = (
         os.environ

@@ -54,7 +54,7 @@ from websockets.exceptions import ConnectionClosed
 
 from app.settings import REPO_ROOT
 from bench import trl
-from bench.replicas import cpu_seconds
+from bench.instances import cpu_seconds
 from bench.report import load_average, machine_line, percentile, table, verdict
 from hosting.runtimes.processes import free_port
 from tests.corpus import NAMES, copy_corpus

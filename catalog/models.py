@@ -221,7 +221,7 @@ class SyncRunBase(SyncCounts):
     requests: int = 0
     seconds: float = 0
     error: str | None = None
-    replica: str | None = Field(default=None, description="the envhub replica that runs or ran it")
+    instance: str | None = Field(default=None, description="the envhub instance that runs or ran it")
 
 
 class SyncRun(SyncRunBase, table=True):

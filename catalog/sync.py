@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
 _BATCH = 200
-SYNC_RUNNING = "sync-running"  # the lease of whichever replica runs a sync now, whoever asked for it
+SYNC_RUNNING = "sync-running"  # the lease of whichever instance runs a sync now, whoever asked for it
 
 
 @dataclass
@@ -161,7 +161,7 @@ def chunks(items: list[T], size: int) -> Iterator[list[T]]:
 
 
 class Syncer:
-    """Runs syncs of one database against one Hub, one at a time across every replica."""
+    """Runs syncs of one database against one Hub, one at a time across every instance."""
 
     def __init__(self, engine: Engine, hub: Hub, *, workers: int = 8, leases: Leases | None = None) -> None:
         self.engine = engine
@@ -194,12 +194,12 @@ class Syncer:
             raise ConflictError("a sync is already running; wait for it to finish")
         try:
             if not self.leases.acquire(SYNC_RUNNING):
-                where = self.leases.holder(SYNC_RUNNING) or "another replica"
+                where = self.leases.holder(SYNC_RUNNING) or "another instance"
                 raise ConflictError(f"a sync is already running on {where}; wait for it to finish")
             close_interrupted_runs(self.engine, self.leases)
             self._stopping.clear()
             with Session(self.engine) as session:
-                run = SyncRun(full=full, replica=self.leases.replica)
+                run = SyncRun(full=full, instance=self.leases.instance)
                 session.add(run)
                 session.commit()
                 return SyncRunPublic.model_validate(run)
@@ -237,7 +237,7 @@ class Syncer:
             self._lock.release()
 
     def due(self, interval_s: float) -> bool:
-        """Whether the catalog's last sync, by any replica, began `interval_s` or more ago."""
+        """Whether the catalog's last sync, by any instance, began `interval_s` or more ago."""
         with Session(self.engine) as session:
             last = last_sync_started(session)
         return last is None or (utcnow() - last).total_seconds() >= interval_s
@@ -348,15 +348,15 @@ class Syncer:
 
 
 def close_interrupted_runs(engine: Engine, leases: Leases) -> None:
-    """Runs left 'running' by a replica that died are marked failed, so none looks stuck.
+    """Runs left 'running' by an instance that died are marked failed, so none looks stuck.
 
-    A run is interrupted when its replica no longer holds the sync-running lease: the run
-    of another live replica (or of this one) goes on untouched.
+    A run is interrupted when its instance no longer holds the sync-running lease: the run
+    of another live instance (or of this one) goes on untouched.
     """
     holder = leases.holder(SYNC_RUNNING)
     interrupted = col(SyncRun.status) == SyncStatus.RUNNING
     if holder is not None:
-        interrupted &= col(SyncRun.replica).is_(None) | (col(SyncRun.replica) != holder)
+        interrupted &= col(SyncRun.instance).is_(None) | (col(SyncRun.instance) != holder)
     with Session(engine) as session, session.begin():
         session.execute(
             update(SyncRun)

@@ -24,7 +24,7 @@ from sqlmodel import Session, SQLModel, create_engine
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # the revisions of every package's tables
 _BUSY_TIMEOUT_S = 10  # how long a SQLite writer waits for another's lock
 # Keys of Postgres advisory locks, constants shared by every envhub process (see exclusive).
-MIGRATION_LOCK = 0x656E76687562  # "envhub": one replica at a time migrates the schema
+MIGRATION_LOCK = 0x656E76687562  # "envhub": one instance at a time migrates the schema
 
 
 def _json_dumps(value: Any) -> str:

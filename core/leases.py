@@ -1,15 +1,15 @@
-"""Leases in the database: which replica runs the background sync, the health rounds, a sync now.
+"""Leases in the database: which instance runs the background sync, the health rounds, a sync now.
 
-Several envhub processes (replicas) may share one database. Each process start gets a
-replica id (`host-pid-random`). A lease is a row (name, holder, expires_at): a replica
+Several envhub processes (instances) may share one database. Each process start gets an
+instance id (`host-pid-random`). A lease is a row (name, holder, expires_at): an instance
 takes it with one conditional UPDATE that succeeds only when the lease is free, expired
 or already its own, or with an INSERT when no row exists yet; whichever statement
-changes a row wins, so two replicas never both hold a lease. A keeper thread renews what
-its replica holds every third of the TTL, and its own `replica:<id>` lease says that the
-replica is alive. When a replica dies its leases expire after the TTL and another takes
+changes a row wins, so two instances never both hold a lease. A keeper thread renews what
+its instance holds every third of the TTL, and its own `instance:<id>` lease says that the
+instance is alive. When an instance dies its leases expire after the TTL and another takes
 over; on the same host a holder whose process is gone is known dead at once.
 
-Expiry times come from each replica's clock, so replicas on several machines need their
+Expiry times come from each instance's clock, so instances on several machines need their
 clocks in step to well within the TTL (NTP does that).
 """
 
@@ -30,41 +30,41 @@ from sqlmodel import Field, Session, SQLModel, col
 
 from core.clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["REPLICA_PREFIX", "Lease", "Leases", "new_replica_id"]
+__all__ = ["INSTANCE_PREFIX", "Lease", "Leases", "new_instance_id"]
 
 log = logging.getLogger(__name__)
 
 
 class Lease(SQLModel, table=True):
-    """A named right (run the background sync, say) held by one envhub replica until it expires."""
+    """A named right (run the background sync, say) held by one envhub instance until it expires."""
 
     name: str = Field(primary_key=True)
-    holder: str = Field(description="the replica id: host-pid-random")
+    holder: str = Field(description="the instance id: host-pid-random")
     expires_at: datetime = Field(index=True)
 
 
-REPLICA_PREFIX = "replica:"  # the lease each live replica holds on itself
+INSTANCE_PREFIX = "instance:"  # the lease each live instance holds on itself
 
 
-_STARTED_HERE: set[str] = set()  # replica ids made by this process
+_STARTED_HERE: set[str] = set()  # instance ids made by this process
 
 
-def new_replica_id() -> str:
+def new_instance_id() -> str:
     """host-pid-random: unique per process start, and says where the process runs."""
-    replica = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-    _STARTED_HERE.add(replica)
-    return replica
+    instance = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    _STARTED_HERE.add(instance)
+    return instance
 
 
-def gone_from_this_host(replica: str) -> bool:
-    """A replica id of this host whose process no longer runs (an earlier life of this one, say)."""
-    parts = replica.rsplit("-", 2)
+def gone_from_this_host(instance: str) -> bool:
+    """An instance id of this host whose process no longer runs (an earlier life of this one, say)."""
+    parts = instance.rsplit("-", 2)
     if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
         return False
     pid = int(parts[1])
     if pid == os.getpid():
         # This process has that pid now, so unless it made the id itself, the one that had it is gone.
-        return replica not in _STARTED_HERE
+        return instance not in _STARTED_HERE
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -80,16 +80,16 @@ def _changed_one(session: Session, statement: Any) -> bool:
 
 
 class Leases:
-    """The leases one replica holds, and what it knows of the others'."""
+    """The leases one instance holds, and what it knows of the others'."""
 
     def __init__(
-        self, engine: Engine, *, ttl_s: float = 30, replica: str | None = None, clock: Clock = SYSTEM_CLOCK
+        self, engine: Engine, *, ttl_s: float = 30, instance: str | None = None, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         self.engine = engine
         self.clock = clock  # expiry times, and the keeper's rounds
         self.ttl = timedelta(seconds=ttl_s)
-        self.replica = replica or new_replica_id()
-        _STARTED_HERE.add(self.replica)
+        self.instance = instance or new_instance_id()
+        _STARTED_HERE.add(self.instance)
         self._held: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -98,7 +98,7 @@ class Leases:
     # -- taking, keeping, giving back
 
     def acquire(self, name: str) -> bool:
-        """Take the lease, or renew it when already held; True when this replica holds it now."""
+        """Take the lease, or renew it when already held; True when this instance holds it now."""
         now = self.clock.now()
         expires = now + self.ttl
         with Session(self.engine) as session, session.begin():
@@ -107,13 +107,13 @@ class Leases:
                 update(Lease)
                 .where(
                     col(Lease.name) == name,
-                    (col(Lease.holder) == self.replica) | (col(Lease.expires_at) < now),
+                    (col(Lease.holder) == self.instance) | (col(Lease.expires_at) < now),
                 )
-                .values(holder=self.replica, expires_at=expires),
+                .values(holder=self.instance, expires_at=expires),
             )
             if not won:
                 insert = sqlite_insert if session.get_bind().dialect.name == "sqlite" else postgresql_insert
-                statement = insert(Lease).values(name=name, holder=self.replica, expires_at=expires)
+                statement = insert(Lease).values(name=name, holder=self.instance, expires_at=expires)
                 won = _changed_one(session, statement.on_conflict_do_nothing(index_elements=["name"]))
             if not won:
                 holder = session.execute(select(col(Lease.holder)).where(col(Lease.name) == name)).scalar()
@@ -123,7 +123,7 @@ class Leases:
                         session,
                         update(Lease)
                         .where(col(Lease.name) == name, col(Lease.holder) == holder)
-                        .values(holder=self.replica, expires_at=expires),
+                        .values(holder=self.instance, expires_at=expires),
                     )
         with self._lock:
             if won:
@@ -133,22 +133,22 @@ class Leases:
         return won
 
     def release(self, name: str) -> None:
-        """Give the lease back now, so another replica need not wait for it to expire."""
+        """Give the lease back now, so another instance need not wait for it to expire."""
         with self._lock:
             self._held.discard(name)
         with Session(self.engine) as session, session.begin():
-            session.execute(delete(Lease).where(col(Lease.name) == name, col(Lease.holder) == self.replica))
+            session.execute(delete(Lease).where(col(Lease.name) == name, col(Lease.holder) == self.instance))
 
     def holds(self, name: str) -> bool:
-        """Whether this replica held the lease at its last renewal."""
+        """Whether this instance held the lease at its last renewal."""
         with self._lock:
             return name in self._held
 
     def renew(self) -> None:
-        """Renew every lease held, and this replica's own; a lease lost to a stall is dropped."""
-        for name in self._names_held() | {REPLICA_PREFIX + self.replica}:
-            if not self.acquire(name) and name != REPLICA_PREFIX + self.replica:
-                log.warning("replica %s lost the %s lease to another replica", self.replica, name)
+        """Renew every lease held, and this instance's own; a lease lost to a stall is dropped."""
+        for name in self._names_held() | {INSTANCE_PREFIX + self.instance}:
+            if not self.acquire(name) and name != INSTANCE_PREFIX + self.instance:
+                log.warning("instance %s lost the %s lease to another instance", self.instance, name)
 
     def _names_held(self) -> set[str]:
         with self._lock:
@@ -157,8 +157,8 @@ class Leases:
     # -- the keeper thread
 
     def start(self) -> None:
-        """Say this replica is alive, and keep renewing its leases until stop()."""
-        self.acquire(REPLICA_PREFIX + self.replica)
+        """Say this instance is alive, and keep renewing its leases until stop()."""
+        self.acquire(INSTANCE_PREFIX + self.instance)
         self._stopping.clear()
         self._keeper = threading.Thread(target=self._keep, name="envhub-leases", daemon=True)
         self._keeper.start()
@@ -174,19 +174,19 @@ class Leases:
                 log.exception("renewing leases failed")
 
     def stop(self) -> None:
-        """Stop renewing and give back every lease, the replica's own last."""
+        """Stop renewing and give back every lease, the instance's own last."""
         self._stopping.set()
         if self._keeper is not None:
             self._keeper.join(timeout=10)
         with self._lock:
             self._held.clear()
         with Session(self.engine) as session, session.begin():
-            session.execute(delete(Lease).where(col(Lease.holder) == self.replica))
+            session.execute(delete(Lease).where(col(Lease.holder) == self.instance))
 
     # -- what the others hold
 
     def holder(self, name: str) -> str | None:
-        """The replica holding a lease now, or None when it is free, expired or its holder is gone."""
+        """The instance holding a lease now, or None when it is free, expired or its holder is gone."""
         with Session(self.engine) as session:
             holder = session.execute(
                 select(col(Lease.holder)).where(col(Lease.name) == name, col(Lease.expires_at) >= self.clock.now())
@@ -194,18 +194,18 @@ class Leases:
         return None if holder is None or gone_from_this_host(holder) else holder
 
     def live(self) -> dict[str, str]:
-        """Every unexpired lease by name, with its holder (replicas' own leases included)."""
+        """Every unexpired lease by name, with its holder (instances' own leases included)."""
         with Session(self.engine) as session:
             rows = session.execute(
                 select(col(Lease.name), col(Lease.holder)).where(col(Lease.expires_at) >= self.clock.now())
             ).all()
         return {name: holder for name, holder in rows if not gone_from_this_host(holder)}
 
-    def live_replicas(self) -> set[str]:
-        """The replicas alive now, this one always among them."""
-        alive = {h for n, h in self.live().items() if n.startswith(REPLICA_PREFIX)}
-        return alive | {self.replica}
+    def live_instances(self) -> set[str]:
+        """The instances alive now, this one always among them."""
+        alive = {h for n, h in self.live().items() if n.startswith(INSTANCE_PREFIX)}
+        return alive | {self.instance}
 
-    def alive(self, replicas: Iterable[str]) -> set[str]:
-        """Which of these replicas are alive."""
-        return set(replicas) & self.live_replicas()
+    def alive(self, instances: Iterable[str]) -> set[str]:
+        """Which of these instances are alive."""
+        return set(instances) & self.live_instances()

@@ -46,7 +46,7 @@ class EvaluationBase(SQLModel):
 
 
 class Evaluation(EvaluationBase, table=True):
-    replica: str = Field(default="", description="the envhub replica that runs it")
+    instance: str = Field(default="", description="the envhub instance that runs it")
 
 
 class EpisodeBase(SQLModel):
@@ -130,7 +130,7 @@ class AgentSessionBase(SQLModel):
 
 
 class AgentSession(AgentSessionBase, table=True):
-    replica: str = Field(default="", description="the envhub process whose door holds it")
+    instance: str = Field(default="", description="the envhub process whose door holds it")
 
 
 class AgentSessionPublic(AgentSessionBase):

@@ -100,9 +100,9 @@ def _episodes_without_steps(session: Session, evaluation_id: str) -> list[Episod
 class Runner:
     """The runs under way in this envhub process, and their rows."""
 
-    def __init__(self, engine: Engine, replica: str = "") -> None:
+    def __init__(self, engine: Engine, instance: str = "") -> None:
         self.engine = engine
-        self.replica = replica
+        self.instance = instance
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self._starting: Counter[str | None] = Counter()  # runs being started, by owner, not yet on record
@@ -110,7 +110,7 @@ class Runner:
     # -- rows
 
     def create(self, row: Evaluation) -> Evaluation:
-        row.replica = self.replica
+        row.instance = self.instance
         with Session(self.engine, expire_on_commit=False) as session:
             session.add(row)
             session.commit()
@@ -292,7 +292,7 @@ class Runner:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def interrupt_orphans(self, live_replicas: set[str]) -> int:
+    def interrupt_orphans(self, live_instances: set[str]) -> int:
         """Mark interrupted the runs left under way by envhub processes that are gone (or by this one,
         when it is not running them); their finished episodes stay."""
         with Session(self.engine) as session:
@@ -300,8 +300,8 @@ class Runner:
             orphans = [
                 r.id
                 for r in rows
-                if (r.replica == self.replica and r.id not in self._tasks)
-                or (r.replica != self.replica and r.replica not in live_replicas)
+                if (r.instance == self.instance and r.id not in self._tasks)
+                or (r.instance != self.instance and r.instance not in live_instances)
             ]
             if orphans:
                 session.execute(

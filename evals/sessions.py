@@ -21,14 +21,14 @@ def agent_episode_id(session_id: str, index: int) -> str:
 
 
 class AgentSessions:
-    """The agent sessions' rows, written as the door plays them (this envhub process is `replica`)."""
+    """The agent sessions' rows, written as the door plays them (this envhub process is `instance`)."""
 
-    def __init__(self, engine: Engine, replica: str = "") -> None:
+    def __init__(self, engine: Engine, instance: str = "") -> None:
         self.engine = engine
-        self.replica = replica
+        self.instance = instance
 
     def open(self, row: AgentSession) -> None:
-        row.replica = self.replica
+        row.instance = self.instance
         with Session(self.engine) as session:
             session.add(row)
             session.commit()
@@ -61,11 +61,13 @@ class AgentSessions:
             )
             session.commit()
 
-    def end_orphans(self, live_replicas: set[str]) -> int:
+    def end_orphans(self, live_instances: set[str]) -> int:
         """Sessions left open by envhub processes that are gone (their doors went with them) are ended."""
         with Session(self.engine) as session:
-            rows = session.exec(select(AgentSession.id, AgentSession.replica).where(AgentSession.status != ENDED)).all()
-            orphans = [sid for sid, replica in rows if replica != self.replica and replica not in live_replicas]
+            rows = session.exec(
+                select(AgentSession.id, AgentSession.instance).where(AgentSession.status != ENDED)
+            ).all()
+            orphans = [sid for sid, instance in rows if instance != self.instance and instance not in live_instances]
             if orphans:
                 session.execute(
                     update(AgentSession)

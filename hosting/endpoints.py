@@ -43,10 +43,10 @@ OPEN = Access(sign_in=False, anonymous_launch=True)  # no sign-in: anyone launch
 
 
 class EndpointManager:
-    """Endpoints of one envhub replica: it launches and stops its own, and its gateway serves any.
+    """Endpoints of one envhub instance: it launches and stops its own, and its gateway serves any.
 
-    envhub replicas sharing a database each manage the endpoints they launched (the row's
-    `replica`): a process endpoint's servers run on that replica's machine. Each endpoint is
+    envhub instances sharing a database each manage the endpoints they launched (the row's
+    `instance`): a process endpoint's servers run on that instance's machine. Each endpoint is
     a pool of servers (`replicas`, hosting.replicas); `routes` is where the gateway reaches
     them, and `traffic` what it counts.
     """
@@ -154,10 +154,10 @@ class EndpointManager:
             owner=caller.name,
             options={"env": options.env, "secrets": sorted(options.secrets), **options.own()},
             message="starting",
-            replica=self.leases.replica,
+            instance=self.leases.instance,
         )
         endpoint.log_path = str(self.log_path(endpoint.id))
-        # Counted and written under one lock with every replica, so that launches at once keep the limits.
+        # Counted and written under one lock with every instance, so that launches at once keep the limits.
         with self._lock, exclusive(self.engine, LIMITS_LOCK) as connection, Session(bind=connection) as session:
             ensure_room(session, self.limits, caller.name, options.replicas.min)
             session.add(endpoint)

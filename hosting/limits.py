@@ -1,5 +1,5 @@
 """How much runs: endpoints and their replicas (servers), across the server and per owner, counted under one
-lock with every envhub replica."""
+lock with every envhub instance."""
 
 from dataclasses import dataclass
 

@@ -62,11 +62,11 @@ class EndpointBase(SQLModel):
 
 
 class Endpoint(EndpointBase, table=True):
-    replica: str | None = Field(
-        default=None, index=True, description="the envhub replica that manages it; its server runs there"
+    instance: str | None = Field(
+        default=None, index=True, description="the envhub instance that manages it; its server runs there"
     )
     last_active_at: datetime | None = Field(
-        default=None, description="the last gateway traffic any replica saw, written every few seconds"
+        default=None, description="the last gateway traffic any instance saw, written every few seconds"
     )
     handle: dict[str, Any] = Field(
         default_factory=dict, sa_type=JSON, description="a service backend's service (its replicas are its tasks)"

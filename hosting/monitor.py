@@ -28,7 +28,7 @@ from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 
-HEALTH_LEASE = "health"  # held by the one replica whose rounds probe the environments
+HEALTH_LEASE = "health"  # held by the one instance whose rounds probe the environments
 
 
 @dataclass
@@ -86,15 +86,15 @@ class HealthMonitor:
         return done
 
     def _targets(self) -> tuple[list[str], list[str]]:
-        """This replica's running endpoints (they run on its machine); the environments when it holds the lease."""
+        """This instance's running endpoints (they run on its machine); the environments when it holds the lease."""
         leases = self.endpoints.leases
         running = [
             e.id
             for e in self.endpoints.list(active_only=True)
-            if e.status == EndpointStatus.RUNNING and e.replica == leases.replica
+            if e.status == EndpointStatus.RUNNING and e.instance == leases.instance
         ]
         if not leases.acquire(HEALTH_LEASE):
-            return running, []  # another replica probes the Hub Spaces and URLs
+            return running, []  # another instance probes the Hub Spaces and URLs
         return running, self.spaces.listed()
 
     # -- endpoints

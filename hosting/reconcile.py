@@ -3,8 +3,8 @@
 At start-up (reconcile) rows match what runs, and nothing runs that no row claims. Every
 watch after tends this envhub's pools (hosting.scaling: replicas that died are replaced,
 pools grow and shrink), stops endpoints idle too long, and takes over the endpoints of
-envhub replicas that are gone: kept when their servers still run as seen from here
-(containers, swarm services, Spaces), stopped otherwise. One envhub replica never stops
+envhub instances that are gone: kept when their servers still run as seen from here
+(containers, swarm services, Spaces), stopped otherwise. One envhub instance never stops
 or fails another live one's endpoints.
 """
 
@@ -28,24 +28,24 @@ log = logging.getLogger(__name__)
 
 
 class Keeper:
-    """Keeps one replica's endpoint rows true against what its backends run."""
+    """Keeps one instance's endpoint rows true against what its backends run."""
 
     def __init__(self, endpoints: EndpointManager) -> None:
         self.endpoints = endpoints
         self.scaler = Scaler(endpoints)
-        self._swept_for: set[str] = set()  # the live replicas when spares were last swept
+        self._swept_for: set[str] = set()  # the live instances when spares were last swept
         self._checking: set[str] = set()  # endpoints a check_soon is looking at now
         self._lock = threading.Lock()
 
     @property
-    def replica(self) -> str:
-        return self.endpoints.leases.replica
+    def instance(self) -> str:
+        return self.endpoints.leases.instance
 
     def reconcile(self) -> None:
         """At start-up: rows match what runs, and nothing runs that no row claims."""
-        live = self.endpoints.leases.live_replicas()
+        live = self.endpoints.leases.live_instances()
         for endpoint in self.endpoints.list(active_only=True):
-            if endpoint.replica not in live:
+            if endpoint.instance not in live:
                 self._take_over(endpoint)
         claimed = self._servers()
         for backend, runtime in self.endpoints.runtimes.items():
@@ -58,17 +58,17 @@ class Keeper:
         self._sweep(live)
 
     def watch(self) -> None:
-        """Mark this replica's endpoints that died as failed, stop those idle too long, take over orphans."""
+        """Mark this instance's endpoints that died as failed, stop those idle too long, take over orphans."""
         now = utcnow()
         limits = self.endpoints.limits
         active = self.endpoints.list(active_only=True)
         self.endpoints.traffic.write_activity([e.id for e in active])
-        live = self.endpoints.leases.live_replicas()
+        live = self.endpoints.leases.live_instances()
         for endpoint in active:
-            if endpoint.replica not in live:
+            if endpoint.instance not in live:
                 self._take_over(endpoint)
                 continue
-            if endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
+            if endpoint.instance != self.instance or endpoint.status != EndpointStatus.RUNNING:
                 continue
             if endpoint.backend not in self.endpoints.runtimes:
                 continue
@@ -94,8 +94,8 @@ class Keeper:
     def _check(self, endpoint_id: str) -> None:
         try:
             endpoint = self.endpoints.find(endpoint_id)
-            if endpoint is None or endpoint.replica != self.replica or endpoint.status != EndpointStatus.RUNNING:
-                return  # its own envhub replica watches it
+            if endpoint is None or endpoint.instance != self.instance or endpoint.status != EndpointStatus.RUNNING:
+                return  # its own envhub instance watches it
             if endpoint.backend in self.endpoints.runtimes:
                 self.scaler.tend(endpoint)
         finally:
@@ -103,32 +103,32 @@ class Keeper:
                 self._checking.discard(endpoint_id)
 
     def shutdown(self) -> None:
-        """Stop this replica's local processes with it; containers and Spaces are reconciled on the next start."""
+        """Stop this instance's local processes with it; containers and Spaces are reconciled on the next start."""
         try:
             for endpoint in self.endpoints.list(active_only=True):
-                if endpoint.backend == Backend.PROCESS and endpoint.replica == self.replica:
+                if endpoint.backend == Backend.PROCESS and endpoint.instance == self.instance:
                     self.endpoints.end(endpoint.id, "envhub stopped")
-            self._stop_unclaimed()  # and those whose rows another replica stopped or took over
+            self._stop_unclaimed()  # and those whose rows another instance stopped or took over
         finally:
             self.scaler.close()
             for runtime in self.endpoints.runtimes.values():
                 runtime.close()
 
     def _take_over(self, endpoint: Endpoint) -> None:
-        """An endpoint whose replica is gone: keep it when it still runs as seen from here, else stop it."""
+        """An endpoint whose instance is gone: keep it when it still runs as seen from here, else stop it."""
         with Session(self.endpoints.engine) as session, session.begin():
             claimed = session.execute(
                 update(Endpoint)
-                .where(col(Endpoint.id) == endpoint.id, _same_replica(endpoint.replica))
-                .values(replica=self.replica)
+                .where(col(Endpoint.id) == endpoint.id, _same_instance(endpoint.instance))
+                .values(instance=self.instance)
                 .returning(col(Endpoint.id))
             ).first()
         if claimed is None:
-            return  # another replica took it first
-        gone = f" (its replica {endpoint.replica} is gone)" if endpoint.replica else ""
+            return  # another instance took it first
+        gone = f" (its instance {endpoint.instance} is gone)" if endpoint.instance else ""
         try:
             if endpoint.status == EndpointStatus.RUNNING and self._still_runs(endpoint):
-                log.info("endpoint %s of replica %s is now managed here", endpoint.id, endpoint.replica)
+                log.info("endpoint %s of instance %s is now managed here", endpoint.id, endpoint.instance)
                 return
         except EnvhubError as exc:
             log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
@@ -149,11 +149,11 @@ class Keeper:
             if replica.status != ReplicaStatus.STARTING and replicas.is_running(endpoint, replica):
                 running = True
             else:
-                replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED, error="its envhub replica is gone")
+                replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED, error="its envhub instance is gone")
         return running
 
     def _stop_unclaimed(self) -> None:
-        """Local servers whose rows another replica stopped: it could not reach this machine's processes."""
+        """Local servers whose rows another instance stopped: it could not reach this machine's processes."""
         runtime = self.endpoints.runtimes.get(Backend.PROCESS)
         if runtime is None:
             return
@@ -164,7 +164,7 @@ class Keeper:
         """The servers active endpoints' rows claim: each live replica's, and each service's."""
         servers: set[str] = set()
         for endpoint in self.endpoints.list(active_only=True):
-            if mine_only and endpoint.replica != self.replica:
+            if mine_only and endpoint.instance != self.instance:
                 continue
             if endpoint.handle:
                 servers.add(endpoint.id)
@@ -172,7 +172,7 @@ class Keeper:
         return servers
 
     def _sweep(self, live: set[str]) -> None:
-        """Remove what replicas that are gone started ahead of launches, once per change of who is alive."""
+        """Remove what instances that are gone started ahead of launches, once per change of who is alive."""
         if live == self._swept_for:
             return
         self._swept_for = live
@@ -183,6 +183,6 @@ class Keeper:
                 log.debug("%s backend not swept: %s", backend.value, exc.message)
 
 
-def _same_replica(replica: str | None) -> ColumnElement[bool]:
-    column = col(Endpoint.replica)
-    return column.is_(None) if replica is None else column == replica
+def _same_instance(instance: str | None) -> ColumnElement[bool]:
+    column = col(Endpoint.instance)
+    return column.is_(None) if instance is None else column == instance

@@ -77,7 +77,7 @@ class Scaler:
         self._client = httpx.Client(timeout=LIVENESS_TIMEOUT_S)
 
     def _mine(self, endpoint: Endpoint) -> bool:
-        return endpoint.replica == self.endpoints.leases.replica and endpoint.status == EndpointStatus.RUNNING
+        return endpoint.instance == self.endpoints.leases.instance and endpoint.status == EndpointStatus.RUNNING
 
     # -- each watch
 

@@ -14,11 +14,11 @@ __all__ = ["TrafficBook"]
 
 
 class TrafficBook:
-    """Every endpoint's counters on this replica, and when its gateway last carried each one's traffic.
+    """Every endpoint's counters on this instance, and when its gateway last carried each one's traffic.
 
     The last activity is written to the endpoint's row every few seconds (write_activity), so
-    that a session through this replica's gateway keeps the endpoint from being stopped as
-    idle by the replica that manages it.
+    that a session through this instance's gateway keeps the endpoint from being stopped as
+    idle by the instance that manages it.
     """
 
     def __init__(self, engine: Engine, counters: TrafficCounters | None = None) -> None:
@@ -30,7 +30,7 @@ class TrafficBook:
         return self.counters.of(endpoint_id)
 
     def stats(self, endpoint: Endpoint) -> EndpointStats:
-        """This replica's counters; the last activity any replica saw, as written to the row."""
+        """This instance's counters; the last activity any instance saw, as written to the row."""
         traffic = self.of(endpoint.id)
         p50, p95 = traffic.latency_ms()
         stats = EndpointStats(
@@ -49,7 +49,7 @@ class TrafficBook:
         return stats
 
     def write_activity(self, endpoint_ids: list[str]) -> None:
-        """Write when this replica's gateway last carried each endpoint's traffic, for the replica managing it."""
+        """Write when this instance's gateway last carried each endpoint's traffic, for the instance managing it."""
         for endpoint_id in endpoint_ids:
             traffic = self.counters.find(endpoint_id)
             if traffic is None:

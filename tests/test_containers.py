@@ -248,7 +248,7 @@ def test_orphaned_containers_are_removed_at_start(
     catalog = settings.catalog_id()
     labels = {LABEL: "orphan00", CATALOG_LABEL: catalog}
     elsewhere = {LABEL: "other00", CATALOG_LABEL: "another-catalog"}
-    dead_spare = {SPARE_LABEL: "gonehost-1-abcdef", CATALOG_LABEL: catalog}  # of a replica that is gone
+    dead_spare = {SPARE_LABEL: "gonehost-1-abcdef", CATALOG_LABEL: catalog}  # of an instance that is gone
 
     def run(labels: dict[str, str], name: str | None = None) -> docker.models.containers.Container:
         return docker_engine.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=labels, name=name)

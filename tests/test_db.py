@@ -1,17 +1,23 @@
-"""Schema migrations: a new catalog, one made before migrations, repeated and concurrent start-ups."""
+"""Schema migrations: a new catalog, one made before migrations, repeated and concurrent start-ups, a renaming."""
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import Session, SQLModel
 
-from catalog.models import Environment
+from catalog.models import Environment, SyncRun
+from core.clock import utcnow
 from core.db import MIGRATION_LOCK, compared_with_models, create_db_engine, exclusive, init_db, migration_config
+from core.leases import INSTANCE_PREFIX, Lease
+from evals.models import AgentSession, Evaluation
+from hosting.models import Backend, Endpoint
 
 pytestmark = pytest.mark.databases
 
@@ -80,7 +86,7 @@ def test_starting_again_changes_nothing(engine: Engine) -> None:
 
 
 def test_an_up_to_date_catalog_starts_while_another_process_holds_the_lock(engine: Engine) -> None:
-    with exclusive(engine, MIGRATION_LOCK):  # as a replica migrating, or on SQLite any writer, would
+    with exclusive(engine, MIGRATION_LOCK):  # as an instance migrating, or on SQLite any writer, would
         started = time.monotonic()
         init_db(engine)
     assert time.monotonic() - started < 2
@@ -99,13 +105,16 @@ TABLES_BEFORE_MIGRATIONS = (
 
 
 def make_catalog_before_migrations(engine: Engine) -> None:
-    """A catalog as envhub made it before Alembic: create_all, a column added since, an older FTS5 index."""
+    """A catalog as envhub made it before Alembic: create_all without the columns added since, an older FTS5 index."""
     before = MetaData()  # create_all would make every enum type of the models' metadata
     for name in TABLES_BEFORE_MIGRATIONS:
         SQLModel.metadata.tables[name].to_metadata(before)
     before.create_all(engine)
     with engine.begin() as connection:
         connection.execute(text("ALTER TABLE environment DROP COLUMN conformance"))
+        connection.execute(text("DROP INDEX ix_endpoint_instance"))  # 0004 adds it as `replica`, 0013 renames it
+        for table in ("endpoint", "syncrun"):
+            connection.execute(text(f"ALTER TABLE {table} DROP COLUMN instance"))
         if engine.dialect.name == "sqlite":
             connection.execute(
                 text(
@@ -144,7 +153,7 @@ def test_a_catalog_made_before_migrations_is_adopted_with_its_rows(database_url:
     engine.dispose()
 
 
-def test_replicas_starting_at_once_migrate_once(database_url: str) -> None:
+def test_instances_starting_at_once_migrate_once(database_url: str) -> None:
     engines = [create_db_engine(database_url) for _ in range(3)]
     errors: list[BaseException] = []
     start = threading.Barrier(len(engines))
@@ -164,4 +173,54 @@ def test_replicas_starting_at_once_migrate_once(database_url: str) -> None:
     assert errors == []
     assert revisions(engines[0]) == [head(engines[0])]
     for engine in engines:
+        engine.dispose()
+
+
+def test_migration_0013_renames_the_envhub_process_columns_to_instance_with_their_values(database_url: str) -> None:
+    engine = create_db_engine(database_url)
+    init_db(engine)
+    gone, later = "gonehost-1-abcdef", utcnow() + timedelta(hours=1)
+    with Session(engine) as session:
+        session.add(SyncRun(instance=gone))
+        session.add(Endpoint(id="ep", environment="template:count", backend=Backend.PROCESS, instance=gone))
+        session.add(
+            Evaluation(
+                id="ev",
+                environment="template:count",
+                policy_label="random",
+                taskset_label="seeds",
+                episodes_planned=1,
+                concurrency=1,
+                instance=gone,
+            )
+        )
+        session.add(AgentSession(id="as", endpoint="ep", environment="template:count", instance=gone))
+        session.add(Lease(name=INSTANCE_PREFIX + gone, holder=gone, expires_at=later))
+        session.add(Lease(name="sync", holder=gone, expires_at=later))
+        session.commit()
+
+    def state(column: str) -> tuple[set[str], dict[str, list[str]], list[str]]:
+        """Each table's values of the column, the endpoint's indexes, the leases' names."""
+        with engine.connect() as connection:
+            tables = ("syncrun", "endpoint", "evaluation", "agentsession")
+            values = {connection.execute(text(f"SELECT {column} FROM {t}")).scalar_one() for t in tables}
+            leases = sorted(connection.execute(text("SELECT name FROM lease")).scalars())
+        indexes = {str(i["name"]): [str(c) for c in i["column_names"]] for i in inspect(engine).get_indexes("endpoint")}
+        return values, indexes, leases
+
+    try:
+        with exclusive(engine, MIGRATION_LOCK) as connection:
+            command.downgrade(migration_config(connection), "0012")
+        values, indexes, leases = state("replica")
+        assert (values, indexes["ix_endpoint_replica"], leases) == ({gone}, ["replica"], ["sync"])
+        with Session(engine) as session:  # as a process before 0013 said it was alive
+            session.add(Lease(name=f"replica:{gone}", holder=gone, expires_at=later))
+            session.commit()
+
+        init_db(engine)
+
+        values, indexes, leases = state("instance")
+        assert (values, indexes["ix_endpoint_instance"], leases) == ({gone}, ["instance"], ["sync"])
+        assert "ix_endpoint_replica" not in indexes
+    finally:
         engine.dispose()

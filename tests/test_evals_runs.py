@@ -9,7 +9,7 @@ from rollout.episodes import EpisodeResult, EpisodeSpec
 
 def evaluation(runner: Runner, status: EvaluationStatus) -> Evaluation:
     row = Evaluation(
-        id=f"ev-{runner.replica}",
+        id=f"ev-{runner.instance}",
         environment="template:wordle",
         policy={"kind": "random"},
         policy_label="random",
@@ -39,7 +39,7 @@ def test_runs_of_a_dead_process_are_interrupted_and_keep_their_episodes(engine: 
     mine = evaluation(here, EvaluationStatus.QUEUED)  # recorded by this process, which no longer runs it
     dead.record(orphan, EpisodeResult(EpisodeSpec(0, seed=0), done=True), wall_s=1)
 
-    assert here.interrupt_orphans(live_replicas={"alive", "here"}) == 2
+    assert here.interrupt_orphans(live_instances={"alive", "here"}) == 2
     assert here.get(orphan.id).status == EvaluationStatus.INTERRUPTED
     assert here.get(mine.id).status == EvaluationStatus.INTERRUPTED
     assert here.get(other.id).status == EvaluationStatus.RUNNING  # a live process's run is its own

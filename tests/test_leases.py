@@ -16,7 +16,7 @@ from catalog.models import SyncRun, SyncStatus
 from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_run, last_sync_started
 from core.db import create_db_engine
 from core.errors import ConflictError
-from core.leases import REPLICA_PREFIX, Leases, gone_from_this_host
+from core.leases import INSTANCE_PREFIX, Leases, gone_from_this_host
 from tests.clock import ManualClock
 from tests.conftest import space_files, wait_until
 from tests.fakehub import FakeHub, Fault
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_
 
 @pytest.fixture
 def other_engine(settings: Settings, engine: Engine) -> Iterator[Engine]:
-    """A second engine on the same database file, as another replica has."""
+    """A second engine on the same database file, as another instance has."""
     second = create_db_engine(settings.database_url)
     yield second
     second.dispose()
@@ -38,7 +38,7 @@ def test_one_holder_at_a_time_until_release(engine: Engine, other_engine: Engine
     assert a.acquire("sync")
     assert not b.acquire("sync")
     assert a.acquire("sync")  # renewing
-    assert (a.holder("sync"), b.holder("sync")) == (a.replica, a.replica)
+    assert (a.holder("sync"), b.holder("sync")) == (a.instance, a.instance)
     assert b.holds("sync") is False
 
     a.release("sync")
@@ -46,13 +46,13 @@ def test_one_holder_at_a_time_until_release(engine: Engine, other_engine: Engine
     assert not a.acquire("sync")
 
 
-def test_an_expired_lease_goes_to_the_next_replica(engine: Engine, other_engine: Engine) -> None:
+def test_an_expired_lease_goes_to_the_next_instance(engine: Engine, other_engine: Engine) -> None:
     clock = ManualClock()
     a, b = Leases(engine, ttl_s=30, clock=clock), Leases(other_engine, ttl_s=30, clock=clock)
     assert a.acquire("health")
     clock.advance(29)
     assert not b.acquire("health")  # not yet expired
-    assert a.holder("health") == a.replica
+    assert a.holder("health") == a.instance
 
     clock.advance(2)
 
@@ -62,7 +62,7 @@ def test_an_expired_lease_goes_to_the_next_replica(engine: Engine, other_engine:
     assert not a.holds("health")
 
 
-def test_many_replicas_racing_for_a_new_lease_give_one_holder(engine: Engine, settings: Settings) -> None:
+def test_many_instances_racing_for_a_new_lease_give_one_holder(engine: Engine, settings: Settings) -> None:
     engines = [create_db_engine(settings.database_url) for _ in range(8)]
     contenders = [Leases(e, ttl_s=30) for e in engines]
     won: list[str] = []
@@ -71,7 +71,7 @@ def test_many_replicas_racing_for_a_new_lease_give_one_holder(engine: Engine, se
     def race(leases: Leases) -> None:
         start.wait()
         if leases.acquire("race"):
-            won.append(leases.replica)
+            won.append(leases.instance)
 
     threads = [threading.Thread(target=race, args=(c,)) for c in contenders]
     for thread in threads:
@@ -93,14 +93,14 @@ def test_the_keeper_renews_and_stop_gives_everything_back(engine: Engine, other_
         assert a.acquire("sync")
         wait_until(lambda: clock.waiting == 1)  # the keeper waits for its next round, a third of the TTL on
         clock.advance(31)  # past the TTL: only the keeper's renewal keeps it
-        wait_until(lambda: b.holder("sync") == a.replica)
+        wait_until(lambda: b.holder("sync") == a.instance)
         assert not b.acquire("sync")
-        assert a.replica in b.live_replicas()
+        assert a.instance in b.live_instances()
     finally:
         a.stop()
     assert b.live() == {}
     assert b.acquire("sync")
-    assert b.live_replicas() == {b.replica}
+    assert b.live_instances() == {b.instance}
 
 
 def test_a_holder_whose_process_is_gone_is_replaced_at_once(engine: Engine) -> None:
@@ -108,18 +108,18 @@ def test_a_holder_whose_process_is_gone_is_replaced_at_once(engine: Engine) -> N
     dead = f"{socket.gethostname()}-{exited.stdout.strip()}-abcdef"
     assert gone_from_this_host(dead)
     assert not gone_from_this_host(f"elsewhere-{exited.stdout.strip()}-abcdef")  # another host: wait for expiry
-    previous = Leases(engine, ttl_s=30, replica=dead)
+    previous = Leases(engine, ttl_s=30, instance=dead)
     previous.acquire("sync")
-    previous.acquire(REPLICA_PREFIX + dead)
+    previous.acquire(INSTANCE_PREFIX + dead)
 
     successor = Leases(engine, ttl_s=30)
 
     assert successor.holder("sync") is None
-    assert dead not in successor.live_replicas()
+    assert dead not in successor.live_instances()
     assert successor.acquire("sync")
 
 
-def test_a_sync_on_one_replica_refuses_one_on_another_and_is_not_called_interrupted(
+def test_a_sync_on_one_instance_refuses_one_on_another_and_is_not_called_interrupted(
     settings: Settings, engine: Engine, other_engine: Engine, hub: FakeHub
 ) -> None:
     hub.add_space("alice/count", files=space_files("Count"))
@@ -128,25 +128,25 @@ def test_a_sync_on_one_replica_refuses_one_on_another_and_is_not_called_interrup
     b = Syncer(other_engine, hub_from_settings(settings), leases=Leases(other_engine))
 
     running = a.start()
-    with pytest.raises(ConflictError, match=f"already running on {a.leases.replica}"):
+    with pytest.raises(ConflictError, match=f"already running on {a.leases.instance}"):
         b.run()
-    close_interrupted_runs(other_engine, b.leases)  # what a replica starting now does
+    close_interrupted_runs(other_engine, b.leases)  # what an instance starting now does
 
     wait_until(lambda: not a.running)
     with Session(engine) as session:
         assert get_sync_run(session, running.id).status == SyncStatus.OK
-        assert get_sync_run(session, running.id).replica == a.leases.replica
+        assert get_sync_run(session, running.id).instance == a.leases.instance
     assert b.run().status == SyncStatus.OK
 
 
-def test_the_run_of_a_replica_that_died_is_closed_and_the_schedule_ignores_it(
+def test_the_run_of_an_instance_that_died_is_closed_and_the_schedule_ignores_it(
     settings: Settings, engine: Engine
 ) -> None:
     clock = ManualClock()
     dead = Leases(engine, ttl_s=30, clock=clock)
     assert dead.acquire(SYNC_RUNNING)
     with Session(engine) as session:
-        session.add(SyncRun(replica=dead.replica))
+        session.add(SyncRun(instance=dead.instance))
         session.commit()
     survivor = Leases(engine, ttl_s=30, clock=clock)
 
@@ -154,7 +154,7 @@ def test_the_run_of_a_replica_that_died_is_closed_and_the_schedule_ignores_it(
     with Session(engine) as session:
         assert session.execute(select(col(SyncRun.status))).scalar_one() == SyncStatus.RUNNING  # its holder lives
 
-    clock.advance(31)  # the dead replica's lease expires
+    clock.advance(31)  # the dead instance's lease expires
     close_interrupted_runs(engine, survivor)
     with Session(engine) as session:
         run = session.execute(select(SyncRun)).scalar_one()

@@ -32,7 +32,7 @@ def test_activity_is_written_to_the_row_once_and_only_forward(engine: Engine) ->
         session.add(Endpoint(id="ep", environment="template:count", backend=Backend.PROCESS))
         session.commit()
     book = TrafficBook(engine)
-    book.write_activity(["ep"])  # no traffic through this replica: nothing to write
+    book.write_activity(["ep"])  # no traffic through this instance: nothing to write
 
     def row() -> Endpoint:
         with Session(engine) as session:
@@ -45,7 +45,7 @@ def test_activity_is_written_to_the_row_once_and_only_forward(engine: Engine) ->
     book.write_activity(["ep"])
     written = row().last_active_at
     assert written is not None
-    later = datetime.now(UTC) + timedelta(hours=1)  # another replica's gateway saw later traffic
+    later = datetime.now(UTC) + timedelta(hours=1)  # another instance's gateway saw later traffic
     with Session(engine) as session:
         endpoint = session.get(Endpoint, "ep")
         assert endpoint is not None
@@ -55,4 +55,4 @@ def test_activity_is_written_to_the_row_once_and_only_forward(engine: Engine) ->
     book.write_activity(["ep"])
     seen = row()
     assert seen.last_active_at is not None and seen.last_active_at.replace(tzinfo=UTC) == later  # never back
-    assert book.stats(seen).last_active_at == later  # this replica's counters, the row's last activity
+    assert book.stats(seen).last_active_at == later  # this instance's counters, the row's last activity

@@ -21,7 +21,7 @@ def present(endpoint: Endpoint, services: Services, request: Request, caller: Ca
     """The endpoint as the caller may see it: its owner and the admin see everything (its variables, log, the
     addresses of its servers, a private endpoint's token); anyone else sees what using its URL needs."""
     manager = services.endpoints
-    # Counters are this replica's gateway's; the last activity is any replica's, as written to the row.
+    # Counters are this instance's gateway's; the last activity is any instance's, as written to the row.
     stats = manager.traffic.stats(endpoint)
     pool = manager.replicas.public(endpoint, manager.routes.known(endpoint.id))
     ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]

@@ -88,6 +88,6 @@ async def cancel_evaluation(evaluation_id: str, services: ServicesDep, caller: C
         raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")
     if run.status in UNDER_WAY and not await runner.cancel(evaluation_id):
         raise ConflictError(
-            f"evaluation {evaluation_id} runs in another envhub process ({run.replica}); cancel it there"
+            f"evaluation {evaluation_id} runs in another envhub process ({run.instance}); cancel it there"
         )
     return EvaluationBase.model_validate(runner.get(evaluation_id).model_dump())

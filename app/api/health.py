@@ -1,4 +1,4 @@
-"""GET /api/health: is envhub up, how big is its catalog, how did the last sync go, which replicas share it."""
+"""GET /api/health: is envhub up, how big is its catalog, how did the last sync go, which instances share it."""
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -7,7 +7,7 @@ from app.api.deps import SessionDep, SettingsDep, SyncerDep
 from catalog.models import SyncRunPublic
 from catalog.store import count_listed
 from catalog.sync import SYNC_RUNNING, list_sync_runs
-from core.leases import REPLICA_PREFIX
+from core.leases import INSTANCE_PREFIX
 
 router = APIRouter(prefix="/api/health", tags=["health"])
 
@@ -16,11 +16,11 @@ class Health(BaseModel):
     status: str
     environments: int
     hub_endpoint: str
-    sync_running: bool = Field(description="a sync runs now, on any replica")
+    sync_running: bool = Field(description="a sync runs now, on any instance")
     last_sync: SyncRunPublic | None
-    replica: str = Field(description="this envhub process: host-pid-random")
-    replicas: list[str] = Field(description="the envhub processes alive on this database")
-    leases: dict[str, str] = Field(description="who runs what: lease name -> replica (sync, health, sync-running)")
+    instance: str = Field(description="this envhub process: host-pid-random")
+    instances: list[str] = Field(description="the envhub processes alive on this database")
+    leases: dict[str, str] = Field(description="who runs what: lease name -> instance (sync, health, sync-running)")
 
 
 @router.get("")
@@ -33,7 +33,7 @@ def read_health(session: SessionDep, settings: SettingsDep, syncer: SyncerDep) -
         hub_endpoint=settings.hf_endpoint,
         sync_running=syncer.running or SYNC_RUNNING in live,
         last_sync=runs[0] if runs else None,
-        replica=syncer.leases.replica,
-        replicas=sorted(h for n, h in live.items() if n.startswith(REPLICA_PREFIX)),
-        leases={n: h for n, h in sorted(live.items()) if not n.startswith(REPLICA_PREFIX)},
+        instance=syncer.leases.instance,
+        instances=sorted(h for n, h in live.items() if n.startswith(INSTANCE_PREFIX)),
+        leases={n: h for n, h in sorted(live.items()) if not n.startswith(INSTANCE_PREFIX)},
     )

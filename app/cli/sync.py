@@ -17,7 +17,7 @@ def sync(settings: Settings, args: argparse.Namespace) -> int:
     services.prepare_catalog()
     print(f"envhub: syncing from {settings.hf_endpoint}", file=sys.stderr)
     leases = services.leases
-    leases.start()  # a running server's replicas see this sync and wait for it
+    leases.start()  # running instances see this sync and wait for it
     try:
         with tqdm(total=0, unit="space", desc="downloading cards", disable=args.quiet, file=sys.stderr) as bar:
 

@@ -63,7 +63,7 @@ def build(settings: Settings) -> SyncBanner:
 
 
 def syncing(services: Services) -> bool:
-    """A sync runs now, here or on another replica of the catalog."""
+    """A sync runs now, here or on another instance of the catalog."""
     return services.syncer.running or SYNC_RUNNING in services.syncer.leases.live()
 
 

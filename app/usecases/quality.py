@@ -1,7 +1,7 @@
 """Quality reports of what runs: what hosting tells a report about an endpoint, and the background rounds that
 report on each revision once.
 
-A round finds running endpoints of this replica, then running Hub Spaces the health monitor saw
+A round finds running endpoints of this instance, then running Hub Spaces the health monitor saw
 up, whose environment revision has no quality report filed, and runs a report of up to `per_round` of them, one at
 a time. An endpoint's report reaches its server directly (its first ready replica), since a
 round has no request to learn this server's own address from. A target whose report failed
@@ -67,11 +67,11 @@ class _Due:
 
 
 def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]], limit: int) -> list[_Due]:
-    """Up to `limit` revisions with no quality report: this replica's running endpoints first, then Spaces."""
+    """Up to `limit` revisions with no quality report: this instance's running endpoints first, then Spaces."""
     endpoints = [
         e
         for e in manager.list(active_only=True)
-        if e.status == EndpointStatus.RUNNING and e.revision and e.replica == manager.leases.replica
+        if e.status == EndpointStatus.RUNNING and e.revision and e.instance == manager.leases.instance
     ]
     statement = (
         select(Environment)

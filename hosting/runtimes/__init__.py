@@ -139,8 +139,8 @@ class Runtime(Protocol[Options, H]):
         """Stop a server this backend holds that no row claims (found by managed_servers)."""
         ...
 
-    def sweep(self, live_replicas: set[str]) -> None:
-        """Remove what replicas no longer alive started ahead of launches (servers no endpoint holds)."""
+    def sweep(self, live_instances: set[str]) -> None:
+        """Remove what instances no longer alive started ahead of launches (servers no endpoint holds)."""
         ...
 
     def close(self) -> None:

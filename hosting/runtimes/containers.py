@@ -7,7 +7,7 @@ about a revision. An image named in the options (that registry's, say) runs as i
 
 Containers carry labels saying which catalog (several envhubs may share one engine) and
 which endpoint they serve; spare containers, started ahead of launches (spares.py), say
-which replica started them, and once claimed are known by their name.
+which instance started them, and once claimed are known by their name.
 """
 
 import logging
@@ -237,7 +237,7 @@ class ContainerRuntime:
         pids: int = 512,
         ready_timeout_s: float = 60,
         catalog: str = "default",
-        replica: str = "",
+        instance: str = "",
         spares: int = 0,
         snapshots: Snapshots | None = None,
     ) -> None:
@@ -246,7 +246,7 @@ class ContainerRuntime:
         self._client_factory = client_factory
         self.snapshots = snapshots
         self.catalog = catalog
-        self.replica = replica
+        self.instance = instance
         self.spares = Spares(spares, self._run_spare, self._remove)
         self._client: docker.DockerClient | None = None
         self.base_image = base_image
@@ -348,12 +348,12 @@ class ContainerRuntime:
 
     def _run_spare(self, image: str, port: int, environment: str) -> tuple[Container, str]:
         name = SPARE_PREFIX + secrets.token_hex(5)
-        return self._run(image, port, {}, environment, name=name, labels={SPARE_LABEL: self.replica})
+        return self._run(image, port, {}, environment, name=name, labels={SPARE_LABEL: self.instance})
 
-    def sweep(self, live_replicas: set[str]) -> None:
-        """Remove the unclaimed spares of replicas that are gone (this catalog's only)."""
+    def sweep(self, live_instances: set[str]) -> None:
+        """Remove the unclaimed spares of instances that are gone (this catalog's only)."""
         for container in self._ours(SPARE_LABEL):
-            if container.name.startswith(SPARE_PREFIX) and container.labels[SPARE_LABEL] not in live_replicas:
+            if container.name.startswith(SPARE_PREFIX) and container.labels[SPARE_LABEL] not in live_instances:
                 self._remove(container)
 
     def _follow_logs(self, container: Container, log_path: Path) -> None:
@@ -420,7 +420,7 @@ class ContainerRuntime:
         return container is not None and container.status == "running"
 
     def close(self) -> None:
-        """Remove this replica's spares, then let go of the engine."""
+        """Remove this instance's spares, then let go of the engine."""
         self.spares.close()
         with self._lock:
             client, self._client = self._client, None

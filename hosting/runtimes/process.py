@@ -380,7 +380,7 @@ class ProcessRuntime:
             return started_at(forked[0]) == forked[1]
         return child is not None and child.process.poll() is None
 
-    def sweep(self, live_replicas: set[str]) -> None:
+    def sweep(self, live_instances: set[str]) -> None:
         pass  # the zygote, started ahead of launches, ends with its own envhub
 
     def managed_servers(self) -> set[str]:

@@ -227,7 +227,7 @@ class SpaceRuntime:
     def close(self) -> None:
         pass
 
-    def sweep(self, live_replicas: set[str]) -> None:
+    def sweep(self, live_instances: set[str]) -> None:
         pass  # nothing is started ahead here
 
     def managed_servers(self) -> set[str]:

@@ -5,8 +5,8 @@ imports gradio for its web interface). So after a launch of an image, the docker
 starts one more container of it, a spare, that waits for the next launch of that image
 with the same port and no variables of its own: that launch claims the spare, already up,
 by renaming it `envhub-<endpoint id>`. Labels cannot change after a container is created,
-so a claimed spare is known by its name. Spares belong to the replica that started them
-and are removed when it stops, or by any replica once it is gone.
+so a claimed spare is known by its name. Spares belong to the envhub instance that started
+them and are removed when it stops, or by any instance once it is gone.
 """
 
 import logging
@@ -21,7 +21,7 @@ from core.errors import LaunchError
 
 __all__ = ["SPARE_LABEL", "SPARE_PREFIX", "Spares"]
 
-SPARE_LABEL = "envhub.spare"  # a container started ahead of a launch: the replica that started it
+SPARE_LABEL = "envhub.spare"  # a container started ahead of a launch: the instance that started it
 SPARE_PREFIX = "envhub-spare-"  # an unclaimed spare's name; a claimed one is named envhub-<endpoint id>
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ Spare = tuple[Container, str]  # the container and the URL of its port
 
 
 class Spares:
-    """This replica's spares, by what they match (image and port): the `keep` images launched last keep one each."""
+    """This instance's spares, by what they match (image and port): the `keep` images launched last keep one each."""
 
     def __init__(
         self,

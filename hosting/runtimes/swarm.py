@@ -405,7 +405,7 @@ class SwarmRuntime:
     def auth_headers(self, handle: ServiceHandle) -> dict[str, str]:
         return {}
 
-    def sweep(self, live_replicas: set[str]) -> None:
+    def sweep(self, live_instances: set[str]) -> None:
         """Nothing is started ahead of a swarm launch."""
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
-"""Two envhub replicas on one database: syncs, leases, endpoints and the gateway across them.
+"""Two envhub instances on one database: syncs, leases, endpoints and the gateway across them.
 
 The first tests run two endpoint managers in one process, each with its own leases (its
-own replica id), over one database; the last ones start two real `python -m app serve`
-processes on one database, as replicas are deployed (on Postgres, as they are deployed, when the tests have one).
+own instance id), over one database; the last ones start two real `python -m app serve`
+processes on one database, as instances are deployed (on Postgres, as they are deployed, when the tests have one).
 """
 
 import os
@@ -42,16 +42,16 @@ from tests.test_serve import Server
 pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_URL, on Postgres
 
 STARTUP_S = 90  # importing the app takes a while on a loaded machine
-IDLE_S = 4  # the endpoints' idle limit in the in-process replicas
+IDLE_S = 4  # the endpoints' idle limit in the in-process instances
 
 # -- two managers in one process
 
 
 @pytest.fixture
-def replicas(
+def instances(
     engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str
 ) -> Iterator[list[tuple[EndpointManager, Keeper]]]:
-    """Replicas a and b, each an endpoint manager and its keeper: the count template in the catalog, idle
+    """Instances a and b, each an endpoint manager and its keeper: the count template in the catalog, idle
     endpoints stopped after 4 s."""
     index_templates(engine, [templates_dir])
     managers = []
@@ -82,12 +82,12 @@ def running(manager: EndpointManager, environment: str) -> str:
     return launched.id
 
 
-def test_a_replica_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them_awake(
-    replicas: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine, hub: FakeHub
+def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them_awake(
+    instances: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine, hub: FakeHub
 ) -> None:
-    (a, a_keeper), (b, b_keeper) = replicas
+    (a, a_keeper), (b, b_keeper) = instances
     endpoint_id = running(a, count_template)
-    assert a.get(endpoint_id).replica == a.leases.replica
+    assert a.get(endpoint_id).instance == a.leases.instance
 
     b_keeper.reconcile()
     b_keeper.watch()
@@ -133,10 +133,10 @@ def waiting_for(engine: Engine, key: int) -> int:
     return waiting
 
 
-def test_launches_through_two_replicas_at_once_keep_the_limit(
-    replicas: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine
+def test_launches_through_two_instances_at_once_keep_the_limit(
+    instances: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine
 ) -> None:
-    managers = [manager for manager, _ in replicas]
+    managers = [manager for manager, _ in instances]
     for manager in managers:
         manager.limits = EndpointLimits(total=1, idle_timeout_s=60)
     outcomes: list[str] = []
@@ -148,7 +148,7 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
             outcomes.append(exc.message)
 
     threads = [threading.Thread(target=launch, args=(manager,)) for manager in managers]
-    with exclusive(engine, LIMITS_LOCK):  # both replicas count the endpoints only once this ends
+    with exclusive(engine, LIMITS_LOCK):  # both instances count the endpoints only once this ends
         for thread in threads:
             thread.start()
         if engine.dialect.name == "postgresql":  # SQLite shows no waiters; there both wait for its write lock
@@ -163,10 +163,10 @@ def test_launches_through_two_replicas_at_once_keep_the_limit(
     wait_until(lambda: managers[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
-def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
-    replicas: list[tuple[EndpointManager, Keeper]], count_template: str
+def test_the_endpoints_of_an_instance_that_died_are_stopped_by_another(
+    instances: list[tuple[EndpointManager, Keeper]], count_template: str
 ) -> None:
-    (a, _), (b, b_keeper) = replicas
+    (a, _), (b, b_keeper) = instances
     endpoint_id = running(a, count_template)
     a.leases.stop()  # a is gone as far as the database can tell; its server still runs
 
@@ -174,16 +174,16 @@ def test_the_endpoints_of_a_replica_that_died_are_stopped_by_another(
 
     row = b.get(endpoint_id)
     assert row.status == EndpointStatus.STOPPED
-    assert f"its replica {a.leases.replica} is gone" in row.message
-    assert row.replica == b.leases.replica
+    assert f"its instance {a.leases.instance} is gone" in row.message
+    assert row.instance == b.leases.instance
     wait_until(lambda: not server_pids(endpoint_id), timeout_s=10)
 
 
 # -- two processes
 
 
-class Replica(Server):
-    """`python -m app serve` as one replica."""
+class Instance(Server):
+    """`python -m app serve` as one instance."""
 
     def get(self, path: str) -> Any:
         return httpx.get(f"{self.url}{path}", timeout=30).json()
@@ -191,13 +191,13 @@ class Replica(Server):
     def post(self, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", timeout=60, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kwargs)
 
-    def wait_healthy(self) -> "Replica":
+    def wait_healthy(self) -> "Instance":
         wait_until(self.healthy, timeout_s=STARTUP_S)
         return self
 
 
-def replica_env(settings: Settings, tmp_path: Path, name: str, **values: str) -> dict[str, str]:
-    """The environment of one replica's process: the test's database, its own data folder, short leases."""
+def instance_env(settings: Settings, tmp_path: Path, name: str, **values: str) -> dict[str, str]:
+    """The environment of one instance's process: the test's database, its own data folder, short leases."""
     env = cli_env(tmp_path, settings.hf_endpoint) | {
         "ENVHUB_DATABASE_URL": settings.database_url,
         "ENVHUB_DATA_DIR": str(tmp_path / name),
@@ -205,19 +205,19 @@ def replica_env(settings: Settings, tmp_path: Path, name: str, **values: str) ->
         "ENVHUB_ADMIN_TOKEN": ADMIN_TOKEN,
         "ENVHUB_HEALTH_INTERVAL_S": "0",
         "ENVHUB_LEASE_TTL_S": "3",
-        "ENVHUB_UI": "false",  # replicas carrying sessions, reached through their API and gateway
+        "ENVHUB_UI": "false",  # instances carrying sessions, reached through their API and gateway
     }
     return env | {f"ENVHUB_{key.upper()}": value for key, value in values.items()}
 
 
 @pytest.mark.databases("postgres")
 @pytest.mark.timeout(600)
-def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
+def test_a_sync_and_an_endpoint_of_one_instance_serve_through_the_other(
     settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
 ) -> None:
     hub.add_space("alice/chess", files=space_files("Chess"))
-    a = Replica(replica_env(settings, tmp_path, "a", sync_interval_s="0", hub_timeout_s="120"))
-    b: Replica | None = None
+    a = Instance(instance_env(settings, tmp_path, "a", sync_interval_s="0", hub_timeout_s="120"))
+    b: Instance | None = None
     try:
         started = time.monotonic()
         a.wait_healthy()
@@ -231,7 +231,7 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         sync = a.post("/api/sync").json()
         assert sync["status"] == "running"
 
-        b = Replica(replica_env(settings, tmp_path, "b", sync_interval_s="0")).wait_healthy()
+        b = Instance(instance_env(settings, tmp_path, "b", sync_interval_s="0")).wait_healthy()
         time.sleep(3)  # b's watch has looked at every endpoint at least once
 
         # b's start-up left a's sync and a's endpoint as they were.
@@ -240,7 +240,7 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         endpoint = b.get(f"/api/endpoints/{launched['id']}")
         assert endpoint["status"] == "running", endpoint["message"]
         health = b.get("/api/health")
-        assert sorted(health["replicas"]) == sorted([health["replica"], a.get("/api/health")["replica"]])
+        assert sorted(health["instances"]) == sorted([health["instance"], a.get("/api/health")["instance"]])
         assert health["sync_running"] is True
 
         # The endpoint a launched plays through b's gateway URL.
@@ -262,45 +262,45 @@ def test_a_sync_and_an_endpoint_of_one_replica_serve_through_the_other(
         assert a.get(f"/api/endpoints/{launched['id']}")["status"] == "stopped"
         assert not any("Traceback" in line for line in a.lines + b.lines)
     finally:
-        for replica in (b, a):
-            if replica is not None:
-                replica.stop()
+        for instance in (b, a):
+            if instance is not None:
+                instance.stop()
 
 
 @pytest.mark.databases("postgres")
 @pytest.mark.timeout(400)
-def test_when_the_sync_replica_dies_another_takes_over(
+def test_when_the_sync_instance_dies_another_takes_over(
     settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
 ) -> None:
     hub.add_space("alice/chess", files=space_files("Chess"))
-    a = Replica(replica_env(settings, tmp_path, "a", sync_interval_s="2"))
-    b: Replica | None = None
+    a = Instance(instance_env(settings, tmp_path, "a", sync_interval_s="2"))
+    b: Instance | None = None
     launched: dict[str, Any] = {}
     try:
         a.wait_healthy()
-        a_id = a.get("/api/health")["replica"]
+        a_id = a.get("/api/health")["instance"]
         wait_until(lambda: a.get("/api/health")["leases"].get("sync") == a_id, timeout_s=30)
         launched = a.post("/api/endpoints", json={"environment": count_template}).json()
         wait_until(lambda: a.get(f"/api/endpoints/{launched['id']}")["status"] == "running", timeout_s=60)
-        b = Replica(replica_env(settings, tmp_path, "b", sync_interval_s="2")).wait_healthy()
-        b_id = b.get("/api/health")["replica"]
+        b = Instance(instance_env(settings, tmp_path, "b", sync_interval_s="2")).wait_healthy()
+        b_id = b.get("/api/health")["instance"]
         wait_until(lambda: len(b.get("/api/sync")["data"]) >= 2, timeout_s=30)  # due every 2 s
         assert b.get("/api/health")["leases"]["sync"] == a_id
-        assert {r["replica"] for r in b.get("/api/sync")["data"]} == {a_id}  # only a ran them
+        assert {r["instance"] for r in b.get("/api/sync")["data"]} == {a_id}  # only a ran them
 
         a.process.send_signal(signal.SIGKILL)  # no shutdown: no lease given back, a's server left running
         a.process.wait()
 
         wait_until(lambda: b.get("/api/health")["leases"].get("sync") == b_id, timeout_s=15)
-        wait_until(lambda: b.get("/api/sync")["data"][0]["replica"] == b_id, timeout_s=15)
-        assert b.get("/api/health")["replicas"] == [b_id]
-        # b's next look at the endpoints (every 2 s) finds a's replica gone and stops its server.
+        wait_until(lambda: b.get("/api/sync")["data"][0]["instance"] == b_id, timeout_s=15)
+        assert b.get("/api/health")["instances"] == [b_id]
+        # b's next look at the endpoints (every 2 s) finds a's instance gone and stops its server.
         wait_until(lambda: b.get(f"/api/endpoints/{launched['id']}")["status"] == "stopped", timeout_s=15)
-        assert f"its replica {a_id} is gone" in b.get(f"/api/endpoints/{launched['id']}")["message"]
+        assert f"its instance {a_id} is gone" in b.get(f"/api/endpoints/{launched['id']}")["message"]
         wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
     finally:
-        for replica in (b, a):
-            if replica is not None:
-                replica.stop()
+        for instance in (b, a):
+            if instance is not None:
+                instance.stop()
         for pid in server_pids(launched.get("id", "")) if launched else []:
-            os.kill(pid, signal.SIGKILL)  # a failed run leaves no server of the killed replica behind
+            os.kill(pid, signal.SIGKILL)  # a failed run leaves no server of the killed instance behind

@@ -1,6 +1,6 @@
-"""Replicas benchmark: search p95 and API throughput on SQLite and Postgres, one replica against two.
+"""Instances benchmark: search p95 and API throughput on SQLite and Postgres, one instance against two.
 
-Run from the repository root: `.venv/bin/python -m bench.replicas` (SQLite only), or with
+Run from the repository root: `.venv/bin/python -m bench.instances` (SQLite only), or with
 `--postgres postgresql+psycopg://user:password@host/db` (or ENVHUB_BENCH_POSTGRES_URL) to
 add Postgres: the benchmark works in a schema of its own there, dropped at the end, so
 the role needs CREATE on the database.
@@ -8,14 +8,14 @@ the role needs CREATE on the database.
 For each database, 100,000 generated environments (bench/corpus.py) are written the way
 a sync writes them. Then:
 
-- search: one client asks one replica for the 20 queries of bench/search.py in turn,
+- search: one client asks one instance for the 20 queries of bench/search.py in turn,
   through GET /api/environments (a page of 20 and the count), as the UI and API do;
 - throughput: a load generator in this process keeps `--concurrency` requests in flight
   for `--duration` seconds (a mix of searches, browse pages and environment details),
-  first against one replica, then spread evenly over two replicas on the same database.
+  first against one instance, then spread evenly over two instances on the same database.
 
-Floors: Postgres search p95 <= 50 ms; two replicas >= 1.3x the requests per second of one.
-CPU time of every replica and of the load generator is read from /proc, so the table
+Floors: Postgres search p95 <= 50 ms; two instances >= 1.3x the requests per second of one.
+CPU time of every instance and of the load generator is read from /proc, so the table
 shows what the machine's cores went to.
 """
 
@@ -107,14 +107,14 @@ def postgres_cpu_seconds() -> float:
 
 @dataclass
 class Load:
-    replicas: int
+    instances: int
     seconds: float
     requests: int = 0
     errors: int = 0
     latencies: list[float] = field(default_factory=list)
-    replica_cpu: list[float] = field(default_factory=list)
+    instance_cpu: list[float] = field(default_factory=list)
     client_cpu: float = 0.0
-    database_cpu: float = 0.0  # local Postgres processes; SQLite runs inside the replicas
+    database_cpu: float = 0.0  # local Postgres processes; SQLite runs inside the instances
 
     @property
     def rate(self) -> float:
@@ -144,12 +144,12 @@ async def _drive(
     async def cpu_meter() -> None:
         """CPU time over the counted seconds only, not the warm-up."""
         await asyncio.sleep(warmup_s)
-        replicas_before = [cpu_seconds(pid) for _, pid in servers]
+        instances_before = [cpu_seconds(pid) for _, pid in servers]
         client_before, database_before = time.process_time(), postgres_cpu_seconds()
         await asyncio.sleep(duration_s)
         load.client_cpu = time.process_time() - client_before
         load.database_cpu = postgres_cpu_seconds() - database_before
-        load.replica_cpu = [cpu_seconds(pid) - b for (_, pid), b in zip(servers, replicas_before, strict=True)]
+        load.instance_cpu = [cpu_seconds(pid) - b for (_, pid), b in zip(servers, instances_before, strict=True)]
 
     try:
         await asyncio.gather(cpu_meter(), *(worker(i) for i in range(concurrency)))
@@ -188,11 +188,11 @@ class Outcome:
 
 
 @contextmanager
-def replicas(scratch: Path, url: str, count: int) -> Iterator[list[tuple[str, int]]]:
+def instances(scratch: Path, url: str, count: int) -> Iterator[list[tuple[str, int]]]:
     with ExitStack() as stack:
         servers = []
         for index in range(count):
-            folder = scratch / f"replica-{index}"
+            folder = scratch / f"instance-{index}"
             folder.mkdir(exist_ok=True)
             base, process = stack.enter_context(envhub_server(folder, TEMPLATES, url))
             servers.append((base, process.pid))
@@ -214,14 +214,14 @@ def fresh_catalog(url: str, environments: int, seed: int) -> float:
 def run_database(name: str, url: str, scratch: Path, args: argparse.Namespace) -> Outcome:
     print(f"{name}: writing {args.environments:,} environments ...", flush=True)
     seconds = fresh_catalog(url, args.environments, args.seed)
-    print(f"{name}: written in {seconds:.1f} s; starting replicas", flush=True)
+    print(f"{name}: written in {seconds:.1f} s; starting instances", flush=True)
     paths = request_mix(args.environments, args.seed)
-    with replicas(scratch, url, 2) as servers:
+    with instances(scratch, url, 2) as servers:
         search = search_latencies(servers[0][0], args.reps)
         loads = []
         for count in (1, 2):
             load = throughput(servers[:count], paths, args.concurrency, args.warmup, args.duration)
-            print(f"{name}: {count} replica(s): {load.rate:,.0f} requests/s", flush=True)
+            print(f"{name}: {count} instance(s): {load.rate:,.0f} requests/s", flush=True)
             loads.append(load)
     return Outcome(name, search, loads, seconds)
 
@@ -235,7 +235,7 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
         rows.append(
             [o.database, len(every), percentile(every, 0.5), percentile(every, 0.95), max(every), worst, o.populate_s]
         )
-    print("search through GET /api/environments, one client, one replica; milliseconds")
+    print("search through GET /api/environments, one client, one instance; milliseconds")
     print(table(["database", "requests", "p50", "p95", "max", "slowest query at p95", "populate s"], rows))
 
     print()
@@ -245,30 +245,30 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
             rows.append(
                 [
                     o.database,
-                    load.replicas,
+                    load.instances,
                     load.requests,
                     load.errors,
                     load.rate,
                     percentile(load.latencies, 0.5),
                     percentile(load.latencies, 0.95),
-                    " + ".join(f"{c:.1f}" for c in load.replica_cpu),
+                    " + ".join(f"{c:.1f}" for c in load.instance_cpu),
                     load.client_cpu,
                     load.database_cpu,
-                    (sum(load.replica_cpu) + load.client_cpu + load.database_cpu) / (load.seconds * cores),
+                    (sum(load.instance_cpu) + load.client_cpu + load.database_cpu) / (load.seconds * cores),
                 ]
             )
-    print(f"throughput, the same load on one replica and spread over two; {cores} cores")
+    print(f"throughput, the same load on one instance and spread over two; {cores} cores")
     print(
         table(
             [
                 "database",
-                "replicas",
+                "instances",
                 "requests",
                 "errors",
                 "req/s",
                 "p50 ms",
                 "p95 ms",
-                "replica CPU s",
+                "instance CPU s",
                 "client CPU s",
                 "postgres CPU s",
                 "cores busy",
@@ -276,7 +276,7 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
             rows,
         )
     )
-    print("(postgres CPU = every local postgres process; cores busy = CPU seconds of the replicas, the load")
+    print("(postgres CPU = every local postgres process; cores busy = CPU seconds of the instances, the load")
     print(" generator and postgres / (seconds x cores))")
 
     checks = []
@@ -289,7 +289,7 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
         ratio = two.rate / one.rate
         checks.append(
             (
-                f"{o.database}: two replicas >= {SCALE_FLOOR:g}x one",
+                f"{o.database}: two instances >= {SCALE_FLOOR:g}x one",
                 ratio >= SCALE_FLOOR,
                 f"{two.rate:,.0f} / {one.rate:,.0f} req/s = {ratio:.2f}x",
             )
@@ -300,7 +300,7 @@ def report(outcomes: list[Outcome], cores: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.replicas", description="Replicas benchmark")
+    parser = argparse.ArgumentParser(prog="python -m bench.instances", description="Instances benchmark")
     parser.add_argument("--environments", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument(
@@ -319,13 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine_line()}")
     print(f"load average at start: {load_average()}")
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="envhub-bench-replicas-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-instances-") as tmp:
         scratch = Path(tmp)
         database = scratch / "catalog.db"
         outcomes.append(run_database("sqlite", f"sqlite:///{database}", scratch, args))
         if args.postgres:
             print(f"postgres: {make_url(args.postgres).render_as_string(hide_password=True)}")
-            with postgres_schema(args.postgres, "bench_replicas") as url:
+            with postgres_schema(args.postgres, "bench_instances") as url:
                 outcomes.append(run_database("postgres", url, scratch, args))
         else:
             print("postgres: skipped (no --postgres URL or ENVHUB_BENCH_POSTGRES_URL)")
