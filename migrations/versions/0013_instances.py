@@ -31,8 +31,8 @@ _TABLES = ("syncrun", "endpoint", "evaluation", "agentsession")
 def _rename(old: str, new: str) -> None:
     """Each table's column `old` to `new`, the endpoint's index with it; the processes' own leases of `old` go.
 
-    The index is dropped before and made after: SQLite's batch copies the table, and cannot index a column it
-    renames in the same copy."""
+    The index is dropped before and made after: on SQLite Alembic's batch copies the table, and cannot index a
+    column it renames in the same copy."""
     op.drop_index(f"ix_endpoint_{old}", table_name="endpoint")
     for table in _TABLES:
         with op.batch_alter_table(table) as batch:
