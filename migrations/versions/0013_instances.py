@@ -12,7 +12,7 @@ an earlier version cannot run on the renamed columns anyway.
 
 Revision ID: 0013
 Revises: 0012
-Create Date: 2026-12-13
+Create Date: 2026-12-05
 """
 
 from collections.abc import Sequence
