@@ -48,6 +48,7 @@ from core.sealing import EndpointTokens, Sealer
 from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.sessions import AgentSessions
+from evals.store import EvaluationStore
 from gateway.mcp import Door
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
@@ -167,7 +168,8 @@ class Services:
     publisher: Publisher
     monitor: HealthMonitor
     play: PlaySessions
-    evaluations: Runner  # the evaluation runs under way in this process
+    evaluations: EvaluationStore  # the evaluation runs on record, and their episodes
+    runner: Runner  # the evaluation runs under way in this process
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
@@ -241,6 +243,7 @@ class Services:
             downloads_per_request=settings.taskset_downloads_per_request,
             downloads_per_hour=settings.taskset_downloads_per_hour,
         )
+        evaluations = EvaluationStore(engine, leases.instance)
         return cls(
             settings=settings,
             engine=engine,
@@ -258,7 +261,8 @@ class Services:
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
-            evaluations=Runner(engine, leases.instance),
+            evaluations=evaluations,
+            runner=Runner(evaluations),
             presets=ModelPresets(engine, sessions.sealer),
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -351,7 +355,7 @@ class Services:
 
     async def _interrupt_orphaned_evaluations(self) -> None:
         live = await asyncio.to_thread(self.leases.live_instances)
-        await asyncio.to_thread(self.evaluations.interrupt_orphans, live)
+        await asyncio.to_thread(self.evaluations.interrupt_orphans, live, self.runner.under_way)
         await asyncio.to_thread(self.agents.end_orphans, live)
 
     async def stop(self) -> None:
@@ -361,7 +365,7 @@ class Services:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
-        await self.evaluations.stop()
+        await self.runner.stop()
         await self.mcp.aclose()
         await self.play.close_all()
         await self.publisher.aclose()

@@ -33,7 +33,8 @@ from bench.envhub import envhub_server
 from bench.report import load_average, machine_line, percentile, table, verdict
 from core.db import create_db_engine
 from evals.models import Evaluation, EvaluationStatus
-from evals.runs import Runner, new_evaluation_id
+from evals.runs import new_evaluation_id
+from evals.store import EvaluationStore
 from rollout.episodes import EpisodeResult, EpisodeSpec
 from tests.fakemodel import FakeModel, Reply
 
@@ -79,14 +80,14 @@ def harness_ms(url: str, evaluation_id: str, delay_ms: float) -> tuple[list[floa
 
 def stored(url: str, database: Path, count: int) -> dict[str, list[float]]:
     """Fill the catalog with `count` episodes in 20 runs, then time what the leaderboard and the viewer read."""
-    runner = Runner(create_db_engine(f"sqlite:///{database}"), "bench")
+    store = EvaluationStore(create_db_engine(f"sqlite:///{database}"), "bench")
     real = httpx.get(f"{url}/api/evaluations", timeout=30).json()[0]
     sample = httpx.get(f"{url}/api/evaluations/{real['id']}/episodes.jsonl", timeout=30).text.splitlines()[0]
     records = json.loads(sample)["records"]
     records = (records * 4)[:21]
     runs = []
     for r in range(20):
-        row = runner.create(
+        row = store.create(
             Evaluation(
                 id=new_evaluation_id(),
                 environment="template:wordle",
@@ -101,7 +102,7 @@ def stored(url: str, database: Path, count: int) -> dict[str, list[float]]:
         )
         for i in range(count // 20):
             result = EpisodeResult(EpisodeSpec(i, seed=i), steps=records, reward=float(i % 2), done=True)
-            runner.record(row, result, wall_s=1.0)
+            store.record(row, result, wall_s=1.0)
         runs.append(row.id)
     times: dict[str, list[float]] = {"leaderboard": [], "run with its episodes": [], "one episode (20 steps)": []}
     with httpx.Client(base_url=url, timeout=30) as client:

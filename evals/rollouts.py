@@ -11,7 +11,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from core.errors import ForbiddenError, InvalidInputError, UpstreamError
 from evals.models import Evaluation
-from evals.runs import Runner
+from evals.store import EvaluationStore
 
 __all__ = ["dataset_card", "push_rollouts", "rollouts_jsonl"]
 
@@ -29,12 +29,12 @@ def _metadata(run: Evaluation) -> dict[str, Any]:
     }
 
 
-def rollouts_jsonl(runner: Runner, evaluation_id: str) -> str:
-    run = runner.get(evaluation_id)
+def rollouts_jsonl(store: EvaluationStore, evaluation_id: str) -> str:
+    run = store.get(evaluation_id)
     metadata = _metadata(run)
     lines = [
         json.dumps({"run": metadata, **episode.model_dump(mode="json")}, ensure_ascii=False, default=str)
-        for episode in runner.episodes(evaluation_id)
+        for episode in store.episodes(evaluation_id)
     ]
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -78,7 +78,7 @@ def dataset_card(run: Evaluation) -> str:
 
 
 def push_rollouts(
-    runner: Runner, evaluation_id: str, repo_id: str, *, token: str | None, endpoint: str, private: bool = False
+    store: EvaluationStore, evaluation_id: str, repo_id: str, *, token: str | None, endpoint: str, private: bool = False
 ) -> str:
     """Create (or reuse) the dataset repo and commit the rollouts and their card; the repo's URL."""
     if not token:
@@ -87,11 +87,11 @@ def push_rollouts(
         )
     if repo_id.count("/") != 1:
         raise InvalidInputError(f"name the dataset as namespace/name, not {repo_id!r}")
-    run = runner.get(evaluation_id)
+    run = store.get(evaluation_id)
     api = HfApi(endpoint=endpoint, token=token, library_name="envhub")
     try:
         url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        for path, content in ((DATA_FILE, rollouts_jsonl(runner, evaluation_id)), ("README.md", dataset_card(run))):
+        for path, content in ((DATA_FILE, rollouts_jsonl(store, evaluation_id)), ("README.md", dataset_card(run))):
             api.upload_file(
                 path_or_fileobj=io.BytesIO(content.encode()),
                 path_in_repo=path,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.settings import REPO_ROOT
 from core.db import create_db_engine
-from evals.runs import Runner
+from evals.store import EvaluationStore
 from tests.conftest import space_files
 from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, Reply
@@ -108,7 +108,7 @@ def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) 
     assert {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
     # The run is in the catalog the server reads, for its leaderboard.
     engine = create_db_engine(env["ENVHUB_DATABASE_URL"])
-    [run] = Runner(engine).list_runs(environment="template:wordle")
+    [run] = EvaluationStore(engine).list_runs(environment="template:wordle")
     engine.dispose()
     assert (run.status, run.policy_label, run.summary["episodes"], run.launched) == ("finished", "cli-model", 3, True)
 

@@ -81,13 +81,12 @@ def read_episode(episode_id: str, services: ServicesDep, caller: CallerDep) -> E
 async def cancel_evaluation(evaluation_id: str, services: ServicesDep, caller: CallerDep) -> EvaluationBase:
     """Cancel a run: its owner or the admin may (one nobody owns: anyone while sign-in is off); the episodes
     that finished are kept."""
-    runner = services.evaluations
-    run = runner.get(evaluation_id)
+    run = services.evaluations.get(evaluation_id)
     if not services.endpoints.access.may_stop(caller, run.owner):
         who = f"by {run.owner}" if run.owner else "by nobody signed in"
         raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")
-    if run.status in UNDER_WAY and not await runner.cancel(evaluation_id):
+    if run.status in UNDER_WAY and not await services.runner.cancel(evaluation_id):
         raise ConflictError(
             f"evaluation {evaluation_id} runs in another envhub process ({run.instance}); cancel it there"
         )
-    return EvaluationBase.model_validate(runner.get(evaluation_id).model_dump())
+    return EvaluationBase.model_validate(services.evaluations.get(evaluation_id).model_dump())

@@ -389,7 +389,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         run = services.evaluations.get(evaluation_id)
         if not services.endpoints.access.may_stop(acting_caller(services, request), run.owner):
             return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
-        await services.evaluations.cancel(evaluation_id)
+        await services.runner.cancel(evaluation_id)
         return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(evaluation_id, environment_id)
 
     async def push(request: gr.Request, evaluation_id: str, repo: str) -> dict[Any, Any]:

@@ -199,7 +199,7 @@ async def start_evaluation(
     if capped:
         _ensure_within_caps(services.settings, body)
     # The slot is held from before the first wait until the run is on record, so that requests at once count too.
-    with services.evaluations.slot(caller.name, services.settings.max_evaluations_per_owner if capped else None):
+    with services.runner.slot(caller.name, services.settings.max_evaluations_per_owner if capped else None):
         return await _start(services, body, caller, gateway)
 
 
@@ -292,5 +292,5 @@ async def _start(
         brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
         return Play(url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched)
 
-    services.evaluations.start(row, prepare)
+    services.runner.start(row, prepare)
     return row
