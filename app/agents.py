@@ -69,7 +69,7 @@ class PoolPlacement:
         slot = _slot(seat)
         self.pool.refused(slot, max_sessions, active=True)
         if slot.said:
-            await asyncio.to_thread(self.endpoints.replicas.note_capacity, slot.id, slot.capacity)
+            await asyncio.to_thread(self.endpoints.replica_store.note_capacity, slot.id, slot.capacity)
 
     def unreachable(self, seat: Seat) -> None:
         self.pool.release(_slot(seat), active=True)

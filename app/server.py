@@ -1,5 +1,7 @@
-"""envhub's uvicorn server config: the gateway's protocols (gateway.server), and the settings they run with."""
+"""envhub's uvicorn server: the gateway's protocols (gateway.server), the settings they run with, and a shutdown that
+lets the runs under way end as interrupted before the sockets they play through close."""
 
+import socket
 from typing import Any
 
 import uvicorn
@@ -8,7 +10,7 @@ from fastapi import FastAPI
 from app.services import Services
 from gateway.server import GatewayWebSocketProtocol, HeadDeadlineProtocol
 
-__all__ = ["server_config"]
+__all__ = ["EnvhubServer", "envhub_server", "server_config"]
 
 
 def server_config(app: FastAPI, **options: Any) -> uvicorn.Config:
@@ -24,3 +26,22 @@ def server_config(app: FastAPI, **options: Any) -> uvicorn.Config:
         ws_ping_timeout=services.settings.ws_ping_s,
         **options,
     )
+
+
+class EnvhubServer(uvicorn.Server):
+    """uvicorn's server, which stops envhub's evaluations before it closes its connections. An evaluation plays
+    through envhub's own gateway, whose sockets a shutdown closes (1012) before the app's lifespan ends: stopped
+    first, the run ends interrupted with its finished episodes, instead of failing on its own gateway's close."""
+
+    def __init__(self, config: uvicorn.Config, services: Services) -> None:
+        super().__init__(config)
+        self.services = services
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.services.runner.stop()
+        await super().shutdown(sockets)
+
+
+def envhub_server(app: FastAPI, **options: Any) -> EnvhubServer:
+    """envhub's server for the envhub app (server_config's options)."""
+    return EnvhubServer(server_config(app, **options), app.state.services)

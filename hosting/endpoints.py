@@ -29,7 +29,8 @@ from gateway.paths import gateway_path
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
-from hosting.replicas import Replicas, capacity_of
+from hosting.replica_store import ReplicaStore, capacity_of
+from hosting.replicas import Replicas
 from hosting.routing import Routes
 from hosting.runtimes import AnyRuntime, LaunchSpec, handle_of, is_service
 from hosting.traffic import TrafficBook
@@ -67,7 +68,8 @@ class EndpointManager:
         self.leases = leases or Leases(engine)
         self.access = access
         self.routes = Routes(engine, runtimes, limits)
-        self.replicas = Replicas(engine, runtimes, self.routes, logs_dir)
+        self.replica_store = ReplicaStore(engine)  # the pools' rows and events
+        self.replicas = Replicas(self.replica_store, runtimes, self.routes, logs_dir)  # their servers
         self.traffic = TrafficBook(engine)
         self._specs: dict[str, LaunchSpec[Any]] = {}  # endpoint -> what its replicas are launched with (secrets too)
         self._lock = threading.RLock()
@@ -220,16 +222,16 @@ class EndpointManager:
         """
         spec = self.spec(endpoint)
         if spec is None:
-            self.replicas.event(endpoint.id, "hold", "cannot start replicas here: it was launched with secrets")
+            self.replica_store.event(endpoint.id, "hold", "cannot start replicas here: it was launched with secrets")
             return 0
         if not reserved:
             try:
                 with self._lock, exclusive(self.engine, LIMITS_LOCK) as connection, Session(bind=connection) as session:
                     ensure_servers(session, self.limits, endpoint.owner, count)
             except EnvhubError as exc:
-                self.replicas.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
+                self.replica_store.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
                 return 0
-        for row in self.replicas.add(endpoint, capacity_of(endpoint), count):
+        for row in self.replica_store.add(endpoint, capacity_of(endpoint), count):
             threading.Thread(
                 target=self._start_replica, args=(endpoint, row, spec, kind), name=f"replica-{row.id}", daemon=True
             ).start()
@@ -259,7 +261,7 @@ class EndpointManager:
             self.update(endpoint.id, status=EndpointStatus.RUNNING, message=_running(note), started_at=utcnow())
             self.routes.refresh(endpoint.id)
         if kind != "launch":
-            self.replicas.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
+            self.replica_store.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
 
     def _replica_failed(self, endpoint_id: str, message: str) -> None:
         """A replica did not start: the endpoint fails when it has none left that run or start."""
@@ -267,13 +269,15 @@ class EndpointManager:
             current = self.update(endpoint_id)
             if current is None or current.status not in ACTIVE:
                 return
-            if any(r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY) for r in self.replicas.rows(endpoint_id)):
-                self.replicas.event(endpoint_id, "fail", f"a replica did not start: {message}")
+            if any(
+                r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY) for r in self.replica_store.rows(endpoint_id)
+            ):
+                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
                 return
             if current.status == EndpointStatus.STARTING:
                 self.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
             else:
-                self.replicas.event(endpoint_id, "fail", f"a replica did not start: {message}")
+                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
 
     def _start_service(self, runtime: AnyRuntime, spec: LaunchSpec[Any]) -> None:
         """A service runtime starts every replica as one service; its tasks become the replicas' rows."""
@@ -333,7 +337,7 @@ class EndpointManager:
         self._specs.pop(endpoint.id, None)
         runtime = self.runtimes.get(endpoint.backend)
         service = handle_of(runtime, endpoint.handle) if runtime is not None else None
-        for replica in self.replicas.rows(endpoint.id):
+        for replica in self.replica_store.rows(endpoint.id):
             if pool is not None:
                 pool.lose(replica.id, reason)
             self.replicas.stop(

@@ -145,7 +145,7 @@ class Keeper:
             service = handle_of(runtime, endpoint.handle) if runtime is not None else None
             return runtime is not None and service is not None and runtime.is_running(service)
         running = False
-        for replica in replicas.rows(endpoint.id):
+        for replica in self.endpoints.replica_store.rows(endpoint.id):
             if replica.status != ReplicaStatus.STARTING and replicas.is_running(endpoint, replica):
                 running = True
             else:
@@ -168,7 +168,7 @@ class Keeper:
                 continue
             if endpoint.handle:
                 servers.add(endpoint.id)
-            servers |= {r.id for r in self.endpoints.replicas.rows(endpoint.id)}
+            servers |= {r.id for r in self.endpoints.replica_store.rows(endpoint.id)}
         return servers
 
     def _sweep(self, live: set[str]) -> None:

@@ -68,6 +68,7 @@ class Scaler:
     def __init__(self, endpoints: EndpointManager) -> None:
         self.endpoints = endpoints
         self.replicas = endpoints.replicas
+        self.store = endpoints.replica_store
         endpoints.routes.on_pressure = self.scale_soon
         self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._soon: set[str] = set()
@@ -96,7 +97,7 @@ class Scaler:
                     self._tell(endpoint, pool, replica, reason)
                     self._count_loss(endpoint, reason)
             else:
-                for replica in self.replicas.rows(endpoint.id):
+                for replica in self.store.rows(endpoint.id):
                     if replica.status in (ReplicaStatus.READY, ReplicaStatus.DRAINING) and not (
                         self.replicas.is_running(endpoint, replica)
                     ):
@@ -126,7 +127,7 @@ class Scaler:
         if self.endpoints.get(endpoint.id).status != EndpointStatus.RUNNING:
             return  # stopped or failed meanwhile
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
-        rows = self.replicas.rows(endpoint.id)
+        rows = self.store.rows(endpoint.id)
         serving = [r for r in rows if r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY)]
         ready = {r.id for r in serving if r.status == ReplicaStatus.READY}
         idle = pool.idle(self.endpoints.limits.pool_idle_s) if pool is not None else []
@@ -135,9 +136,9 @@ class Scaler:
             self._grow(endpoint, decided.grow_to, len(serving), decided.kind)
         elif decided.drain and pool is not None:
             for replica_id in decided.drain:
-                self.replicas.update(replica_id, status=ReplicaStatus.DRAINING)
+                self.store.update(replica_id, status=ReplicaStatus.DRAINING)
                 pool.drain(replica_id)
-            rows = self.replicas.rows(endpoint.id)
+            rows = self.store.rows(endpoint.id)
         for replica in rows:
             if replica.status == ReplicaStatus.DRAINING and (pool is None or pool.drain(replica.id)):
                 self._shrink(endpoint, replica)
@@ -151,7 +152,7 @@ class Scaler:
             self._asked[endpoint.id] = target
             runtime.scale(service, target)
             why = "to keep the pool's min" if kind == "replace" else "sessions were waiting or the pool was nearly full"
-            self.replicas.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
+            self.store.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
             return
         self.endpoints.grow(endpoint, target - now, kind)
 
@@ -162,24 +163,24 @@ class Scaler:
         self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)
         idle = self.endpoints.limits.pool_idle_s
         if service is not None and is_service(runtime):
-            left = len([r for r in self.replicas.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
+            left = len([r for r in self.store.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
             self._asked[endpoint.id] = left
             runtime.scale(service, left)
-        self.replicas.event(endpoint.id, "shrink", f"replica {replica.id} stopped after {idle:g} s without sessions")
+        self.store.event(endpoint.id, "shrink", f"replica {replica.id} stopped after {idle:g} s without sessions")
 
     def lose(self, endpoint: Endpoint, replica: Replica, reason: str) -> None:
         """A replica that died or hung: its sessions are told, it is stopped, and the pool replaces it."""
         pool = self.endpoints.routes.known(endpoint.id)
-        self.replicas.update(replica.id, status=ReplicaStatus.UNHEALTHY, last_error=reason)
+        self.store.update(replica.id, status=ReplicaStatus.UNHEALTHY, last_error=reason)
         self._tell(endpoint, pool, replica, reason)
         self.replicas.stop(endpoint, replica, status=ReplicaStatus.FAILED, error=reason)
         self._count_loss(endpoint, reason)
 
     def _count_loss(self, endpoint: Endpoint, reason: str) -> None:
         """The pool's event; an endpoint whose servers keep dying is failed rather than replaced again."""
-        self.replicas.event(endpoint.id, "lost", reason)
-        lost = self.replicas.losses(endpoint.id, CRASH_LOOP_S)
-        if lost >= CRASH_LOOP_LOSSES and not self.replicas.rows(endpoint.id, ready_only=True):
+        self.store.event(endpoint.id, "lost", reason)
+        lost = self.store.losses(endpoint.id, CRASH_LOOP_S)
+        if lost >= CRASH_LOOP_LOSSES and not self.store.rows(endpoint.id, ready_only=True):
             minutes = f"{CRASH_LOOP_S / 60:g} minutes"
             self.endpoints.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
         else:
@@ -195,7 +196,7 @@ class Scaler:
         """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running
         while sending their sessions nothing (a busy server is slow to answer, a hung one silent)."""
         mine = [e for e in self.endpoints.list(active_only=True) if self._mine(e)]
-        checks = [(e, r) for e in mine for r in self.replicas.rows(e.id) if r.status == ReplicaStatus.READY]
+        checks = [(e, r) for e in mine for r in self.store.rows(e.id) if r.status == ReplicaStatus.READY]
         answers = list(self._probes.map(lambda pair: self._answers(*pair), checks))
         for (endpoint, replica), answered in zip(checks, answers, strict=True):
             if answered or self._busy(endpoint, replica):

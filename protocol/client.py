@@ -7,6 +7,11 @@ URL's own Host header and TLS name: `_connect_async`, the one place openenv open
 socket, is replaced by one that asks the outbound session for it. Everything else (the
 frames, timeouts, the send-and-receive discipline) stays openenv's. It also keeps the
 last error frame whole, whose field errors explain a refusal better than its message.
+
+An episode lives on the socket that carried its reset. openenv's client opens a new socket
+for the next message when that one has closed, which would send a step to a new session
+(on another replica, say) as if nothing happened; here a step or state query after the
+episode's socket is gone fails with ConnectionError, saying so, and only a reset opens anew.
 """
 
 import asyncio
@@ -14,6 +19,7 @@ from typing import Any
 
 from openenv.core.generic_client import GenericEnvClient
 from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from core.outbound import OutboundSession
@@ -23,6 +29,7 @@ __all__ = ["PinnedClient"]
 
 class PinnedClient(GenericEnvClient):  # type: ignore[misc]
     last_error: dict[str, Any] | None = None
+    _episode_ws: ClientConnection | None = None  # the socket that carried the episode's reset
     _ws: ClientConnection | None
     _ws_loop: asyncio.AbstractEventLoop | None
 
@@ -59,3 +66,21 @@ class PinnedClient(GenericEnvClient):  # type: ignore[misc]
             data = response.get("data")
             self.last_error = data if isinstance(data, dict) else {"message": str(data)}
         return response
+
+    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        episode = self._episode_ws
+        gone = episode is not None and (self._ws is not episode or episode.state in (State.CLOSING, State.CLOSED))
+        if gone and message.get("type") != "reset":
+            raise ConnectionError(_lost(episode))
+        try:
+            response: dict[str, Any] = await super()._send_and_receive(message)
+        except ConnectionClosed as exc:
+            raise ConnectionError(_lost(self._ws or episode)) from exc
+        if message.get("type") == "reset":
+            self._episode_ws = self._ws
+        return response
+
+
+def _lost(ws: ClientConnection | None) -> str:
+    said = f" ({ws.close_code} {ws.close_reason})".replace(" )", ")") if ws is not None and ws.close_code else ""
+    return f"the environment's session was lost{said}: its episode is over, reset to start a new one"

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from app.main import create_app
-from app.server import server_config
+from app.server import envhub_server
 from app.services import Services
 from app.settings import REPO_ROOT, Settings
 from core.outbound import OutboundGuard
@@ -73,8 +72,7 @@ class Envhub:
         self.url = f"http://127.0.0.1:{self.port}"
         app = create_app(settings, guard=guard)
         self.services: Services = app.state.services
-        config = server_config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server = envhub_server(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_until(lambda: self.server.started, timeout_s=30)

@@ -3,6 +3,8 @@ baseline, or a model behind a real fake chat-completions server) plays them thro
 API returns the runs, their episodes, the JSONL export and the leaderboard."""
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -233,6 +235,41 @@ def test_runs_left_by_an_envhub_that_stopped_are_interrupted_and_keep_their_epis
         again.stop()
     assert run["status"] == "interrupted" and "episodes that finished are kept" in run["message"]
     assert len(run["episodes"]) == 2
+
+
+def test_an_episode_whose_server_dies_fails_alone_and_the_run_plays_on(evaluating: Envhub) -> None:
+    """A replica killed in the middle of an episode fails that episode (its connection broke), not the run: the
+    pool starts another server, and the next episodes play on it."""
+    endpoint = evaluating.running("template:wordle")
+    [replica] = evaluating.ready_replicas(endpoint["id"])
+    pid = int(evaluating.services.endpoints.replica_store.rows(endpoint["id"])[0].handle["pid"])
+    thinking = threading.Event()
+
+    def brain(body: dict[str, Any]) -> Reply:
+        if not thinking.is_set():  # the run's first move: its server is killed while the model thinks
+            thinking.set()
+            return Reply(text='{"guess": "crane"}', delay_s=3)
+        return Reply(text='{"guess": "crane"}')
+
+    fake = FakeModel(brain)
+    try:
+        created = start(
+            evaluating,
+            endpoint=endpoint["id"],
+            policy={"model": {"base_url": fake.url, "model": "m"}},
+            episodes=3,
+            max_steps=2,
+        )
+        wait_until(thinking.is_set, 60)
+        os.kill(pid, signal.SIGKILL)
+        run = finished(evaluating, created["id"], timeout_s=180)
+    finally:
+        fake.close()
+    assert run["status"] == "finished", run["message"]
+    first, *rest = run["episodes"]
+    assert first["status"] == "failed" and "session was lost" in first["error"], first
+    assert [e["status"] for e in rest] == ["cut", "cut"]  # two steps each, on the server that replaced it
+    assert replica["id"] not in {r["id"] for r in evaluating.ready_replicas(endpoint["id"])}
 
 
 def test_rollouts_are_pushed_to_the_hub_as_a_dataset_with_the_users_token(evaluating: Envhub, hub: FakeHub) -> None:

@@ -23,7 +23,7 @@ def present(endpoint: Endpoint, services: Services, request: Request, caller: Ca
     manager = services.endpoints
     # Counters are this instance's gateway's; the last activity is any instance's, as written to the row.
     stats = manager.traffic.stats(endpoint)
-    pool = manager.replicas.public(endpoint, manager.routes.known(endpoint.id))
+    pool = manager.replica_store.public(endpoint, manager.routes.known(endpoint.id))
     ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]
     private = endpoint.options.get("private") is True
     public = EndpointPublic.model_validate(

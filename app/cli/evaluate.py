@@ -46,10 +46,8 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool) -> int:
-    import uvicorn
-
     from app.main import create_app
-    from app.server import server_config
+    from app.server import envhub_server
     from app.usecases.evaluations import start_evaluation
     from core.callers import Caller
     from evals.models import UNDER_WAY
@@ -60,7 +58,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     # It serves no web page.
     local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True, "ui": False}
     app = create_app(settings.model_copy(update=local))
-    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=0, log_level="warning"))
+    server = envhub_server(app, host="127.0.0.1", port=0, log_level="warning")
     serving = asyncio.create_task(server.serve())
     while not server.started:
         if serving.done():

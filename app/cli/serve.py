@@ -7,20 +7,18 @@ from app.settings import Settings
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.main import create_app
-    from app.server import server_config
+    from app.server import envhub_server
 
     page = "" if settings.ui else "; no web page (ENVHUB_UI=false): the API and the gateway only"
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url}{page})", flush=True)
     # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. The gateway
     # pings the WebSocket sessions it relays: a client that leaves a ping unanswered for an interval is let go.
-    config = server_config(
+    server = envhub_server(
         create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*"
     )
     logs.quiet_page_requests()
-    uvicorn.Server(config).run()
+    server.run()
     return 0
 
 

@@ -84,7 +84,7 @@ def build() -> MyEndpoints:
 
 
 def _pool(services: Services, endpoint: Endpoint) -> str:
-    pool = services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
+    pool = services.endpoints.replica_store.public(endpoint, services.endpoints.routes.known(endpoint.id))
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
 

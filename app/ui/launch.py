@@ -169,7 +169,7 @@ def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Requ
     return values | {
         launch.status: status_html(
             endpoint,
-            services.endpoints.replicas.public(endpoint, routes.known(endpoint.id)),
+            services.endpoints.replica_store.public(endpoint, routes.known(endpoint.id)),
             services.endpoints.newer_revision(endpoint),
         ),
         launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",

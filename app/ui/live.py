@@ -42,7 +42,7 @@ def running_pool(services: Services, environment_id: str) -> tuple[PoolPublic | 
     endpoint = services.endpoints.running_endpoint(environment_id)
     if endpoint is None:
         return None, False
-    pool = services.endpoints.replicas.public(endpoint, services.endpoints.routes.known(endpoint.id))
+    pool = services.endpoints.replica_store.public(endpoint, services.endpoints.routes.known(endpoint.id))
     return pool, endpoint.options.get("private") is True
 
 
