@@ -1,11 +1,13 @@
-"""A fence around the uvicorn internals envhub's server builds on (app/server.py subclasses two private protocol
-classes): an upgrade of uvicorn that changes any method it overrides or calls fails here, naming it, so that the
-subclass is read again before the new version is pinned. After reviewing it, update the digests below."""
+"""A fence around the uvicorn internals envhub's server builds on (gateway/server.py subclasses two private
+protocol classes; app/server.py the server, whose shutdown it runs after stopping evaluations): an upgrade of uvicorn
+that changes any method it overrides or calls fails here, naming it, so that the subclass is read again before the
+new version is pinned. After reviewing it, update the digests below."""
 
 import hashlib
 import inspect
 
 import pytest
+from uvicorn import Server
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -22,6 +24,7 @@ REVIEWED: dict[tuple[type, str], str] = {
     (HttpToolsProtocol, "on_message_begin"): "96d377fdc7c2baef",
     (HttpToolsProtocol, "on_headers_complete"): "1ea8589acfad92d8",
     (HttpToolsProtocol, "connection_lost"): "c91a4c9bf2e29c55",
+    (Server, "shutdown"): "9b33c50562992b1e",
 }
 
 
@@ -29,5 +32,6 @@ REVIEWED: dict[tuple[type, str], str] = {
 def test_the_uvicorn_methods_envhubs_server_builds_on_are_the_ones_reviewed(owner: type, name: str) -> None:
     digest = hashlib.sha256(inspect.getsource(getattr(owner, name)).encode()).hexdigest()[:16]
     assert digest == REVIEWED[(owner, name)], (
-        f"uvicorn's {owner.__name__}.{name} changed: read app/server.py's subclass against it, then update its digest"
+        f"uvicorn's {owner.__name__}.{name} changed: read envhub's subclass of it (gateway/server.py, app/server.py) "
+        "against it, then update its digest"
     )
