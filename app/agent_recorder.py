@@ -26,7 +26,7 @@ class AgentRecorder:
 
     async def card(self, endpoint_id: str) -> Card:
         def read() -> Card:
-            endpoint = self.endpoints.get(endpoint_id)
+            endpoint = self.endpoints.store.get(endpoint_id)
             try:
                 with Session(self.endpoints.engine) as session:
                     environment = get_environment(session, endpoint.environment)
@@ -44,7 +44,7 @@ class AgentRecorder:
 
     async def dataset_task(self, endpoint_id: str, dataset: str, split: str, index: int) -> dict[str, Any]:
         def read() -> dict[str, Any]:
-            endpoint = self.endpoints.get(endpoint_id)
+            endpoint = self.endpoints.store.get(endpoint_id)
             try:
                 with Session(self.endpoints.engine) as session:
                     environment = get_environment(session, endpoint.environment)

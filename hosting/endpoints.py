@@ -13,19 +13,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select
-from sqlmodel import Session, col
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from catalog.cards import declared_variables
-from catalog.models import ConformanceSummary, Environment, EnvironmentDetail, Source
+from catalog.models import EnvironmentDetail, Source
 from catalog.revisions import note_image
 from catalog.store import find_environment
 from core.callers import Access, Caller
 from core.clock import utcnow
 from core.db import exclusive
-from core.errors import EnvhubError, InvalidInputError, LaunchError, NotFoundError
+from core.errors import EnvhubError, InvalidInputError, LaunchError
 from core.leases import Leases
 from gateway.paths import gateway_path
+from hosting.endpoint_store import EndpointStore
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
@@ -47,8 +48,9 @@ class EndpointManager:
     """Endpoints of one envhub instance: it launches and stops its own, and its gateway serves any.
 
     envhub instances sharing a database each manage the endpoints they launched (the row's
-    `instance`): a process endpoint's servers run on that instance's machine. Each endpoint is
-    a pool of servers (`replicas`, hosting.replicas); `routes` is where the gateway reaches
+    `instance`): a process endpoint's servers run on that instance's machine. The rows are the
+    `store`'s (hosting.endpoint_store). Each endpoint is a pool of servers (`replicas`,
+    hosting.replicas, with their rows in `replica_store`); `routes` is where the gateway reaches
     them, and `traffic` what it counts.
     """
 
@@ -67,52 +69,13 @@ class EndpointManager:
         self.limits = limits
         self.leases = leases or Leases(engine)
         self.access = access
+        self.store = EndpointStore(engine)  # the endpoints' rows
         self.routes = Routes(engine, runtimes, limits)
         self.replica_store = ReplicaStore(engine)  # the pools' rows and events
         self.replicas = Replicas(self.replica_store, runtimes, self.routes, logs_dir)  # their servers
         self.traffic = TrafficBook(engine)
         self._specs: dict[str, LaunchSpec[Any]] = {}  # endpoint -> what its replicas are launched with (secrets too)
         self._lock = threading.RLock()
-
-    # -- reading
-
-    def find(self, endpoint_id: str) -> Endpoint | None:
-        with Session(self.engine) as session:
-            return session.get(Endpoint, endpoint_id)
-
-    def get(self, endpoint_id: str) -> Endpoint:
-        endpoint = self.find(endpoint_id)
-        if endpoint is None:
-            raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
-        return endpoint
-
-    def list(self, *, owner: str | None = None, active_only: bool = False) -> list[Endpoint]:
-        statement = select(Endpoint).order_by(col(Endpoint.created_at).desc())
-        if owner is not None:
-            statement = statement.where(col(Endpoint.owner) == owner)
-        if active_only:
-            statement = statement.where(col(Endpoint.status).in_(ACTIVE))
-        with Session(self.engine) as session:
-            return list(session.execute(statement).scalars())
-
-    def running_endpoint(self, environment_id: str) -> Endpoint | None:
-        """The newest running endpoint of an environment."""
-        running = (e for e in self.list(active_only=True) if e.status == EndpointStatus.RUNNING)
-        return next((e for e in running if e.environment == environment_id), None)
-
-    def active_by_environment(self) -> dict[str, str]:
-        """environment id -> status of its newest active endpoint."""
-        found: dict[str, str] = {}
-        for endpoint in self.list(active_only=True):
-            found.setdefault(endpoint.environment, endpoint.status.value)
-        return found
-
-    def newer_revision(self, endpoint: Endpoint) -> str | None:
-        """The catalog's current revision of the endpoint's environment, when it is not the one it serves."""
-        with Session(self.engine) as session:
-            environment = session.get(Environment, endpoint.environment)
-        current = environment.sha if environment is not None else None
-        return current if endpoint.revision and current and current != endpoint.revision else None
 
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
@@ -164,7 +127,7 @@ class EndpointManager:
             ensure_room(session, self.limits, caller.name, options.replicas.min)
             session.add(endpoint)
             session.flush()
-        endpoint = self.get(endpoint.id)
+        endpoint = self.store.get(endpoint.id)
         spec = LaunchSpec(
             server_id=endpoint.id,
             environment=environment,
@@ -245,20 +208,20 @@ class EndpointManager:
         except LaunchError as exc:
             self._replica_failed(endpoint.id, exc.message)
             return
-        current = self.update(endpoint.id)
+        current = self.store.update(endpoint.id)
         if current is None or current.status not in ACTIVE:
             self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)  # the endpoint stopped meanwhile
             return
         digest = replica.handle.get("digest")
         if digest and current.image_digest is None:
-            self.update(endpoint.id, image_digest=digest)
+            self.store.update(endpoint.id, image_digest=digest)
             self._specs[endpoint.id] = _on_image(spec, digest)
             if current.revision:
                 with Session(self.engine) as session:
                     note_image(session, current.environment, current.revision, digest)
         if current.status == EndpointStatus.STARTING:
             self.traffic.of(endpoint.id).touch()
-            self.update(endpoint.id, status=EndpointStatus.RUNNING, message=_running(note), started_at=utcnow())
+            self.store.update(endpoint.id, status=EndpointStatus.RUNNING, message=_running(note), started_at=utcnow())
             self.routes.refresh(endpoint.id)
         if kind != "launch":
             self.replica_store.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
@@ -266,7 +229,7 @@ class EndpointManager:
     def _replica_failed(self, endpoint_id: str, message: str) -> None:
         """A replica did not start: the endpoint fails when it has none left that run or start."""
         with self._lock:
-            current = self.update(endpoint_id)
+            current = self.store.update(endpoint_id)
             if current is None or current.status not in ACTIVE:
                 return
             if any(
@@ -275,7 +238,7 @@ class EndpointManager:
                 self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
                 return
             if current.status == EndpointStatus.STARTING:
-                self.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+                self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
             else:
                 self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
 
@@ -285,19 +248,19 @@ class EndpointManager:
         try:
             launched = runtime.start(spec, lambda message: self._note(endpoint_id, message))
         except LaunchError as exc:
-            self.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
             return
         except Exception as exc:
             log.exception("launching %s failed", endpoint_id)
             message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
-            self.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
             return
-        current = self.update(endpoint_id, handle=launched.handle.model_dump())
+        current = self.store.update(endpoint_id, handle=launched.handle.model_dump())
         if current is None or current.status != EndpointStatus.STARTING:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
         self.traffic.of(endpoint_id).touch()
-        running = self.update(
+        running = self.store.update(
             endpoint_id, status=EndpointStatus.RUNNING, message=_running(launched.note), started_at=utcnow()
         )
         assert running is not None
@@ -307,29 +270,29 @@ class EndpointManager:
 
     def stop(self, endpoint_id: str, caller: Caller) -> Endpoint:
         """Stop an endpoint on request: its owner or the admin may (see Access for one nobody owns)."""
-        endpoint = self.get(endpoint_id)
+        endpoint = self.store.get(endpoint_id)
         self.access.ensure_may_stop(caller, endpoint_id, endpoint.owner)
         return self.end(endpoint_id, "stopped on request")
 
     def end(self, endpoint_id: str, reason: str) -> Endpoint:
         """Stop an endpoint's servers and record why (on request, idle, envhub stopping)."""
-        endpoint = self.get(endpoint_id)
+        endpoint = self.store.get(endpoint_id)
         if endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED):
             return endpoint
-        self.update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
+        self.store.update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
         try:
             self._stop_servers(endpoint, ReplicaStatus.STOPPED, reason)
         except EnvhubError as exc:
-            self.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
             raise
-        stopped = self.update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
+        stopped = self.store.update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
         assert stopped is not None
         return stopped
 
     def fail(self, endpoint: Endpoint, reason: str) -> None:
         """An endpoint that cannot go on: whatever is left of it is stopped, and the row says why."""
         self._stop_servers(endpoint, ReplicaStatus.FAILED, reason)
-        self.update(endpoint.id, status=EndpointStatus.FAILED, message=reason, stopped_at=utcnow())
+        self.store.update(endpoint.id, status=EndpointStatus.FAILED, message=reason, stopped_at=utcnow())
 
     def _stop_servers(self, endpoint: Endpoint, status: ReplicaStatus, reason: str) -> None:
         pool = self.routes.known(endpoint.id)
@@ -347,23 +310,7 @@ class EndpointManager:
             runtime.stop(service)
 
     def _note(self, endpoint_id: str, message: str) -> None:
-        self.update(endpoint_id, message=message)
-
-    def update(self, endpoint_id: str, **values: Any) -> Endpoint | None:
-        """Write values to an endpoint's row; the row as it is then, or None when there is none."""
-        with Session(self.engine) as session:
-            endpoint = session.get(Endpoint, endpoint_id)
-            if endpoint is None:
-                return None
-            endpoint.sqlmodel_update(values)
-            session.add(endpoint)
-            session.commit()
-            session.refresh(endpoint)
-            return endpoint
-
-    def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
-        """The summary of the endpoint's last conformance check, on its row."""
-        self.update(endpoint_id, conformance=summary.model_dump(mode="json"))
+        self.store.update(endpoint_id, message=message)
 
 
 def _on_image(spec: LaunchSpec[Any], digest: str) -> LaunchSpec[Any]:

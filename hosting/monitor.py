@@ -90,7 +90,7 @@ class HealthMonitor:
         leases = self.endpoints.leases
         running = [
             e.id
-            for e in self.endpoints.list(active_only=True)
+            for e in self.endpoints.store.list(active_only=True)
             if e.status == EndpointStatus.RUNNING and e.instance == leases.instance
         ]
         if not leases.acquire(HEALTH_LEASE):

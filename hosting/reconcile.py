@@ -44,7 +44,7 @@ class Keeper:
     def reconcile(self) -> None:
         """At start-up: rows match what runs, and nothing runs that no row claims."""
         live = self.endpoints.leases.live_instances()
-        for endpoint in self.endpoints.list(active_only=True):
+        for endpoint in self.endpoints.store.list(active_only=True):
             if endpoint.instance not in live:
                 self._take_over(endpoint)
         claimed = self._servers()
@@ -61,7 +61,7 @@ class Keeper:
         """Mark this instance's endpoints that died as failed, stop those idle too long, take over orphans."""
         now = utcnow()
         limits = self.endpoints.limits
-        active = self.endpoints.list(active_only=True)
+        active = self.endpoints.store.list(active_only=True)
         self.endpoints.traffic.write_activity([e.id for e in active])
         live = self.endpoints.leases.live_instances()
         for endpoint in active:
@@ -93,7 +93,7 @@ class Keeper:
 
     def _check(self, endpoint_id: str) -> None:
         try:
-            endpoint = self.endpoints.find(endpoint_id)
+            endpoint = self.endpoints.store.find(endpoint_id)
             if endpoint is None or endpoint.instance != self.instance or endpoint.status != EndpointStatus.RUNNING:
                 return  # its own envhub instance watches it
             if endpoint.backend in self.endpoints.runtimes:
@@ -105,7 +105,7 @@ class Keeper:
     def shutdown(self) -> None:
         """Stop this instance's local processes with it; containers and Spaces are reconciled on the next start."""
         try:
-            for endpoint in self.endpoints.list(active_only=True):
+            for endpoint in self.endpoints.store.list(active_only=True):
                 if endpoint.backend == Backend.PROCESS and endpoint.instance == self.instance:
                     self.endpoints.end(endpoint.id, "envhub stopped")
             self._stop_unclaimed()  # and those whose rows another instance stopped or took over
@@ -163,7 +163,7 @@ class Keeper:
     def _servers(self, *, mine_only: bool = False) -> set[str]:
         """The servers active endpoints' rows claim: each live replica's, and each service's."""
         servers: set[str] = set()
-        for endpoint in self.endpoints.list(active_only=True):
+        for endpoint in self.endpoints.store.list(active_only=True):
             if mine_only and endpoint.instance != self.instance:
                 continue
             if endpoint.handle:

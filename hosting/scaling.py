@@ -112,7 +112,7 @@ class Scaler:
 
         def size() -> None:
             try:
-                endpoint = self.endpoints.get(endpoint_id)
+                endpoint = self.endpoints.store.get(endpoint_id)
                 if self._mine(endpoint):
                     with self._locks[endpoint_id]:
                         self._size(endpoint, self.endpoints.routes.known(endpoint_id))
@@ -124,7 +124,7 @@ class Scaler:
         threading.Thread(target=size, name=f"scale-{endpoint_id}", daemon=True).start()
 
     def _size(self, endpoint: Endpoint, pool: Pool | None) -> None:
-        if self.endpoints.get(endpoint.id).status != EndpointStatus.RUNNING:
+        if self.endpoints.store.get(endpoint.id).status != EndpointStatus.RUNNING:
             return  # stopped or failed meanwhile
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
         rows = self.store.rows(endpoint.id)
@@ -184,7 +184,7 @@ class Scaler:
             minutes = f"{CRASH_LOOP_S / 60:g} minutes"
             self.endpoints.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
         else:
-            self.endpoints.update(endpoint.id, message=f"running; replacing a lost replica ({reason})")
+            self.endpoints.store.update(endpoint.id, message=f"running; replacing a lost replica ({reason})")
 
     def _tell(self, endpoint: Endpoint, pool: Pool | None, replica: Replica, reason: str) -> None:
         if pool is not None:
@@ -195,7 +195,7 @@ class Scaler:
     def probe(self) -> None:
         """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running
         while sending their sessions nothing (a busy server is slow to answer, a hung one silent)."""
-        mine = [e for e in self.endpoints.list(active_only=True) if self._mine(e)]
+        mine = [e for e in self.endpoints.store.list(active_only=True) if self._mine(e)]
         checks = [(e, r) for e in mine for r in self.store.rows(e.id) if r.status == ReplicaStatus.READY]
         answers = list(self._probes.map(lambda pair: self._answers(*pair), checks))
         for (endpoint, replica), answered in zip(checks, answers, strict=True):

@@ -77,8 +77,8 @@ def instances(
 
 def running(manager: EndpointManager, environment: str) -> str:
     launched = manager.launch(LaunchRequest(environment=environment), ANONYMOUS)
-    wait_until(lambda: manager.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
-    assert manager.get(launched.id).status == EndpointStatus.RUNNING, manager.get(launched.id).message
+    wait_until(lambda: manager.store.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
+    assert manager.store.get(launched.id).status == EndpointStatus.RUNNING, manager.store.get(launched.id).message
     return launched.id
 
 
@@ -87,12 +87,12 @@ def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_th
 ) -> None:
     (a, a_keeper), (b, b_keeper) = instances
     endpoint_id = running(a, count_template)
-    assert a.get(endpoint_id).instance == a.leases.instance
+    assert a.store.get(endpoint_id).instance == a.leases.instance
 
     b_keeper.reconcile()
     b_keeper.watch()
     b_keeper.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
-    assert a.get(endpoint_id).status == EndpointStatus.RUNNING
+    assert a.store.get(endpoint_id).status == EndpointStatus.RUNNING
     assert server_pids(endpoint_id)
 
     # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
@@ -102,7 +102,7 @@ def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_th
     def kept_awake_past_the_idle_limit() -> bool:
         b_keeper.watch()
         a_keeper.watch()
-        assert a.get(endpoint_id).status == EndpointStatus.RUNNING
+        assert a.store.get(endpoint_id).status == EndpointStatus.RUNNING
         return time.monotonic() - opened > 2 * IDLE_S
 
     wait_until(kept_awake_past_the_idle_limit, timeout_s=4 * IDLE_S, interval_s=0.5)
@@ -111,10 +111,10 @@ def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_th
 
     def stopped_when_idle() -> bool:
         a_keeper.watch()
-        return a.get(endpoint_id).status == EndpointStatus.STOPPED
+        return a.store.get(endpoint_id).status == EndpointStatus.STOPPED
 
     wait_until(stopped_when_idle, timeout_s=15)
-    assert "without sessions" in a.get(endpoint_id).message
+    assert "without sessions" in a.store.get(endpoint_id).message
 
     guard = OutboundGuard(allow_private=True)
     for manager in (a, b):
@@ -159,8 +159,8 @@ def test_launches_through_two_instances_at_once_keep_the_limit(
     refused = [o for o in outcomes if "at most 1 endpoints" in o]
     assert len(outcomes) == 2 and len(refused) == 1, outcomes
     launched = next(o for o in outcomes if o not in refused)
-    assert [e.id for e in managers[0].list(active_only=True)] == [launched]
-    wait_until(lambda: managers[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
+    assert [e.id for e in managers[0].store.list(active_only=True)] == [launched]
+    wait_until(lambda: managers[0].store.get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
 def test_the_endpoints_of_an_instance_that_died_are_stopped_by_another(
@@ -172,7 +172,7 @@ def test_the_endpoints_of_an_instance_that_died_are_stopped_by_another(
 
     b_keeper.watch()
 
-    row = b.get(endpoint_id)
+    row = b.store.get(endpoint_id)
     assert row.status == EndpointStatus.STOPPED
     assert f"its instance {a.leases.instance} is gone" in row.message
     assert row.instance == b.leases.instance

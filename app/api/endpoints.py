@@ -30,7 +30,7 @@ def present(endpoint: Endpoint, services: Services, request: Request, caller: Ca
         endpoint.model_dump()
         | {
             "url": endpoint_url(connection_base(services.settings, request), endpoint.id),
-            "latest": manager.newer_revision(endpoint),
+            "latest": manager.store.newer_revision(endpoint),
             "internal_url": ready[0] if ready else None,
             "pool": pool,
             "stats": stats,
@@ -72,14 +72,14 @@ def launch_endpoint(
 
 @router.get("")
 def list_endpoints(request: Request, services: ServicesDep, caller: CallerDep) -> EndpointsPublic:
-    shown = [e for e in services.endpoints.list() if _visible(e, services, caller)][:100]
+    shown = [e for e in services.endpoints.store.list() if _visible(e, services, caller)][:100]
     endpoints = [present(e, services, request, caller) for e in shown]
     return EndpointsPublic(data=endpoints, count=len(endpoints))
 
 
 @router.get("/{endpoint_id}")
 def read_endpoint(endpoint_id: str, request: Request, services: ServicesDep, caller: CallerDep) -> EndpointPublic:
-    endpoint = services.endpoints.get(endpoint_id)
+    endpoint = services.endpoints.store.get(endpoint_id)
     if not _visible(endpoint, services, caller):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
     return present(endpoint, services, request, caller)

@@ -131,7 +131,7 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
     page = min(max(0, page), total_pages - 1)
     return (
         summary(count, query.offset, len(found)),
-        results_html(found, services.endpoints.active_by_environment() if found else {}, q or "", indexed),
+        results_html(found, services.endpoints.store.active_by_environment() if found else {}, q or "", indexed),
         page,
         f"Page {page + 1} of {total_pages}",
         gr.Button(interactive=page > 0),

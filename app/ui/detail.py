@@ -104,7 +104,9 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
     urls = live_urls(services, environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
-    active = [e for e in services.endpoints.list(active_only=True) if e.environment == environment.id]  # newest first
+    active = [
+        e for e in services.endpoints.store.list(active_only=True) if e.environment == environment.id
+    ]  # newest first
     launched = active[0].status.value if active else None
     serving = {e.id: e.revision for e in active if e.revision}
     base = readme_base(services.settings.hf_endpoint, environment)

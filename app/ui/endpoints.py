@@ -38,7 +38,7 @@ _CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
 def yours(services: Services, caller: Caller) -> list[Endpoint]:
     """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
     is told apart, so every endpoint nobody owns is anyone's."""
-    active = services.endpoints.list(active_only=True)
+    active = services.endpoints.store.list(active_only=True)
     return active if caller.admin else [e for e in active if e.owner == caller.name]
 
 
@@ -149,7 +149,7 @@ def wire(
         if action == "stop":
             return await asyncio.to_thread(stop, services, panel, request, endpoint_id)
         try:
-            endpoint = services.endpoints.get(endpoint_id)
+            endpoint = services.endpoints.store.get(endpoint_id)
         except EnvhubError as exc:
             return {panel.message: exc.message} | show(services, panel, request)
         return {panel.message: ""} | await play(request, endpoint)

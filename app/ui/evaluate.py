@@ -359,7 +359,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
                 config["api_key"] = api_key
             choice = {"model": config}
         connection = connection_of(request)
-        running = services.endpoints.running_endpoint(environment_id)  # a running endpoint or pool is used as is
+        running = services.endpoints.store.running_endpoint(environment_id)  # a running endpoint or pool is used as is
         target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
         dataset = dataset_choice(tasks)
         if dataset is not None:

@@ -160,7 +160,7 @@ def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Requ
     if not endpoint_id:
         return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
-        endpoint = services.endpoints.get(endpoint_id)
+        endpoint = services.endpoints.store.get(endpoint_id)
     except EnvhubError as exc:
         return values | {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
@@ -170,7 +170,7 @@ def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Requ
         launch.status: status_html(
             endpoint,
             services.endpoints.replica_store.public(endpoint, routes.known(endpoint.id)),
-            services.endpoints.newer_revision(endpoint),
+            services.endpoints.store.newer_revision(endpoint),
         ),
         launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
@@ -222,7 +222,7 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
         followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:
-                followed = services.endpoints.get(endpoint_id).status in (
+                followed = services.endpoints.store.get(endpoint_id).status in (
                     EndpointStatus.STARTING,
                     EndpointStatus.RUNNING,
                     EndpointStatus.STOPPING,

@@ -28,7 +28,7 @@ def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Re
     """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
     urls = [
         page_endpoint_url(services, request, e.id)
-        for e in services.endpoints.list(active_only=True)
+        for e in services.endpoints.store.list(active_only=True)
         if e.environment == environment.id and e.status == EndpointStatus.RUNNING
     ]
     if environment.host:
@@ -39,7 +39,7 @@ def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Re
 def running_pool(services: Services, environment_id: str) -> tuple[PoolPublic | None, bool]:
     """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that endpoint
     is private (its URL answers only a bearer of its token)."""
-    endpoint = services.endpoints.running_endpoint(environment_id)
+    endpoint = services.endpoints.store.running_endpoint(environment_id)
     if endpoint is None:
         return None, False
     pool = services.endpoints.replica_store.public(endpoint, services.endpoints.routes.known(endpoint.id))

@@ -320,7 +320,7 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
             backend = endpoint.backend.value
             yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
             await asyncio.sleep(0.3)
-            endpoint = await asyncio.to_thread(services.endpoints.get, endpoint.id)
+            endpoint = await asyncio.to_thread(services.endpoints.store.get, endpoint.id)
         if endpoint.status != EndpointStatus.RUNNING:
             yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
             return

@@ -126,7 +126,7 @@ async def _running(services: Services, endpoint_id: str) -> None:
     """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
     deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
     while True:
-        endpoint = await asyncio.to_thread(services.endpoints.get, endpoint_id)
+        endpoint = await asyncio.to_thread(services.endpoints.store.get, endpoint_id)
         if endpoint.status == EndpointStatus.RUNNING and services.endpoints.routes.resolve(endpoint_id) is not None:
             return
         if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
@@ -160,7 +160,7 @@ def _ensure_within_caps(settings: Settings, body: EvaluationRequest) -> None:
 def ensure_sessions_visible(services: Services, caller: Caller, endpoint_id: str) -> None:
     """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
     its MCP door played; anyone else is told there is no such endpoint."""
-    endpoint = services.endpoints.get(endpoint_id)
+    endpoint = services.endpoints.store.get(endpoint_id)
     if endpoint.options.get("private") is True and not services.endpoints.access.may_stop(caller, endpoint.owner):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
@@ -209,7 +209,7 @@ async def _start(
     manager = services.endpoints
     endpoint: Endpoint | None = None
     if body.endpoint is not None:
-        endpoint = await asyncio.to_thread(manager.get, body.endpoint)
+        endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
         _ensure_may_play_on(manager.access, caller, endpoint)
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(

@@ -70,7 +70,7 @@ def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]]
     """Up to `limit` revisions with no quality report: this instance's running endpoints first, then Spaces."""
     endpoints = [
         e
-        for e in manager.list(active_only=True)
+        for e in manager.store.list(active_only=True)
         if e.status == EndpointStatus.RUNNING and e.revision and e.instance == manager.leases.instance
     ]
     statement = (
