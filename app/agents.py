@@ -95,19 +95,14 @@ async def serve(
     body: bytes,
     user: str | None,
     client: str,
-    client_left: Coroutine[Any, Any, None],
+    client_left: Callable[[], Coroutine[Any, Any, None]],
 ) -> Response:
     """A standard MCP request to the endpoint's /mcp, answered by the door."""
     placement = PoolPlacement(
         pool, services.endpoints, services.keeper.check_soon, services.settings.pool_queue_s, client
     )
-    left: asyncio.Future[None] = asyncio.ensure_future(client_left)
-    try:
-        reply = await services.mcp.handle(
-            HttpRequest(request.method, request.headers, body, user, request.query_params), placement, left
-        )
-    finally:
-        left.cancel()  # before answering: a streamed answer listens for the disconnect itself
+    asked = HttpRequest(request.method, request.headers, body, user, request.query_params)
+    reply = await services.mcp.handle(asked, placement, client_left)
     placement.traffic.request(failed=reply.status >= 500)
     if isinstance(reply.body, bytes):
         return Response(reply.body, status_code=reply.status, headers=reply.headers)

@@ -8,7 +8,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.services import Services
-from gateway.server import GatewayWebSocketProtocol, HeadDeadlineProtocol
+from gateway.server import GatewayHttpProtocol, GatewayWebSocketProtocol
 
 __all__ = ["EnvhubServer", "envhub_server", "server_config"]
 
@@ -19,7 +19,7 @@ def server_config(app: FastAPI, **options: Any) -> uvicorn.Config:
     services: Services = app.state.services
     return uvicorn.Config(
         app,
-        http=HeadDeadlineProtocol,
+        http=GatewayHttpProtocol,
         ws=GatewayWebSocketProtocol,
         ws_per_message_deflate=False,
         ws_ping_interval=services.settings.ws_ping_s,

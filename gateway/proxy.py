@@ -9,6 +9,7 @@ inside its endpoint.
 """
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -32,8 +33,9 @@ from protocol.frames import rpc_capacity, rpc_capacity_error
 
 __all__ = ["Door", "as_int", "client_left", "not_found", "note_capacity", "proxy", "ready", "watch_loss"]
 
-# The MCP door, for standard MCP requests: (pool, request, body, user, client, the client's leaving) -> its answer.
-Door = Callable[[Pool, Request, bytes, str | None, str, Coroutine[Any, Any, None]], Awaitable[Response]]
+# The MCP door, for standard MCP requests: (pool, request, body, user, client, a watch on the client's leaving) ->
+# its answer. The watch is made only by a request that waits (an initialize, for a slot).
+Door = Callable[[Pool, Request, bytes, str | None, str, Callable[[], Coroutine[Any, Any, None]]], Awaitable[Response]]
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and ones the proxy sets itself.
 _DROPPED = {
@@ -139,7 +141,7 @@ async def proxy(gateway: Gateway, request: Request, endpoint_id: str, path: str,
         assert isinstance(body, bytes)
         client = client_of(request.headers, request.client.host if request.client else "", user, False)
         if door is not None and is_standard(request.method, request.headers, body):
-            return await door(pool, request, body, user, client, client_left(request))
+            return await door(pool, request, body, user, client, functools.partial(client_left, request))
         return await _proxy_mcp(request, gateway, pool, body, traffic, client)
     body = await _body(request, gateway.settings.max_body_bytes)
     slot = pool.any_ready()

@@ -1,5 +1,6 @@
 """A fence around the uvicorn internals envhub's server builds on (gateway/server.py subclasses two private
-protocol classes; app/server.py the server, whose shutdown it runs after stopping evaluations): an upgrade of uvicorn
+protocol classes and swaps the transport of the request cycles that answer the MCP door's calls; app/server.py the
+server, whose shutdown it runs after stopping evaluations): an upgrade of uvicorn
 that changes any method it overrides or calls fails here, naming it, so that the subclass is read again before the
 new version is pinned. After reviewing it, update the digests below."""
 
@@ -8,7 +9,7 @@ import inspect
 
 import pytest
 from uvicorn import Server
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 # sha256 (first 16 hex digits) of each method's source, as of the pinned uvicorn (requirements.txt).
@@ -24,6 +25,9 @@ REVIEWED: dict[tuple[type, str], str] = {
     (HttpToolsProtocol, "on_message_begin"): "96d377fdc7c2baef",
     (HttpToolsProtocol, "on_headers_complete"): "1ea8589acfad92d8",
     (HttpToolsProtocol, "connection_lost"): "c91a4c9bf2e29c55",
+    (RequestResponseCycle, "__init__"): "4d2f220910c33c12",
+    (RequestResponseCycle, "send"): "abdd8601b326a8da",
+    (RequestResponseCycle, "receive"): "8124ae006be71184",
     (Server, "shutdown"): "9b33c50562992b1e",
 }
 

@@ -185,6 +185,9 @@ def build_blocks(services: Services) -> gr.Blocks:
     return blocks
 
 
+QUEUE_POLL_S = 0.01
+
+
 def mount_ui(app: FastAPI, services: Services) -> None:
     """Serve the UI at /; call it after every other route, since the mount catches all paths."""
     app.add_middleware(FrontendAssets, directory=Path(str(importlib.resources.files("gradio"))) / FRONTEND_BUILD)
@@ -206,6 +209,9 @@ def mount_ui(app: FastAPI, services: Services) -> None:
         # Gradio summarises its event log with pandas after every event, for a monitoring page
         # envhub does not serve; that costs milliseconds per click (and warns on pandas 3).
         blocks._queue.ANAYLTICS_CACHE_FREQUENCY = 1_000_000_000
+        # Its queue looks for new events every millisecond when idle, a thousand wake-ups a second on the loop the
+        # gateway relays on (4 % of a core, bench/RESULTS.md); every 10 ms is still no wait a click would notice.
+        blocks._queue.sleep_when_free = QUEUE_POLL_S
         gr.mount_gradio_app(app, blocks, path="/", css=CSS, theme=THEME, footer_links=["gradio", "settings"])
 
     _in_event_loop(build)

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,8 +157,12 @@ class Door:
 
     # -- HTTP
 
-    async def handle(self, request: HttpRequest, placement: Placement, gone: "asyncio.Future[None]") -> HttpReply:
-        """Answer one request to the endpoint's /mcp; `gone` settles if the client leaves (while it waits)."""
+    async def handle(
+        self, request: HttpRequest, placement: Placement, client_left: Callable[[], Awaitable[None]]
+    ) -> HttpReply:
+        """Answer one request to the endpoint's /mcp; `client_left()` returns once the client has gone, which an
+        initialize watches while it waits for a slot (and only then: the watch is a task, cancelled before the
+        answer, since a streamed answer listens for the disconnect itself)."""
         headers = request.headers
         session_id = headers.get(MCP_SESSION_ID_HEADER)
         session = self.sessions.get(session_id) if session_id else None
@@ -202,7 +206,11 @@ class Door:
             return _json(400, _error(request_id, INVALID_REQUEST, "the body is not a JSON-RPC 2.0 message"))
         sse = _wants_sse(headers.get("accept", ""))
         if isinstance(message, JSONRPCRequest) and message.method == "initialize":
-            answer, opened = await self._initialize(message, request, placement, gone)
+            gone: asyncio.Future[None] = asyncio.ensure_future(client_left())
+            try:
+                answer, opened = await self._initialize(message, request, placement, gone)
+            finally:
+                gone.cancel()
             extra = {MCP_SESSION_ID_HEADER: opened.id} if opened is not None else {}
             if sse:
                 return HttpReply(200, _SSE | extra, _once(answer))

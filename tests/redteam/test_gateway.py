@@ -126,6 +126,25 @@ def test_a_request_head_that_never_arrives_whole_is_answered_408(gateway: Envhub
     assert b"did not arrive within 1 s" in answer
 
 
+def test_a_later_request_on_a_kept_connection_has_the_same_deadline_for_its_head(gateway: Envhub) -> None:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200"), first
+        time.sleep(0.6)  # idle between requests, as a kept connection is; the next head then takes its own second
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        sock.settimeout(0.2)
+        started, answer = time.monotonic(), b""
+        while not answer and time.monotonic() - started < 10:
+            try:
+                sock.sendall(b"X")
+                answer = sock.recv(4096)
+            except TimeoutError:
+                continue
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert time.monotonic() - started >= 0.9  # its own second, not what was left of the first request's
+
+
 def test_a_percent_encoded_line_break_stays_encoded_on_the_way_to_the_server(gateway: Envhub) -> None:
     endpoint = gateway.running("template:record")
     # A line feed matches no gateway path: refused, nothing is passed on. A bare CR and spaces pass on encoded.
