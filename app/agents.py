@@ -1,6 +1,6 @@
 """The MCP door's side of envhub: the gateway's pools as the door's placement (its recorder is
 app/agent_recorder.py), and the hand-over of an endpoint's standard MCP requests to it (`serve`, which the gateway
-calls; `McpRoute` takes requests to /mcp to the gateway without FastAPI's routing).
+calls; `McpApp` answers requests to /mcp, which envhub's server hands it past the app's middleware and routing).
 """
 
 import asyncio
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from core.errors import EnvhubError
 from gateway.mcp import HttpRequest, PoolFull, Seat
@@ -24,7 +24,7 @@ from hosting.endpoints import EndpointManager
 if TYPE_CHECKING:
     from app.services import Services
 
-__all__ = ["McpRoute", "PoolPlacement", "serve"]
+__all__ = ["McpApp", "PoolPlacement", "serve"]
 
 
 class PoolPlacement:
@@ -109,20 +109,19 @@ async def serve(
     return StreamingResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
 
-class McpRoute:
-    """Every HTTP request to an endpoint's /mcp goes to the gateway (its MCP door, or OpenEnv's own JSON-RPC passed
-    on) as the gateway's route would send it, but without FastAPI's routing and dependency injection: an agent's
-    tool call through the door is measured against the server's own /mcp (bench/mcp.py), and those cost each call
-    about a millisecond, a tenth of the round trip."""
+class McpApp:
+    """The ASGI app of every HTTP request to an endpoint's /mcp: the gateway's (its MCP door, or OpenEnv's own
+    JSON-RPC passed on), as the gateway's route would answer it. envhub's server hands such requests to it directly
+    (gateway.server), past the app's middleware and FastAPI's routing and dependency injection: an agent's tool
+    call through the door is measured against the server's own /mcp (bench/mcp.py), and those cost each call a
+    tenth of the round trip. Under another ASGI server the gateway's route answers them, the same way."""
 
-    def __init__(self, app: ASGIApp, services: "Services") -> None:
-        self.app, self.services = app, services
+    def __init__(self, services: "Services") -> None:
+        self.services = services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = session_path(scope["path"]) if scope["type"] == "http" else None
-        if found is None or found[1] != "mcp":
-            await self.app(scope, receive, send)
-            return
+        found = session_path(scope["path"])
+        assert found is not None and found[1] == "mcp", "envhub's server hands this app requests to /mcp only"
         services, endpoint_id = self.services, found[0]
         scope = {**scope, "path_params": {"endpoint_id": endpoint_id, "path": "mcp"}}  # as the route's would be
         try:

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import gateway
-from app.agents import McpRoute
+from app.agents import McpApp
 from app.api import checks, datasets, environments, health, presets, publications, sessions, sync
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
@@ -48,19 +48,17 @@ def create_app(
     services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp]]:
         await services.start()
         try:
-            yield {"gateway": services.gateway}  # what envhub's server hands the data plane (gateway.server)
+            # What envhub's server hands the data plane (gateway.server): the gateway, and the app of requests to /mcp.
+            yield {"gateway": services.gateway, "mcp": McpApp(services)}
         finally:
             await services.stop()
 
     app = FastAPI(title="envhub", summary="Find, try and launch OpenEnv environments.", lifespan=lifespan)
     app.state.services = services  # read through app.api.deps only
     # Behind a proxy (a Space): the host from X-Forwarded-Host; uvicorn takes the scheme from X-Forwarded-Proto.
-    # Requests to an endpoint's /mcp skip FastAPI's routing: they are the MCP door's (or OpenEnv's JSON-RPC) and
-    # go to the gateway as its route sends them.
-    app.add_middleware(McpRoute, services=services)
     app.add_middleware(ForwardedHostMiddleware)
 
     @app.exception_handler(EnvhubError)

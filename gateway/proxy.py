@@ -139,7 +139,10 @@ async def proxy(gateway: Gateway, request: Request, endpoint_id: str, path: str,
             raise refusal.error()
         body = await _body(request, _CONTROL_MAX, whole=True)
         assert isinstance(body, bytes)
-        client = client_of(request.headers, request.client.host if request.client else "", user, False)
+        # envhub's server hands /mcp requests to the gateway past uvicorn's proxy headers: the peer is the socket's,
+        # and behind a proxy the client is the address it forwarded, as for a WebSocket session.
+        peer = request.client.host if request.client else ""
+        client = client_of(request.headers, peer, user, gateway.settings.behind_proxy)
         if door is not None and is_standard(request.method, request.headers, body):
             return await door(pool, request, body, user, client, functools.partial(client_left, request))
         return await _proxy_mcp(request, gateway, pool, body, traffic, client)

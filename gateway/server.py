@@ -1,5 +1,6 @@
-"""envhub's uvicorn protocols: gateway WebSocket sessions go straight to the relay, the MCP door's calls are answered
-in one write and logged as traffic, not line by line, and every request's head has a deadline.
+"""envhub's uvicorn protocols: gateway WebSocket sessions go straight to the relay, requests to an endpoint's /mcp
+straight to the MCP door's app (its calls answered in one write, counted as traffic rather than logged line by
+line), and every request's head has a deadline.
 
 Through the ASGI app, a WebSocket session costs the gateway about as much CPU to open as it
 costs the replica to serve, and uvicorn parses every frame into a message and back. So the
@@ -16,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.utils import get_remote_addr
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
@@ -91,21 +93,24 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 
 
 class GatewayHttpProtocol(HeadDeadlineProtocol):
-    """envhub's HTTP protocol: HeadDeadlineProtocol's, and the MCP door's calls (POSTs to an endpoint's `/mcp`)
-    answered as data-plane traffic. Such an answer leaves in one write, its head with its body, where uvicorn writes
-    them apart: the client wakes once, not twice. And it writes no access line, as the frames the gateway relays
-    write none; the endpoint's traffic figures count its calls. Both took a tool call's time through the door from
-    1.27 to 1.23 times the server's own (bench/RESULTS.md)."""
+    """envhub's HTTP protocol: HeadDeadlineProtocol's, and requests to an endpoint's `/mcp` handed straight to the
+    app the lifespan state names `"mcp"` (app.agents.McpApp), past the app's middleware and routing.
 
-    def on_headers_complete(self) -> None:
-        super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is None or self.expect_100_continue or cycle.scope.get("method") != "POST":
-            return  # (a 100 Continue must leave at once: it is what the client waits for before its body)
+    The MCP door's calls (POSTs) are then answered as data-plane traffic: the answer leaves in one write, its head
+    with its body, where uvicorn writes them apart, so the client wakes once, not twice; and it writes no access
+    line, as the frames the gateway relays write none (the endpoint's traffic figures count its calls). These took
+    a tool call's time through the door from 1.27 to about 1.2 times the server's own (bench/RESULTS.md)."""
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         found = session_path(cycle.scope["path"])
-        if found is not None and found[1] == "mcp":
-            cycle.access_log = False
-            cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
+        mcp = self.app_state.get("mcp")
+        if found is not None and found[1] == "mcp" and mcp is not None and app is self.app:
+            app = mcp
+            # (a 100 Continue must leave at once: it is what the client waits for before sending its body)
+            if cycle.scope["method"] == "POST" and not cycle.waiting_for_100_continue:
+                cycle.access_log = False
+                cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
+        super()._start_asgi_task(cycle, app)
 
 
 class OneWrite:

@@ -6,10 +6,11 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
@@ -196,6 +197,29 @@ def test_a_client_that_asks_for_sse_gets_it_and_json_otherwise(urls: dict[str, s
         assert http.delete(url, headers=session).status_code == 204
         gone = http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session | ACCEPT)
         assert gone.status_code == 404 and "initialize a new one" in gone.json()["error"]["message"]
+
+
+def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(urls: dict[str, str]) -> None:
+    # curl, for one, asks before sending a body over a KiB; the door's answers, written whole at once, must not hold
+    # back the interim answer the client waits for.
+    parts = urlsplit(f"{urls['wordle']}/mcp")
+    body = json.dumps(INITIALIZE | {"padding": "x" * 2048}).encode()
+    head = (
+        f"POST {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\ncontent-type: application/json\r\n"
+        f"accept: application/json\r\ncontent-length: {len(body)}\r\nexpect: 100-continue\r\n\r\n"
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        assert sock.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 200 OK"
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["result"]["serverInfo"]["name"]
 
 
 def test_a_newer_or_unknown_protocol_version_is_negotiated(urls: dict[str, str]) -> None:

@@ -319,8 +319,9 @@ class EnvironmentSession:
                 raise Closed(self.ended)
             started = time.perf_counter()
             try:
-                await self.socket.send(json.dumps(message))
-                raw = await asyncio.wait_for(self.socket.recv(), timeout=self.call_timeout_s)
+                async with asyncio.timeout(self.call_timeout_s):  # no task of its own, as wait_for makes
+                    await self.socket.send(json.dumps(message))
+                    raw = await self.socket.recv()
             except ConnectionClosed as exc:
                 raise Closed(self.ended or "the environment's server closed the session") from exc
             except TimeoutError as exc:
