@@ -101,7 +101,8 @@ async def serve(
     placement = PoolPlacement(
         pool, services.endpoints, services.keeper.check_soon, services.settings.pool_queue_s, client
     )
-    asked = HttpRequest(request.method, request.headers, body, user, request.query_params)
+    query = request.query_params if request.scope.get("query_string") else {}  # (parsed only when there is one)
+    asked = HttpRequest(request.method, request.headers, body, user, query)
     reply = await services.mcp.handle(asked, placement, client_left)
     placement.traffic.request(failed=reply.status >= 500)
     if isinstance(reply.body, bytes):

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway.mcp.episodes import EpisodeLog
 from gateway.mcp.ports import Placement, Recorder, Seat, SessionRecord
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
+from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
+from gateway.relay import HandshakeError
 from protocol.frames import STATE as STATE_FRAME
 from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
 from protocol.observations import refusal
@@ -48,13 +48,9 @@ class Closed(Exception):
     """The session ended (its replica was lost, or it was closed) while a call was under way."""
 
 
-def _ws_url(base: str) -> str:
-    return "ws" + base.removeprefix("http").rstrip("/") + "/ws"
-
-
 async def open_socket(
     placement: Placement, gone: "asyncio.Future[None]", probe: dict[str, Any], *, connect_s: float, ping_s: float
-) -> tuple[Seat, ClientConnection, dict[str, Any]]:
+) -> tuple[Seat, Upstream, dict[str, Any]]:
     """A slot and a socket to its replica's `/ws`, moving on while replicas refuse the session at capacity or do
     not answer; and the replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
     avoid: set[str] = set()
@@ -63,27 +59,20 @@ async def open_socket(
         if seat is None:
             raise Unavailable("the client left while its session waited for a slot")
         try:
-            socket = await connect(
-                _ws_url(seat.url),
-                additional_headers=dict(seat.headers),
-                open_timeout=connect_s,
-                ping_interval=ping_s,
-                ping_timeout=ping_s,
-                max_size=MAX_MESSAGE,
-                compression=None,
-                proxy=None,
+            socket = await connect_upstream(
+                seat.url, dict(seat.headers), timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE
             )
-        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
+        except (OSError, HandshakeError, TimeoutError) as exc:
             placement.unreachable(seat)
             if seat.replica not in avoid and len(avoid) + 1 < placement.replicas:
                 avoid.add(seat.replica)
                 continue
             raise Unavailable(f"endpoint {placement.endpoint_id} is not answering ({type(exc).__name__})") from exc
-        with contextlib.suppress(ConnectionClosed):  # a server that refused at once has closed: its refusal is read
+        with contextlib.suppress(UpstreamClosed):  # a server that refused at once has closed: its refusal is read
             await socket.send(json.dumps(probe))
         try:
             first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
-        except (ConnectionClosed, TimeoutError, ValueError) as exc:
+        except (UpstreamClosed, TimeoutError, ValueError) as exc:
             await socket.close()
             placement.unreachable(seat)
             raise Unavailable(f"endpoint {placement.endpoint_id} dropped the session as it opened") from exc
@@ -110,7 +99,7 @@ class EnvironmentSession:
     endpoint_id: str
     placement: Placement
     seat: Seat
-    socket: ClientConnection
+    socket: Upstream
     surface: Surface
     recorder: Recorder
     record: SessionRecord
@@ -322,7 +311,7 @@ class EnvironmentSession:
                 async with asyncio.timeout(self.call_timeout_s):  # no task of its own, as wait_for makes
                     await self.socket.send(json.dumps(message))
                     raw = await self.socket.recv()
-            except ConnectionClosed as exc:
+            except UpstreamClosed as exc:
                 raise Closed(self.ended or "the environment's server closed the session") from exc
             except TimeoutError as exc:
                 raise Closed(f"the environment did not answer within {self.call_timeout_s:g} s") from exc
