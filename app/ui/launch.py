@@ -233,10 +233,15 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
-            services.endpoints.stop(endpoint_id, acting_caller(services, request))
+            stopped = services.endpoints.stop(endpoint_id, acting_caller(services, request))
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}
-        return watch(services, launch, endpoint_id, request) | {launch.message: f"Stopped `{endpoint_id}`."}
+        said = (
+            f"Stopped `{endpoint_id}`."
+            if stopped.status == EndpointStatus.STOPPED
+            else f"Stopping `{endpoint_id}`: its replicas are shutting down."
+        )
+        return watch(services, launch, endpoint_id, request) | {launch.message: said}
 
     outputs = [launch.endpoint, launch.timer, *launch.watched]
     launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.settings import REPO_ROOT, Settings
-from tests.conftest import needs, wait_until
+from tests.conftest import eventually, needs, wait_until
 from tests.fakemodel import FakeModel, Reply
 from tests.mcpclients import mcp
 from tests.serving import Envhub
@@ -196,7 +196,8 @@ def test_launch_page_starts_lists_and_stops_an_endpoint(envhub: Envhub, page: An
     expect(page.locator("#launch-message")).not_to_contain_text("Launching")  # the status above says it runs
     page.locator("#launch-stop").click()
     expect(page.locator("#launch-status")).to_contain_text("stopped")
-    assert envhub.endpoint(url.rsplit("/", 1)[1])["status"] == "stopped"
+    # The page says so once the stop is under way; the endpoint's row follows when its replicas have gone.
+    eventually(lambda: envhub.endpoint(url.rsplit("/", 1)[1])["status"], lambda status: status == "stopped")
     fill_code(page, "launch-options", '{"replicas": "2"}')  # refused: said alone, not over the old one
     page.locator("#launch-start").click()
     expect(page.locator("#launch-message")).to_contain_text("Not launched: option replicas: takes servers behind")
