@@ -122,6 +122,15 @@ class Leg(asyncio.Protocol):
         self.write(frame(opcode, payload, masked=not self.client_side))
         return True
 
+    def keep_alive(self, ping_s: float, now: float) -> bool:
+        """Ping the peer once it has been quiet for half an interval; False once a ping has gone unanswered for a
+        whole one (the peer is gone). Called every half interval by whoever holds the leg."""
+        if self.pinged is not None and now - self.pinged >= ping_s:
+            return False
+        if self.pinged is None and now - self.heard >= ping_s / 2 and self.send_frame(PING, b"envhub"):
+            self.pinged = now
+        return True
+
     def close(self, code: int, reason: str) -> None:
         """Say close (when a frame fits here), then shut this side of the socket once that is written; the socket
         closes when the peer shuts its side, or after CLOSE_TIMEOUT_S. Meanwhile what the peer sends is read and
@@ -406,14 +415,12 @@ class Session:
         for leg in (self.client, self._upstream):
             if leg is None or leg.closed:
                 continue
-            if leg.pinged is not None and now - leg.pinged >= self.ping_s:
+            if not leg.keep_alive(self.ping_s, now):
                 if leg is self.client:
                     leg.abort()  # it stopped answering: its replica hears a close
                 else:
                     self._replica_gone(self._lost_reason("stopped answering pings"))
                 return
-            if leg.pinged is None and now - leg.heard >= self.ping_s / 2 and leg.send_frame(PING, b"envhub"):
-                leg.pinged = now
         self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
 
 

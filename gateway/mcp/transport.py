@@ -109,7 +109,7 @@ def _result(request_id: Any, result: BaseModel) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def _message(raw: Any) -> Any:
+def _jsonrpc_message(raw: Any) -> Any:
     """The JSON-RPC message (a request, a notification, a response or an error); ValidationError if none. A request,
     which nearly every message is, is read as one at once rather than tried against each kind in turn."""
     if isinstance(raw, dict) and "method" in raw and "id" in raw:
@@ -216,7 +216,7 @@ class Door:
         if isinstance(raw, list):
             return _json(400, _error(None, INVALID_REQUEST, "send one JSON-RPC message per request, not a batch"))
         try:
-            message = _message(raw)
+            message = _jsonrpc_message(raw)
         except ValidationError:
             request_id = raw.get("id") if isinstance(raw, dict) else None
             return _json(400, _error(request_id, INVALID_REQUEST, "the body is not a JSON-RPC 2.0 message"))

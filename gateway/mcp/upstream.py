@@ -4,7 +4,7 @@ The relay's `Leg` already opens the socket (its handshake read with h11, TLS for
 begin; this reads their payloads into messages. It answers the replica's pings, pings a replica that has been
 quiet for half an interval and gives it up when a ping goes unanswered for one, and refuses a message over
 `max_size`. A call through the door is one message each way: websockets' asyncio connection around the same
-frames cost envhub 10 % of its CPU on a call (bench/RESULTS.md).
+frames cost envhub 18 % of its CPU on a call (bench/RESULTS.md).
 """
 
 import asyncio
@@ -95,7 +95,7 @@ class Upstream:
         assert head is not None
         self._frame, self._frame_parts = None, []
         if head.opcode == PING:
-            self.leg.write(frame(PONG, payload, masked=True))
+            self.leg.send_frame(PONG, payload)
         elif head.opcode == CLOSE:
             code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
             reason = payload[2:].decode(errors="replace")
@@ -131,16 +131,12 @@ class Upstream:
     # keepalive and the end
 
     def _tick(self) -> None:
-        leg, now = self.leg, time.monotonic()
         if self.closed is not None:
             return
-        if leg.pinged is not None and now - leg.pinged >= self.ping_s:
-            leg.abort()
+        if not self.leg.keep_alive(self.ping_s, time.monotonic()):
+            self.leg.abort()
             self._end(UpstreamClosed(1011, "the replica stopped answering pings"))
             return
-        if leg.pinged is None and now - leg.heard >= self.ping_s / 2:
-            leg.write(frame(PING, b"", masked=True))
-            leg.pinged = now
         self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
 
     def _fail(self, code: int, reason: str) -> None:
