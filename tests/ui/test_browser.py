@@ -390,6 +390,7 @@ def test_an_agents_mcp_session_opens_in_the_episode_viewer(envhub: Envhub, page:
     expect(viewer).to_contain_text("reset 0 of 2")
     expect(viewer).to_contain_text(episode["id"])
     page.locator("#eval-next").click()
+    expect(viewer).to_contain_text("step 1 of 2")  # each click is answered before the next is made
     page.locator("#eval-next").click()
     expect(viewer).to_contain_text("step 2 of 2")
     expect(viewer).to_contain_text("plant")
