@@ -1,30 +1,28 @@
 """The MCP door's side of envhub: the gateway's pools as the door's placement (its recorder is
-app/agent_recorder.py), and the hand-over of an endpoint's standard MCP requests to it (`serve`, which the gateway
-calls; `McpApp` answers requests to /mcp, which envhub's server hands it past the app's middleware and routing).
+app/agent_recorder.py), and the hand-over of an endpoint's standard MCP requests to it (`PooledDoor`, which the
+gateway calls; `McpApp` answers requests to /mcp, which envhub's server hands it past the app's middleware and routing).
 """
 
 import asyncio
-import functools
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from core.errors import EnvhubError
-from gateway.mcp import HttpRequest, PoolFull, Seat
+from gateway.mcp import Door, HttpRequest, PoolFull, Seat
 from gateway.paths import session_path
 from gateway.pools import Pool, Slot, Waiter
 from gateway.pools import PoolFull as SlotsTaken
+from gateway.ports import Gateway
 from gateway.proxy import proxy
 from gateway.traffic import Traffic
 from hosting.endpoints import EndpointManager
 
-if TYPE_CHECKING:
-    from app.services import Services
-
-__all__ = ["McpApp", "PoolPlacement", "serve"]
+__all__ = ["McpApp", "PoolPlacement", "PooledDoor"]
 
 
 class PoolPlacement:
@@ -88,26 +86,34 @@ def _slot(seat: Seat) -> Slot:
     return seat.handle
 
 
-async def serve(
-    services: "Services",
-    pool: Pool,
-    request: Request,
-    body: bytes,
-    user: str | None,
-    client: str,
-    client_left: Callable[[], Coroutine[Any, Any, None]],
-) -> Response:
-    """A standard MCP request to the endpoint's /mcp, answered by the door."""
-    placement = PoolPlacement(
-        pool, services.endpoints, services.keeper.check_soon, services.settings.pool_queue_s, client
-    )
-    query = request.query_params if request.scope.get("query_string") else {}  # (parsed only when there is one)
-    asked = HttpRequest(request.method, request.headers, body, user, query)
-    reply = await services.mcp.handle(asked, placement, client_left)
-    placement.traffic.request(failed=reply.status >= 500)
-    if isinstance(reply.body, bytes):
-        return Response(reply.body, status_code=reply.status, headers=reply.headers)
-    return StreamingResponse(reply.body, status_code=reply.status, headers=reply.headers)
+@dataclass(frozen=True)
+class PooledDoor:
+    """The MCP door as the gateway hands it an endpoint's standard MCP requests (gateway.proxy's `door`), each
+    seated in the endpoint's pool."""
+
+    mcp: Door
+    endpoints: EndpointManager
+    check_soon: Callable[[str], None]  # the keeper's: told of a replica that did not answer
+    queue_s: float  # how long a request waits for a slot
+
+    async def serve(
+        self,
+        pool: Pool,
+        request: Request,
+        body: bytes,
+        user: str | None,
+        client: str,
+        client_left: Callable[[], Coroutine[Any, Any, None]],
+    ) -> Response:
+        """A standard MCP request to the endpoint's /mcp, answered by the door."""
+        placement = PoolPlacement(pool, self.endpoints, self.check_soon, self.queue_s, client)
+        query = request.query_params if request.scope.get("query_string") else {}  # (parsed only when there is one)
+        asked = HttpRequest(request.method, request.headers, body, user, query)
+        reply = await self.mcp.handle(asked, placement, client_left)
+        placement.traffic.request(failed=reply.status >= 500)
+        if isinstance(reply.body, bytes):
+            return Response(reply.body, status_code=reply.status, headers=reply.headers)
+        return StreamingResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
 
 class McpApp:
@@ -117,18 +123,16 @@ class McpApp:
     call through the door is measured against the server's own /mcp (bench/mcp.py), and those cost each call a
     tenth of the round trip. Under another ASGI server the gateway's route answers them, the same way."""
 
-    def __init__(self, services: "Services") -> None:
-        self.services = services
+    def __init__(self, gateway: Gateway, door: PooledDoor) -> None:
+        self.gateway, self.door = gateway, door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = session_path(scope["path"])
         assert found is not None and found[1] == "mcp", "envhub's server hands this app requests to /mcp only"
-        services, endpoint_id = self.services, found[0]
+        endpoint_id = found[0]
         scope = {**scope, "path_params": {"endpoint_id": endpoint_id, "path": "mcp"}}  # as the route's would be
         try:
-            response = await proxy(
-                services.gateway, Request(scope, receive), endpoint_id, "mcp", door=functools.partial(serve, services)
-            )
+            response = await proxy(self.gateway, Request(scope, receive), endpoint_id, "mcp", door=self.door.serve)
         except EnvhubError as exc:
             response = JSONResponse(exc.payload(), status_code=exc.status_code)
         await response(scope, receive, send)

@@ -6,13 +6,10 @@ hands them to the relay before the app sees them (gateway.server); under another
 saying so.
 """
 
-import functools
-
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import Response
 
-from app import agents
-from app.api.deps import ServicesDep
+from app.api.deps import DoorDep, GatewayDep
 from gateway.paths import gateway_path
 from gateway.proxy import proxy
 
@@ -23,8 +20,10 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 @router.api_route(gateway_path("{endpoint_id}"), methods=_METHODS, include_in_schema=False)
 @router.api_route(gateway_path("{endpoint_id}") + "/{path:path}", methods=_METHODS, include_in_schema=False)
-async def proxy_http(request: Request, services: ServicesDep, endpoint_id: str, path: str = "") -> Response:
-    return await proxy(services.gateway, request, endpoint_id, path, door=functools.partial(agents.serve, services))
+async def proxy_http(
+    request: Request, gateway: GatewayDep, door: DoorDep, endpoint_id: str, path: str = ""
+) -> Response:
+    return await proxy(gateway, request, endpoint_id, path, door=door.serve)
 
 
 @router.websocket(gateway_path("{endpoint_id}") + "/{path:path}")

@@ -10,11 +10,10 @@ from fastapi.responses import JSONResponse
 
 from app import gateway
 from app.agents import McpApp
-from app.api import checks, datasets, environments, health, presets, publications, sessions, sync
+from app.api import checks, datasets, environments, health, presets, publications, sessions, signin, sync
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
-from app.auth import routes as auth_routes
 from app.forwarded import ForwardedHostMiddleware
 from app.services import Services
 from app.settings import Settings
@@ -52,12 +51,12 @@ def create_app(
         await services.start()
         try:
             # What envhub's server hands the data plane (gateway.server): the gateway, and the app of requests to /mcp.
-            yield {"gateway": services.gateway, "mcp": McpApp(services)}
+            yield {"gateway": services.gateway, "mcp": McpApp(services.gateway, services.door)}
         finally:
             await services.stop()
 
     app = FastAPI(title="envhub", summary="Find, try and launch OpenEnv environments.", lifespan=lifespan)
-    app.state.services = services  # read through app.api.deps only
+    app.state.services = services  # read through app.api.deps only (and app.server, for its settings and runner)
     # Behind a proxy (a Space): the host from X-Forwarded-Host; uvicorn takes the scheme from X-Forwarded-Proto.
     app.add_middleware(ForwardedHostMiddleware)
 
@@ -84,7 +83,7 @@ def create_app(
     )
     for module in modules:
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
-    app.include_router(auth_routes.router)
+    app.include_router(signin.router)
     app.include_router(gateway.router)
     if services.settings.ui:
         from app.ui.page import mount_ui  # imported only when a page is served: building one takes seconds

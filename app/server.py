@@ -7,23 +7,23 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from app.services import Services
+from app.settings import Settings
+from evals.runs import Runner
 from gateway.server import GatewayHttpProtocol, GatewayWebSocketProtocol
 
 __all__ = ["EnvhubServer", "envhub_server", "server_config"]
 
 
-def server_config(app: FastAPI, **options: Any) -> uvicorn.Config:
+def server_config(app: FastAPI, ws_ping_s: float, **options: Any) -> uvicorn.Config:
     """uvicorn's config for the envhub app. Other WebSockets get uvicorn's pings at the gateway's interval. No
     compression: the gateway passes a replica's frames on as they are, so the client's must be plain too."""
-    services: Services = app.state.services
     return uvicorn.Config(
         app,
         http=GatewayHttpProtocol,
         ws=GatewayWebSocketProtocol,
         ws_per_message_deflate=False,
-        ws_ping_interval=services.settings.ws_ping_s,
-        ws_ping_timeout=services.settings.ws_ping_s,
+        ws_ping_interval=ws_ping_s,
+        ws_ping_timeout=ws_ping_s,
         **options,
     )
 
@@ -33,15 +33,17 @@ class EnvhubServer(uvicorn.Server):
     through envhub's own gateway, whose sockets a shutdown closes (1012) before the app's lifespan ends: stopped
     first, the run ends interrupted with its finished episodes, instead of failing on its own gateway's close."""
 
-    def __init__(self, config: uvicorn.Config, services: Services) -> None:
+    def __init__(self, config: uvicorn.Config, runner: Runner) -> None:
         super().__init__(config)
-        self.services = services
+        self.runner = runner
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self.services.runner.stop()
+        await self.runner.stop()
         await super().shutdown(sockets)
 
 
 def envhub_server(app: FastAPI, **options: Any) -> EnvhubServer:
-    """envhub's server for the envhub app (server_config's options)."""
-    return EnvhubServer(server_config(app, **options), app.state.services)
+    """envhub's server for the envhub app (server_config's options), with the settings and runner app.main built."""
+    settings: Settings = app.state.services.settings
+    runner: Runner = app.state.services.runner
+    return EnvhubServer(server_config(app, settings.ws_ping_s, **options), runner)

@@ -1,6 +1,7 @@
-"""Everything a running envhub is made of, built once from its settings.
+"""Everything a running envhub is made of, built once from its settings: the composition root.
 
-The CLI, the API (through app.api.deps), the UI and the gateway all use this one object.
+Nothing takes this object whole: the API's routes are given their parts by app.api.deps, the page's panels by
+app.ui.page, the data plane its port (`gateway`) by app.main, and each use case is built here with what it uses.
 Building it connects to nothing; `prepare_catalog` touches only the database and the
 template folders; `start` and `stop` run what serving needs (leases, reconcile, the loops).
 """
@@ -19,6 +20,7 @@ from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
 from app.agent_recorder import AgentRecorder
+from app.agents import PooledDoor
 from app.auth.bearers import GatewayBearers
 from app.auth.callers import Identities
 from app.auth.provider import Provider
@@ -33,6 +35,7 @@ from app.background import (
     watch_endpoints,
 )
 from app.settings import Preload, Settings
+from app.usecases.evaluations import Evaluator
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
 from catalog.hub import Hub, HubClient
@@ -170,12 +173,14 @@ class Services:
     play: PlaySessions
     evaluations: EvaluationStore  # the evaluation runs on record, and their episodes
     runner: Runner  # the evaluation runs under way in this process
+    evaluator: Evaluator  # starts evaluation runs, from the API, the UI and the CLI
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
     gateway: Gateway  # the data plane: what it needs of all this, and nothing more
     agents: AgentSessions  # the agent sessions on record, played through the MCP door
     mcp: Door  # every endpoint's standard MCP door, and the sessions it holds in this process
+    door: PooledDoor  # the door as the gateway hands it requests, each seated in its endpoint's pool
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -244,6 +249,9 @@ class Services:
             downloads_per_hour=settings.taskset_downloads_per_hour,
         )
         evaluations = EvaluationStore(engine, leases.instance)
+        door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
+        runner = Runner(evaluations)
+        presets = ModelPresets(engine, sessions.sealer)
         return cls(
             settings=settings,
             engine=engine,
@@ -262,8 +270,9 @@ class Services:
             monitor=monitor,
             play=PlaySessions(),
             evaluations=evaluations,
-            runner=Runner(evaluations),
-            presets=ModelPresets(engine, sessions.sealer),
+            runner=runner,
+            evaluator=Evaluator(settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens),
+            presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
             gateway=Gateway(
@@ -273,7 +282,8 @@ class Services:
                 settings=gateway_settings(settings),
             ),
             agents=agents,
-            mcp=Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s),
+            mcp=door,
+            door=PooledDoor(door, endpoints, keeper.check_soon, settings.pool_queue_s),
         )
 
     @contextmanager

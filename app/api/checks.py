@@ -6,9 +6,18 @@ from typing import Annotated, Self
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from app.api.deps import CallerDep, ServicesDep, SessionDep
-from app.services import Services
+from app.api.deps import (
+    CallerDep,
+    CheckerDep,
+    EndpointsDep,
+    EndpointTokensDep,
+    EngineDep,
+    SessionDep,
+    SettingsDep,
+)
 from app.urls import own_endpoint, own_gateway
 from app.usecases.quality import hosted, server_capacity
 from catalog.models import EnvironmentDetail, Source
@@ -40,14 +49,20 @@ class CheckRequest(BaseModel):
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_check(
-    body: CheckRequest, request: Request, services: ServicesDep, caller: CallerDep
+    body: CheckRequest,
+    request: Request,
+    checker: CheckerDep,
+    manager: EndpointsDep,
+    tokens: EndpointTokensDep,
+    settings: SettingsDep,
+    engine: EngineDep,
+    caller: CallerDep,
 ) -> CheckReportPublic | QualityReportPublic:
     """Run the conformance checklist (up to 30 s) or a quality report (up to 60 s) now, and file the report.
 
     A private endpoint is checked for its owner and the admin only."""
-    checker, manager = services.checker, services.endpoints
     quality = body.suite == Suite.QUALITY
-    endpoint_id = body.endpoint or (own_endpoint(body.url, services.settings, request) if body.url else None)
+    endpoint_id = body.endpoint or (own_endpoint(body.url, settings, request) if body.url else None)
     if endpoint_id is not None:
         endpoint = await asyncio.to_thread(manager.store.get, endpoint_id)
         if endpoint.options.get("private") is True and not manager.access.may_stop(caller, endpoint.owner):
@@ -55,7 +70,7 @@ async def create_check(
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")
         url = own_gateway(request, endpoint.id)
-        credentials = services.endpoint_tokens.header(endpoint.id)
+        credentials = tokens.header(endpoint.id)
         if quality:
             known = await asyncio.to_thread(hosted, manager, endpoint)
             return await checker.check_quality(
@@ -78,7 +93,7 @@ async def create_check(
         await asyncio.to_thread(manager.store.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed
     if body.environment is not None:
-        environment = await asyncio.to_thread(_environment, services, body.environment)
+        environment = await asyncio.to_thread(_environment, engine, body.environment)
         if environment.source == Source.TEMPLATE or not environment.host:
             raise InvalidInputError(
                 f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint"
@@ -90,8 +105,8 @@ async def create_check(
     return await (checker.check_quality(body.url) if quality else checker.check(body.url))
 
 
-def _environment(services: Services, environment_id: str) -> EnvironmentDetail:
-    with services.db() as session:
+def _environment(engine: Engine, environment_id: str) -> EnvironmentDetail:
+    with Session(engine) as session:
         return get_environment(session, environment_id)
 
 

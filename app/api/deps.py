@@ -1,71 +1,86 @@
-"""What request handlers receive, all from the one services object: a database session, the settings, the parts
-of envhub they use, who is calling (with the CSRF check) and the admin check. Nothing else reads the app's state."""
+"""What request handlers receive, from the one services object: a database session, the settings, each part of
+envhub they use (that part only, never the whole), who is calling (with the CSRF check) and the admin check. Nothing
+else a request reaches reads the app's state."""
 
 import secrets
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Annotated, Any, TypeVar
 
+import httpx
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.requests import HTTPConnection
 
+from app.agents import PooledDoor
+from app.auth.callers import Identities
+from app.auth.provider import Provider
 from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
+from app.usecases.evaluations import Evaluator
 from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
+from catalog.tasksets import Tasksets
 from conformance.checker import Checker
-from core.callers import Caller
+from core.callers import Access, Caller
 from core.errors import ForbiddenError, UnauthorizedError
+from core.sealing import EndpointTokens
+from evals.presets import ModelPresets
+from evals.runs import Runner
+from evals.sessions import AgentSessions
+from evals.store import EvaluationStore
+from gateway.ports import Gateway
 from hosting.endpoints import EndpointManager
 from hosting.publish import Publisher
 
+T = TypeVar("T")
+
 
 def get_services(connection: HTTPConnection) -> Services:
+    """The providers' one source; handlers are given the parts they use, never this."""
     services: Services = connection.app.state.services
     return services
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+def _part(pick: Callable[[Services], T]) -> Callable[[HTTPConnection], Coroutine[Any, Any, T]]:
+    """A provider of one part of envhub. It is a coroutine, so FastAPI calls it on the loop rather than sending
+    a mere attribute read through its thread pool (a hop on every relayed request)."""
+
+    async def provide(connection: HTTPConnection) -> T:
+        return pick(get_services(connection))
+
+    return provide
 
 
-def get_session(services: ServicesDep) -> Iterator[Session]:
-    with services.db() as session:
+def get_session(connection: HTTPConnection) -> Iterator[Session]:
+    with get_services(connection).db() as session:
         yield session
 
 
-def get_settings(services: ServicesDep) -> Settings:
-    return services.settings
-
-
-def get_syncer(services: ServicesDep) -> Syncer:
-    return services.syncer
-
-
-def get_endpoints(services: ServicesDep) -> EndpointManager:
-    return services.endpoints
-
-
-def get_checker(services: ServicesDep) -> Checker:
-    return services.checker
-
-
-def get_spaces(services: ServicesDep) -> SpaceHealth:
-    return services.monitor.spaces
-
-
-def get_publisher(services: ServicesDep) -> Publisher:
-    return services.publisher
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-SyncerDep = Annotated[Syncer, Depends(get_syncer)]
-EndpointsDep = Annotated[EndpointManager, Depends(get_endpoints)]
-CheckerDep = Annotated[Checker, Depends(get_checker)]
-SpacesDep = Annotated[SpaceHealth, Depends(get_spaces)]
-PublisherDep = Annotated[Publisher, Depends(get_publisher)]
+EngineDep = Annotated[Engine, Depends(_part(lambda s: s.engine))]
+SettingsDep = Annotated[Settings, Depends(_part(lambda s: s.settings))]
+SyncerDep = Annotated[Syncer, Depends(_part(lambda s: s.syncer))]
+EndpointsDep = Annotated[EndpointManager, Depends(_part(lambda s: s.endpoints))]
+AccessDep = Annotated[Access, Depends(_part(lambda s: s.endpoints.access))]
+EndpointTokensDep = Annotated[EndpointTokens, Depends(_part(lambda s: s.endpoint_tokens))]
+CheckerDep = Annotated[Checker, Depends(_part(lambda s: s.checker))]
+SpacesDep = Annotated[SpaceHealth, Depends(_part(lambda s: s.monitor.spaces))]
+PublisherDep = Annotated[Publisher, Depends(_part(lambda s: s.publisher))]
+TasksetsDep = Annotated[Tasksets, Depends(_part(lambda s: s.tasksets))]
+PresetsDep = Annotated[ModelPresets, Depends(_part(lambda s: s.presets))]
+EvaluationsDep = Annotated[EvaluationStore, Depends(_part(lambda s: s.evaluations))]
+RunnerDep = Annotated[Runner, Depends(_part(lambda s: s.runner))]
+EvaluatorDep = Annotated[Evaluator, Depends(_part(lambda s: s.evaluator))]
+AgentsDep = Annotated[AgentSessions, Depends(_part(lambda s: s.agents))]
+IdentitiesDep = Annotated[Identities, Depends(_part(lambda s: s.identities))]
+OAuthDep = Annotated[Provider, Depends(_part(lambda s: s.oauth))]
+HttpDep = Annotated[httpx.AsyncClient | None, Depends(_part(lambda s: s.http))]  # envhub's own client, while it serves
+SessionSecretDep = Annotated[bytes, Depends(_part(lambda s: s.session_secret))]
+GatewayDep = Annotated[Gateway, Depends(_part(lambda s: s.gateway))]
+DoorDep = Annotated[PooledDoor, Depends(_part(lambda s: s.door))]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -8,8 +8,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session
 
-from app.api.deps import CheckerDep, ServicesDep, SessionDep, SettingsDep, SpacesDep
+from app.api.deps import CheckerDep, EngineDep, SessionDep, SettingsDep, SpacesDep, TasksetsDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
 from catalog.revisions import RevisionPublic, RevisionsPublic, revisions_of
 from catalog.search import EnvironmentQuery, Sort, search_environments
@@ -80,9 +81,9 @@ async def register_environment(
 
 
 @router.get("/{environment_id:path}/leaderboard")
-def read_leaderboard(session: SessionDep, services: ServicesDep, environment_id: str) -> Leaderboard:
+def read_leaderboard(session: SessionDep, engine: EngineDep, environment_id: str) -> Leaderboard:
     """The environment's evaluations, best first, grouped by what they compare on (revision and task set)."""
-    return leaderboard(services.engine, get_environment(session, environment_id).id)
+    return leaderboard(engine, get_environment(session, environment_id).id)
 
 
 @router.get("/{environment_id:path}/revisions")
@@ -96,14 +97,14 @@ def read_revisions(session: SessionDep, environment_id: str) -> RevisionsPublic:
 
 
 @router.get("/{environment_id:path}/tasksets")
-async def read_tasksets(services: ServicesDep, environment_id: str) -> EnvironmentTasksets:
+async def read_tasksets(engine: EngineDep, tasksets: TasksetsDep, environment_id: str) -> EnvironmentTasksets:
     """What it can be evaluated on: its Task API splits (as last read from its server) and its linked
     datasets at their pinned revisions, with row counts and a preview of rows."""
 
     def read() -> EnvironmentTasksets:
-        with services.db() as session:
+        with Session(engine) as session:
             environment = get_environment(session, environment_id)
-            return environment_tasksets(session, services.tasksets, environment, cached_interface(environment))
+            return environment_tasksets(session, tasksets, environment, cached_interface(environment))
 
     return await asyncio.to_thread(read)
 

@@ -7,9 +7,18 @@ from fastapi import APIRouter, Request, status
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import CallerDep, ServicesDep
+from app.api.deps import (
+    AccessDep,
+    AgentsDep,
+    CallerDep,
+    EndpointsDep,
+    EvaluationsDep,
+    EvaluatorDep,
+    RunnerDep,
+    SettingsDep,
+)
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, start_evaluation, visible_episode
+from app.usecases.evaluations import EvaluationRequest, visible_episode
 from core.errors import ConflictError, ForbiddenError
 from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
 from evals.rollouts import push_rollouts, rollouts_jsonl
@@ -19,29 +28,29 @@ router = APIRouter(prefix="/api/evaluations", tags=["evaluations"])
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_evaluation(
-    body: EvaluationRequest, request: Request, services: ServicesDep, caller: CallerDep
+    body: EvaluationRequest, request: Request, evaluator: EvaluatorDep, caller: CallerDep
 ) -> EvaluationBase:
     """Start a run; it is `queued` until its endpoint answers, then `running`, then `finished`."""
-    row = await start_evaluation(services, body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
+    row = await evaluator.start(body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
     return EvaluationBase.model_validate(row.model_dump())
 
 
 @router.get("")
-def list_evaluations(services: ServicesDep, environment: str | None = None) -> list[EvaluationBase]:
-    return services.evaluations.list_runs(environment=environment)
+def list_evaluations(evaluations: EvaluationsDep, environment: str | None = None) -> list[EvaluationBase]:
+    return evaluations.list_runs(environment=environment)
 
 
 @router.get("/{evaluation_id}")
-def read_evaluation(evaluation_id: str, services: ServicesDep) -> EvaluationPublic:
+def read_evaluation(evaluation_id: str, evaluations: EvaluationsDep) -> EvaluationPublic:
     """The run, its summary and its episodes (without their steps: see /episodes.jsonl)."""
-    return services.evaluations.public(evaluation_id)
+    return evaluations.public(evaluation_id)
 
 
 @router.get("/{evaluation_id}/episodes.jsonl")
-def export_episodes(evaluation_id: str, services: ServicesDep) -> Response:
+def export_episodes(evaluation_id: str, evaluations: EvaluationsDep) -> Response:
     """Every finished episode, one JSON object per line, each with the run's metadata."""
     return Response(
-        rollouts_jsonl(services.evaluations, evaluation_id),
+        rollouts_jsonl(evaluations, evaluation_id),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{evaluation_id}-episodes.jsonl"'},
     )
@@ -55,38 +64,43 @@ class PushRequest(BaseModel):
 
 @router.post("/{evaluation_id}/push")
 async def push_to_hub(
-    evaluation_id: str, body: PushRequest, services: ServicesDep, caller: CallerDep
+    evaluation_id: str, body: PushRequest, evaluations: EvaluationsDep, settings: SettingsDep, caller: CallerDep
 ) -> dict[str, str]:
     """Push the rollouts to a dataset repo on the Hub with your own token: the JSONL and a dataset card."""
     url = await asyncio.to_thread(
         push_rollouts,
-        services.evaluations,
+        evaluations,
         evaluation_id,
         body.repo,
         token=caller.token,
-        endpoint=services.settings.hf_endpoint,
+        endpoint=settings.hf_endpoint,
         private=body.private,
     )
     return {"url": url, "repo": body.repo}
 
 
 @router.get("/episodes/{episode_id}")
-def read_episode(episode_id: str, services: ServicesDep, caller: CallerDep) -> EpisodePublic:
+def read_episode(
+    episode_id: str, evaluations: EvaluationsDep, agents: AgentsDep, endpoints: EndpointsDep, caller: CallerDep
+) -> EpisodePublic:
     """One episode with every step: what the share link `/?episode=ID` opens (an agent session's of a private
     endpoint: for its owner and the admin only)."""
-    return EpisodePublic.model_validate(visible_episode(services, caller, episode_id).model_dump())
+    episode = visible_episode(evaluations, agents, endpoints, caller, episode_id)
+    return EpisodePublic.model_validate(episode.model_dump())
 
 
 @router.delete("/{evaluation_id}")
-async def cancel_evaluation(evaluation_id: str, services: ServicesDep, caller: CallerDep) -> EvaluationBase:
+async def cancel_evaluation(
+    evaluation_id: str, evaluations: EvaluationsDep, runner: RunnerDep, access: AccessDep, caller: CallerDep
+) -> EvaluationBase:
     """Cancel a run: its owner or the admin may (one nobody owns: anyone while sign-in is off); the episodes
     that finished are kept."""
-    run = services.evaluations.get(evaluation_id)
-    if not services.endpoints.access.may_stop(caller, run.owner):
+    run = evaluations.get(evaluation_id)
+    if not access.may_stop(caller, run.owner):
         who = f"by {run.owner}" if run.owner else "by nobody signed in"
         raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")
-    if run.status in UNDER_WAY and not await services.runner.cancel(evaluation_id):
+    if run.status in UNDER_WAY and not await runner.cancel(evaluation_id):
         raise ConflictError(
             f"evaluation {evaluation_id} runs in another envhub process ({run.instance}); cancel it there"
         )
-    return EvaluationBase.model_validate(services.evaluations.get(evaluation_id).model_dump())
+    return EvaluationBase.model_validate(evaluations.get(evaluation_id).model_dump())

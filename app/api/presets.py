@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter, status
 
-from app.api.deps import CallerDep, ServicesDep
+from app.api.deps import AccessDep, CallerDep, PresetsDep
 from evals.models import ModelPresetPublic, ModelPresetsPublic
 from evals.presets import preset_owner
 from rollout.model import ModelConfig
@@ -11,26 +11,28 @@ router = APIRouter(prefix="/api/models", tags=["models"])
 
 
 @router.get("")
-def list_presets(services: ServicesDep, caller: CallerDep) -> ModelPresetsPublic:
+def list_presets(presets: PresetsDep, access: AccessDep, caller: CallerDep) -> ModelPresetsPublic:
     """Your presets; each says whether it has an API key, never the key."""
-    owner = preset_owner(caller, services.endpoints.access)
-    data = [services.presets.public(p) for p in services.presets.list(owner)]
+    owner = preset_owner(caller, access)
+    data = [presets.public(p) for p in presets.list(owner)]
     return ModelPresetsPublic(data=data, count=len(data))
 
 
 @router.get("/{name}")
-def read_preset(name: str, services: ServicesDep, caller: CallerDep) -> ModelPresetPublic:
-    owner = preset_owner(caller, services.endpoints.access)
-    return services.presets.public(services.presets.get(owner, name))
+def read_preset(name: str, presets: PresetsDep, access: AccessDep, caller: CallerDep) -> ModelPresetPublic:
+    owner = preset_owner(caller, access)
+    return presets.public(presets.get(owner, name))
 
 
 @router.put("/{name}")
-def save_preset(name: str, body: ModelConfig, services: ServicesDep, caller: CallerDep) -> ModelPresetPublic:
+def save_preset(
+    name: str, body: ModelConfig, presets: PresetsDep, access: AccessDep, caller: CallerDep
+) -> ModelPresetPublic:
     """Create or replace a preset. Leave out `api_key` to keep the key saved before; `"api_key": null` removes it."""
-    owner = preset_owner(caller, services.endpoints.access)
-    return services.presets.public(services.presets.save(owner, name, body))
+    owner = preset_owner(caller, access)
+    return presets.public(presets.save(owner, name, body))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_preset(name: str, services: ServicesDep, caller: CallerDep) -> None:
-    services.presets.delete(preset_owner(caller, services.endpoints.access), name)
+def delete_preset(name: str, presets: PresetsDep, access: AccessDep, caller: CallerDep) -> None:
+    presets.delete(preset_owner(caller, access), name)

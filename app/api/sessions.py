@@ -4,7 +4,7 @@ observations, rewards, done), and their exports. A private endpoint's are its ow
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from app.api.deps import CallerDep, ServicesDep
+from app.api.deps import AgentsDep, CallerDep, EndpointsDep
 from app.usecases.evaluations import ensure_sessions_visible
 from evals.models import AgentSessionPublic, AgentSessionsPublic
 from evals.transcripts import episodes_jsonl, messages_jsonl
@@ -13,40 +13,48 @@ router = APIRouter(prefix="/api/endpoints", tags=["agent sessions"])
 
 
 @router.get("/{endpoint_id}/sessions")
-def list_sessions(endpoint_id: str, services: ServicesDep, caller: CallerDep) -> AgentSessionsPublic:
+def list_sessions(
+    endpoint_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
+) -> AgentSessionsPublic:
     """The endpoint's agent sessions, newest first, with their figures (episodes, reward, steps)."""
-    ensure_sessions_visible(services, caller, endpoint_id)
-    listed = services.agents.list_for(endpoint_id)
+    ensure_sessions_visible(endpoints, caller, endpoint_id)
+    listed = agents.list_for(endpoint_id)
     return AgentSessionsPublic(data=listed, count=len(listed))
 
 
 @router.get("/{endpoint_id}/sessions/{session_id}")
-def read_session(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> AgentSessionPublic:
+def read_session(
+    endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
+) -> AgentSessionPublic:
     """One agent session with every episode and its records; each episode opens in the viewer at /?episode=ID."""
-    ensure_sessions_visible(services, caller, endpoint_id)
-    return services.agents.public(endpoint_id, session_id)
+    ensure_sessions_visible(endpoints, caller, endpoint_id)
+    return agents.public(endpoint_id, session_id)
 
 
 @router.get("/{endpoint_id}/sessions/{session_id}/episodes.jsonl")
-def export_episodes(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> Response:
+def export_episodes(
+    endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
+) -> Response:
     """The session's episodes, one JSON object per line with the session's metadata, as a run's export has them."""
-    ensure_sessions_visible(services, caller, endpoint_id)
-    session = services.agents.get(endpoint_id, session_id)
+    ensure_sessions_visible(endpoints, caller, endpoint_id)
+    session = agents.get(endpoint_id, session_id)
     return Response(
-        episodes_jsonl(session, services.agents.episodes(session_id)),
+        episodes_jsonl(session, agents.episodes(session_id)),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{session_id}-episodes.jsonl"'},
     )
 
 
 @router.get("/{endpoint_id}/sessions/{session_id}/messages.jsonl")
-def export_messages(endpoint_id: str, session_id: str, services: ServicesDep, caller: CallerDep) -> Response:
+def export_messages(
+    endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
+) -> Response:
     """The session's episodes as chat transcripts, one per line, as `openenv collect` writes results.jsonl: its
     `messages` column is what TRL's SFTTrainer reads."""
-    ensure_sessions_visible(services, caller, endpoint_id)
-    session = services.agents.get(endpoint_id, session_id)
+    ensure_sessions_visible(endpoints, caller, endpoint_id)
+    session = agents.get(endpoint_id, session_id)
     return Response(
-        messages_jsonl(session, services.agents.episodes(session_id)),
+        messages_jsonl(session, agents.episodes(session_id)),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{session_id}-messages.jsonl"'},
     )

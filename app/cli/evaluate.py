@@ -48,7 +48,6 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
 async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool) -> int:
     from app.main import create_app
     from app.server import envhub_server
-    from app.usecases.evaluations import start_evaluation
     from core.callers import Caller
     from evals.models import UNDER_WAY
     from gateway.paths import gateway_path
@@ -70,8 +69,8 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     began = time.monotonic()  # the run's own wall time leaves out starting the environment's server
     try:
         try:
-            run = await start_evaluation(
-                services, body, Caller(admin=True), lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
+            run = await services.evaluator.start(
+                body, Caller(admin=True), lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
             )
         except EnvhubError as exc:
             print(f"envhub: {exc.message}", file=sys.stderr)

@@ -11,12 +11,14 @@ from typing import Any
 
 import gradio as gr
 from pydantic import ValidationError
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from app.services import Services
 from app.ui.episode import Outcome
 from app.usecases.play import PlayError, PlaySession
 from catalog.store import find_environment
 from core.errors import EnvhubError
+from core.outbound import OutboundGuard
 from rollout import loop
 from rollout.harness import Brief
 from rollout.model import ModelConfig, ModelError, ModelPolicy
@@ -110,7 +112,8 @@ def _said(playing: "Playing", move: Move) -> str:
 
 
 def wire(
-    services: Services,
+    engine: Engine,
+    guard: OutboundGuard,
     auto: AutoPlay,
     session_of: Callable[[gr.Request], PlaySession | None],
     show: Callable[[PlaySession, Outcome], dict[Any, Any]],
@@ -126,15 +129,15 @@ def wire(
                 config = ModelConfig(
                     base_url=(base_url or "").strip(), model=(model or "").strip(), api_key=api_key or None
                 )
-                await services.guard.resolve(config.base_url)
+                await guard.resolve(config.base_url)
             except ValidationError as exc:
                 return {auto.reply: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
             except EnvhubError as exc:
                 return {auto.reply: f"**Not started:** {exc.message}"}
-            chosen = ModelPolicy(config, services.guard)
+            chosen = ModelPolicy(config, guard)
         else:
             chosen = BASELINES[policy]
-        with services.db() as db:
+        with Session(engine) as db:
             environment = find_environment(db, session.environment)
         info = session.info
         brief = Brief(

@@ -5,12 +5,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from app.services import Services
 from app.ui.cards import pages, results_html, summary
 from catalog.models import Source, Verdict
 from catalog.search import EnvironmentQuery, Sort, catalog_extent, search_environments
 from catalog.store import list_tags
+from hosting.endpoint_store import EndpointStore
 
 PAGE_SIZE = 12
 SORTS = [
@@ -109,7 +111,7 @@ def build() -> Browse:
     )  # fmt: skip
 
 
-def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
+def run_search(engine: Engine, endpoints: EndpointStore, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
     """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
     q, sort, tags, source, status, has_tools, has_tasks, quality = filters
     query = EnvironmentQuery(
@@ -124,14 +126,14 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
         limit=PAGE_SIZE,
         offset=max(0, page) * PAGE_SIZE,
     )
-    with services.db() as session:
+    with Session(engine) as session:
         found, count = search_environments(session, query)
         indexed = catalog_extent(session).describe() if not found else ""
     total_pages = pages(count, PAGE_SIZE)
     page = min(max(0, page), total_pages - 1)
     return (
         summary(count, query.offset, len(found)),
-        results_html(found, services.endpoints.store.active_by_environment() if found else {}, q or "", indexed),
+        results_html(found, endpoints.active_by_environment() if found else {}, q or "", indexed),
         page,
         f"Page {page + 1} of {total_pages}",
         gr.Button(interactive=page > 0),
@@ -139,9 +141,9 @@ def run_search(services: Services, filters: Sequence[Any], page: int) -> tuple[A
     )
 
 
-def tag_choices(services: Services, *, chosen: str | None = None) -> Any:
+def tag_choices(engine: Engine, *, chosen: str | None = None) -> Any:
     """The tag filter's choices, the most used first; `chosen` is chosen (and listed, however rare)."""
-    with services.db() as session:
+    with Session(engine) as session:
         listed = [(f"{tag} ({count})", tag) for tag, count in list_tags(session, limit=60)]
     if chosen is None:
         return gr.Dropdown(choices=listed)
@@ -150,14 +152,14 @@ def tag_choices(services: Services, *, chosen: str | None = None) -> Any:
     return gr.Dropdown(choices=listed, value=[chosen])
 
 
-def wire(services: Services, browse: Browse) -> None:
+def wire(engine: Engine, endpoints: EndpointStore, browse: Browse) -> None:
     def first_page(*values: Any) -> tuple[Any, ...]:
-        return run_search(services, values, 0)
+        return run_search(engine, endpoints, values, 0)
 
     def turn(by: int) -> Any:
         def go(*values: Any) -> tuple[Any, ...]:
             *filters, page = values
-            return run_search(services, filters, page + by)
+            return run_search(engine, endpoints, filters, page + by)
 
         return go
 

@@ -6,18 +6,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from app.services import Services
 from app.ui import connect, publish
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.evaluate import RUN_CLICKS
 from app.ui.introspect import can_introspect, template_interface
-from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal, running_pool
+from app.ui.live import Live, outbound_refusal
 from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
 from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
 from catalog.models import EnvironmentDetail
+from catalog.space_health import SpaceHealth
 from catalog.store import cached_interface, find_environment
+from catalog.tasksets import Tasksets
 from core.errors import EnvhubError
 from protocol.health import HealthStatus
 from protocol.interface import Interface, read_interface
@@ -85,9 +88,11 @@ def build() -> Detail:
     )
 
 
-def show(services: Services, detail: Detail, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def show(
+    engine: Engine, live: Live, hf_endpoint: str, detail: Detail, environment_id: str, request: gr.Request | None
+) -> dict[Any, Any]:
     """Everything the catalog knows, at once; the live part follows in refresh()."""
-    with services.db() as session:
+    with Session(engine) as session:
         environment = find_environment(session, environment_id) if environment_id else None
         report = latest_report(session, environment.id) if environment is not None else None
     if environment is None:
@@ -101,37 +106,35 @@ def show(services: Services, detail: Detail, environment_id: str, request: gr.Re
             detail.status: "",
             detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", Interface())
-    urls = live_urls(services, environment, request)
+    urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
-    active = [
-        e for e in services.endpoints.store.list(active_only=True) if e.environment == environment.id
-    ]  # newest first
+    active = [e for e in live.endpoints.store.list(active_only=True) if e.environment == environment.id]  # newest first
     launched = active[0].status.value if active else None
     serving = {e.id: e.revision for e in active if e.revision}
-    base = readme_base(services.settings.hf_endpoint, environment)
+    base = readme_base(hf_endpoint, environment)
     return {
-        detail.header: header_html(environment, services.settings.hf_endpoint, launched, serving),
+        detail.header: header_html(environment, hf_endpoint, launched, serving),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
         detail.api: api_html(info),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.quality: quality_html(environment, report),
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
-    } | connect_updates(services, detail, url, environment, info)
+    } | connect_updates(live, detail, url, environment, info)
 
 
 def connect_updates(
-    services: Services, detail: Detail, url: str | None, environment: EnvironmentDetail, info: Interface
+    live: Live, detail: Detail, url: str | None, environment: EnvironmentDetail, info: Interface
 ) -> dict[Any, Any]:
-    pool, private = running_pool(services, environment.id)
+    pool, private = live.running_pool(environment.id)
     return connect.updates(detail.connect, url, environment.title, info, pool, private=private)
 
 
-async def wake(services: Services, detail: Detail, environment_id: str) -> dict[Any, Any]:
+async def wake(spaces: SpaceHealth, detail: Detail, environment_id: str) -> dict[Any, Any]:
     """Send a sleeping Space the request that wakes it; the health monitor follows it from there."""
     try:
-        health = await services.monitor.spaces.wake(environment_id)
+        health = await spaces.wake(environment_id)
     except EnvhubError as exc:
         return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
     note = html.escape(health.message or health.status.value)
@@ -143,7 +146,10 @@ async def wake(services: Services, detail: Detail, environment_id: str) -> dict[
 
 
 async def refresh(
-    services: Services,
+    engine: Engine,
+    live: Live,
+    tasksets: Tasksets,
+    hf_endpoint: str,
     detail: Detail,
     environment_id: str,
     request: gr.Request | None,
@@ -151,29 +157,29 @@ async def refresh(
 ) -> dict[Any, Any]:
     """Read schemas, tools and tasks from the live URL when the catalog has not cached them; `menus` are given
     what it can be played on (seeds first)."""
-    with services.db() as session:
+    with Session(engine) as session:
         environment = find_environment(session, environment_id) if environment_id else None
     if environment is None:
         return {output: gr.skip() for output in [*detail.live_outputs, *menus]}
-    urls = live_urls(services, environment, request)
+    urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
     missing = info.schema is None or (not info.tools and not info.splits)
     # Opening a page must not wake a sleeping Space, nor reach an address the guard refuses.
     if url and missing and not asleep(environment):
-        outbound = await outbound_for(services, environment, request)
+        outbound = await live.outbound_for(environment, request)
         try:
-            address = connection_url(services, url, request)
+            address = live.connection_url(url, request)
             if await outbound_refusal(outbound, address) is None:
                 info = info.or_else(await read_interface(address, outbound))
         finally:
             await outbound.aclose()
     elif info.schema is None and can_introspect(environment):  # envhub has the source: no launch needed
-        info = info.or_else(await template_interface(services, environment))
+        info = info.or_else(await template_interface(engine, environment))
     try:
-        tasksets = await read_tasksets(services, environment, info)
-        tasks = tasksets_html(tasksets, services.settings.hf_endpoint)
-        listed = choices(tasksets, seeds=True)
+        linked = await read_tasksets(engine, tasksets, environment, info)
+        tasks = tasksets_html(linked, hf_endpoint)
+        listed = choices(linked, seeds=True)
     except EnvhubError as exc:
         tasks = f'<p class="problem">Could not read its tasks: {html.escape(exc.message)}</p>'
         listed = [SEEDS]
@@ -184,5 +190,5 @@ async def refresh(
             detail.tasks: tasks,
             detail.status: status_html(environment, url),
         }
-        | connect_updates(services, detail, url, environment, info)
+        | connect_updates(live, detail, url, environment, info)
     )

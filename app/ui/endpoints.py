@@ -9,12 +9,12 @@ from typing import Any
 
 import gradio as gr
 
-from app.services import Services
-from app.ui.requests import acting_caller, caller_of, page_endpoint_url
+from app.ui.requests import Visitors
 from app.ui.wording import plural
 from catalog.models import EnvironmentDetail
 from core.callers import Caller
 from core.errors import EnvhubError, TooManyRequestsError
+from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus, ReplicaStatus
 
 # A click on a row's button sends its action and endpoint; copying the URL happens in the page alone.
@@ -35,26 +35,26 @@ _BADGE = {EndpointStatus.STARTING: "busy", EndpointStatus.RUNNING: "ok", Endpoin
 _CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
 
 
-def yours(services: Services, caller: Caller) -> list[Endpoint]:
+def yours(endpoints: EndpointManager, caller: Caller) -> list[Endpoint]:
     """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
     is told apart, so every endpoint nobody owns is anyone's."""
-    active = services.endpoints.store.list(active_only=True)
+    active = endpoints.store.list(active_only=True)
     return active if caller.admin else [e for e in active if e.owner == caller.name]
 
 
-def reusable(services: Services, caller: Caller, environment: EnvironmentDetail) -> Endpoint | None:
+def reusable(endpoints: EndpointManager, caller: Caller, environment: EnvironmentDetail) -> Endpoint | None:
     """The caller's newest running (or starting) endpoint of this environment at this revision."""
-    for endpoint in yours(services, caller):
+    for endpoint in yours(endpoints, caller):
         same = endpoint.environment == environment.id and endpoint.revision == environment.sha
         if same and endpoint.status in (EndpointStatus.RUNNING, EndpointStatus.STARTING):
             return endpoint
     return None
 
 
-def launch_refusal(services: Services, caller: Caller, exc: EnvhubError) -> str:
+def launch_refusal(endpoints: EndpointManager, caller: Caller, exc: EnvhubError) -> str:
     """Why a launch was refused, in the page's words: at the limit of endpoints, the panel to stop one in."""
-    limit = services.endpoints.limits.per_owner
-    if isinstance(exc, TooManyRequestsError) and len(yours(services, caller)) >= limit:
+    limit = endpoints.limits.per_owner
+    if isinstance(exc, TooManyRequestsError) and len(yours(endpoints, caller)) >= limit:
         return (
             f"you have {plural(limit, 'endpoint')} running, the most this server allows: stop one "
             "in **My endpoints**, or open one of them in Play."
@@ -83,14 +83,14 @@ def build() -> MyEndpoints:
     return MyEndpoints(listing, message, gr.Timer(2.0, active=False))
 
 
-def _pool(services: Services, endpoint: Endpoint) -> str:
-    pool = services.endpoints.replica_store.public(endpoint, services.endpoints.routes.known(endpoint.id))
+def _pool(endpoints: EndpointManager, endpoint: Endpoint) -> str:
+    pool = endpoints.replica_store.public(endpoint, endpoints.routes.known(endpoint.id))
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
 
 
-def listing_html(services: Services, request: gr.Request | None) -> str:
-    found = yours(services, caller_of(services, request))
+def listing_html(endpoints: EndpointManager, visitors: Visitors, request: gr.Request | None) -> str:
+    found = yours(endpoints, visitors.caller(request))
     if not found:
         return (
             '<p class="muted" id="no-endpoints">No endpoints running. Open an environment and press '
@@ -98,7 +98,7 @@ def listing_html(services: Services, request: gr.Request | None) -> str:
         )
     rows = []
     for e in found:
-        url = page_endpoint_url(services, request, e.id)
+        url = visitors.endpoint_url(request, e.id)
         running = e.status == EndpointStatus.RUNNING
         ident = f'data-endpoint="{html.escape(e.id, quote=True)}"'
         revision = f"<code>{html.escape(e.revision[:12])}</code>" if e.revision else '<span class="muted">–</span>'
@@ -109,7 +109,7 @@ def listing_html(services: Services, request: gr.Request | None) -> str:
             f'<td><span class="badge badge-{_BADGE.get(e.status, "info")}">{html.escape(e.status.value)}</span></td>'
             f'<td class="endpoint-url"><code>{html.escape(url)}</code> '
             f'<button class="row-action" data-action="copy" data-url="{html.escape(url, quote=True)}">Copy</button>'
-            f"</td><td>{html.escape(_pool(services, e))}</td><td class='row-actions'>"
+            f"</td><td>{html.escape(_pool(endpoints, e))}</td><td class='row-actions'>"
             + (f'<button class="row-action" data-action="play" {ident}>▶ Open in Play</button>' if running else "")
             + f'<button class="row-action stop" data-action="stop" {ident}>■ Stop</button></td></tr>'
         )
@@ -117,22 +117,27 @@ def listing_html(services: Services, request: gr.Request | None) -> str:
     return f'<table class="my-endpoints"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def show(services: Services, panel: MyEndpoints, request: gr.Request | None) -> dict[Any, Any]:
+def show(
+    endpoints: EndpointManager, visitors: Visitors, panel: MyEndpoints, request: gr.Request | None
+) -> dict[Any, Any]:
     """The listing, followed every few seconds while one of the endpoints starts or stops."""
-    changing = any(e.status in _CHANGING for e in yours(services, caller_of(services, request)))
-    return {panel.listing: listing_html(services, request), panel.timer: gr.Timer(active=changing)}
+    changing = any(e.status in _CHANGING for e in yours(endpoints, visitors.caller(request)))
+    return {panel.listing: listing_html(endpoints, visitors, request), panel.timer: gr.Timer(active=changing)}
 
 
-def stop(services: Services, panel: MyEndpoints, request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
+def stop(
+    endpoints: EndpointManager, visitors: Visitors, panel: MyEndpoints, request: gr.Request, endpoint_id: str
+) -> dict[Any, Any]:
     try:
-        services.endpoints.stop(endpoint_id, acting_caller(services, request))
+        endpoints.stop(endpoint_id, visitors.acting_caller(request))
     except EnvhubError as exc:
-        return {panel.message: f"**Not stopped:** {exc.message}"} | show(services, panel, request)
-    return {panel.message: f"Stopped `{endpoint_id}`."} | show(services, panel, request)
+        return {panel.message: f"**Not stopped:** {exc.message}"} | show(endpoints, visitors, panel, request)
+    return {panel.message: f"Stopped `{endpoint_id}`."} | show(endpoints, visitors, panel, request)
 
 
 def wire(
-    services: Services,
+    endpoints: EndpointManager,
+    visitors: Visitors,
     panel: MyEndpoints,
     tab: gr.Tab,
     play: Callable[[gr.Request, Endpoint], Awaitable[dict[Any, Any]]],
@@ -142,16 +147,16 @@ def wire(
     (whose outputs are `opened`). Returns the click event, which the page follows."""
 
     def refresh(request: gr.Request) -> dict[Any, Any]:
-        return show(services, panel, request)
+        return show(endpoints, visitors, panel, request)
 
     async def act(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
         action, endpoint_id = str(getattr(event, "action", "")), str(getattr(event, "endpoint", ""))
         if action == "stop":
-            return await asyncio.to_thread(stop, services, panel, request, endpoint_id)
+            return await asyncio.to_thread(stop, endpoints, visitors, panel, request, endpoint_id)
         try:
-            endpoint = services.endpoints.store.get(endpoint_id)
+            endpoint = endpoints.store.get(endpoint_id)
         except EnvhubError as exc:
-            return {panel.message: exc.message} | show(services, panel, request)
+            return {panel.message: exc.message} | show(endpoints, visitors, panel, request)
         return {panel.message: ""} | await play(request, endpoint)
 
     tab.select(refresh, None, panel.outputs, show_progress="hidden")

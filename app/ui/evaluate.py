@@ -10,26 +10,47 @@ from typing import Any
 
 import gradio as gr
 from pydantic import ValidationError
+from sqlalchemy import Engine
 
-from app.services import Services
 from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
-from app.ui.requests import acting_caller, caller_of, connection_of, page_base
+from app.ui.requests import Visitors, connection_of
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, start_evaluation, visible_episode
+from app.usecases.evaluations import EvaluationRequest, Evaluator, visible_episode
 from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
 from evals.leaderboard import leaderboard
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
-from evals.presets import preset_owner
+from evals.presets import ModelPresets, preset_owner
 from evals.rollouts import push_rollouts
+from evals.runs import Runner
+from evals.sessions import AgentSessions
+from evals.store import EvaluationStore
+from hosting.endpoints import EndpointManager
 from rollout.model import ModelConfig
 
 POLICIES = ["random", "first-legal", "model"]
 PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has
 REPLAY_S = 0.8  # between steps when the viewer plays an episode
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Where the tab reads runs, their episodes and the leaderboards from, for whoever looks."""
+
+    engine: Engine  # the leaderboards
+    store: EvaluationStore
+    agents: AgentSessions  # an agent session's episode is shown to whoever may read its endpoint's sessions
+    endpoints: EndpointManager
+    visitors: Visitors
+
+    def episode(self, request: gr.Request | None, episode_id: str) -> Episode:
+        return visible_episode(self.store, self.agents, self.endpoints, self.visitors.caller(request), episode_id)
+
+    def share_link(self, request: gr.Request | None, episode_id: str) -> str:
+        return f"{self.visitors.base(request)}/?episode={episode_id}"
 
 
 @dataclass(frozen=True)
@@ -237,21 +258,21 @@ def step_html(episode: Episode, index: int, share: str) -> str:
     return head + body + render_view(view) + "</div>"
 
 
-def show(services: Services, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:
+def show(engine: Engine, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:
     """The tab for a newly opened environment: its name, and its leaderboard here and in `boards`."""
-    board = leaderboard_html(leaderboard(services.engine, split_pin(environment_id)[0])) if environment_id else ""
+    board = leaderboard_html(leaderboard(engine, split_pin(environment_id)[0])) if environment_id else ""
     return {
         evaluate.environment: f"Evaluating **`{environment_id}`**" if environment_id else "",
         evaluate.board: board,
     } | dict.fromkeys(boards, board)
 
 
-def open_episode(services: Services, evaluate: Evaluate, episode_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def open_episode(runs: Runs, evaluate: Evaluate, episode_id: str, request: gr.Request | None) -> dict[Any, Any]:
     try:
-        episode = visible_episode(services, caller_of(services, request), episode_id.strip())
+        episode = runs.episode(request, episode_id.strip())
     except EnvhubError as exc:
         return {evaluate.viewer: f"<p>{html.escape(exc.message)}</p>", evaluate.episode: None}
-    share = f"{page_base(services, request)}/?episode={episode.id}"
+    share = runs.share_link(request, episode.id)
     last = max(len(episode.records) - 1, 0)
     return {
         evaluate.episode_id: episode.id,
@@ -261,50 +282,58 @@ def open_episode(services: Services, evaluate: Evaluate, episode_id: str, reques
     }
 
 
-def run_view(services: Services, evaluate: Evaluate, evaluation_id: str) -> dict[Any, Any]:
+def run_view(runs: Runs, evaluate: Evaluate, evaluation_id: str) -> dict[Any, Any]:
     """A run's progress, episodes and leaderboard, followed while it is under way."""
     if not evaluation_id:
         return {evaluate.timer: gr.Timer(active=False)}
-    run = services.evaluations.public(evaluation_id)
+    run = runs.store.public(evaluation_id)
     under_way = run.status in UNDER_WAY
     return {
         evaluate.progress: progress_html(run),
         evaluate.results: result_rows(run),
-        evaluate.board: leaderboard_html(leaderboard(services.engine, run.environment)),
+        evaluate.board: leaderboard_html(leaderboard(runs.engine, run.environment)),
         evaluate.cancel: gr.Button(visible=under_way),
         evaluate.timer: gr.Timer(active=under_way),
     }
 
 
-def open_run(services: Services, evaluate: Evaluate, run_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def open_run(runs: Runs, evaluate: Evaluate, run_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """A past run, as from the leaderboard: its figures and episodes, and its first episode in the viewer."""
     try:
-        run = services.evaluations.public(run_id.strip())
+        run = runs.store.public(run_id.strip())
     except EnvhubError as exc:
         return {evaluate.message: exc.message}
-    shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(services, evaluate, run.id)
-    return shown | (
-        open_episode(services, evaluate, f"{run.id}-{run.episodes[0].index}", request) if run.episodes else {}
-    )
+    shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(runs, evaluate, run.id)
+    return shown | (open_episode(runs, evaluate, f"{run.id}-{run.episodes[0].index}", request) if run.episodes else {})
 
 
-def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
+def wire(
+    runs: Runs,
+    presets: ModelPresets,
+    evaluator: Evaluator,
+    runner: Runner,
+    hf_endpoint: str,
+    evaluate: Evaluate,
+    selected: gr.Textbox,
+) -> None:
+    access, visitors = runs.endpoints.access, runs.visitors
+
     def follow(evaluation_id: str, environment_id: str) -> dict[Any, Any]:
-        return run_view(services, evaluate, evaluation_id)
+        return run_view(runs, evaluate, evaluation_id)
 
     def from_board(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
-        return open_run(services, evaluate, str(getattr(event, "run", "")), request)
+        return open_run(runs, evaluate, str(getattr(event, "run", "")), request)
 
     def presets_of(caller: Caller) -> list[str]:
         try:
-            owner = preset_owner(caller, services.endpoints.access)
+            owner = preset_owner(caller, access)
         except EnvhubError:
             return []  # not signed in where sign-in is on: nothing saved, nothing to show
-        return [p.name for p in services.presets.list(owner)]
+        return [p.name for p in presets.list(owner)]
 
     def choose_policy(request: gr.Request, policy: str) -> list[Any]:
         shown = policy == "model"
-        names = presets_of(caller_of(services, request)) if shown else []
+        names = presets_of(visitors.caller(request)) if shown else []
         return [
             gr.Dropdown(choices=names, value=None, visible=shown),
             *[gr.Textbox(visible=shown)] * 4,
@@ -315,7 +344,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         if not name:
             return {}
         try:
-            preset = services.presets.get(preset_owner(caller_of(services, request), services.endpoints.access), name)
+            preset = presets.get(preset_owner(visitors.caller(request), access), name)
         except EnvhubError as exc:
             return {evaluate.message: exc.message}
         key = "its API key is saved (and never shown)" if preset.api_key_sealed else "it has no API key"
@@ -331,15 +360,15 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         if api_key:
             config["api_key"] = api_key  # else a preset saved before under the name keeps its key
         try:
-            owner = preset_owner(acting_caller(services, request), services.endpoints.access)
-            preset = services.presets.save(owner, (name or "").strip(), ModelConfig.model_validate(config))
+            owner = preset_owner(visitors.acting_caller(request), access)
+            preset = presets.save(owner, (name or "").strip(), ModelConfig.model_validate(config))
         except ValidationError as exc:
             return {evaluate.message: "**Not saved:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
         except EnvhubError as exc:
             return {evaluate.message: f"**Not saved:** {exc.message}"}
         key = "its API key is sealed, never shown" if preset.api_key_sealed else "without an API key"
         return {
-            evaluate.preset: gr.Dropdown(choices=[p.name for p in services.presets.list(owner)], value=preset.name),
+            evaluate.preset: gr.Dropdown(choices=[p.name for p in presets.list(owner)], value=preset.name),
             evaluate.api_key: "",
             evaluate.message: f"Saved model `{preset.name}`: {key}.",
         }
@@ -359,7 +388,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
                 config["api_key"] = api_key
             choice = {"model": config}
         connection = connection_of(request)
-        running = services.endpoints.store.running_endpoint(environment_id)  # a running endpoint or pool is used as is
+        running = runs.endpoints.store.running_endpoint(environment_id)  # a running endpoint or pool is used as is
         target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
         dataset = dataset_choice(tasks)
         if dataset is not None:
@@ -376,9 +405,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
             )
             if connection is None:
                 raise ValueError("this page has no connection to the server; reload it")
-            run = await start_evaluation(
-                services, body, acting_caller(services, request), lambda e: own_gateway(connection, e)
-            )
+            run = await evaluator.start(body, visitors.acting_caller(request), lambda e: own_gateway(connection, e))
         except ValidationError as exc:
             return {evaluate.message: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
         except (EnvhubError, ValueError) as exc:
@@ -386,10 +413,10 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | follow(run.id, environment_id)
 
     async def cancel(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
-        run = services.evaluations.get(evaluation_id)
-        if not services.endpoints.access.may_stop(acting_caller(services, request), run.owner):
+        run = runs.store.get(evaluation_id)
+        if not access.may_stop(visitors.acting_caller(request), run.owner):
             return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
-        await services.runner.cancel(evaluation_id)
+        await runner.cancel(evaluation_id)
         return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(evaluation_id, environment_id)
 
     async def push(request: gr.Request, evaluation_id: str, repo: str) -> dict[Any, Any]:
@@ -398,11 +425,11 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         try:
             url = await asyncio.to_thread(
                 push_rollouts,
-                services.evaluations,
+                runs.store,
                 evaluation_id,
                 (repo or "").strip(),
-                token=acting_caller(services, request).token,
-                endpoint=services.settings.hf_endpoint,
+                token=visitors.acting_caller(request).token,
+                endpoint=hf_endpoint,
             )
         except EnvhubError as exc:
             return {evaluate.message: f"**Not pushed:** {exc.message}"}
@@ -410,17 +437,17 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
 
     def pick(request: gr.Request, event: gr.SelectData) -> dict[Any, Any]:
         row = event.row_value if isinstance(event.row_value, list) else []
-        return open_episode(services, evaluate, str(row[0]), request) if row else {}
+        return open_episode(runs, evaluate, str(row[0]), request) if row else {}
 
     def load(request: gr.Request, episode_id: str) -> dict[Any, Any]:
-        return open_episode(services, evaluate, episode_id or "", request)
+        return open_episode(runs, evaluate, episode_id or "", request)
 
     def move(request: gr.Request, episode_id: str | None, index: float, delta: int) -> dict[Any, Any]:
         if not episode_id:
             return {}
-        episode = visible_episode(services, caller_of(services, request), episode_id)
+        episode = runs.episode(request, episode_id)
         index = max(0, min(int(index) + delta, len(episode.records) - 1))
-        share = f"{page_base(services, request)}/?episode={episode.id}"
+        share = runs.share_link(request, episode.id)
         return {evaluate.step: index, evaluate.viewer: step_html(episode, index, share)}
 
     def previous(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
@@ -436,7 +463,7 @@ def wire(services: Services, evaluate: Evaluate, selected: gr.Textbox) -> None:
         """Play the episode from this step (from the start when at its end), or pause it."""
         if label == PAUSE or not episode_id:
             return {evaluate.replay: gr.Button(PLAY), evaluate.replay_timer: gr.Timer(active=False)}
-        last = len(visible_episode(services, caller_of(services, request), episode_id).records) - 1
+        last = len(runs.episode(request, episode_id).records) - 1
         start = 0 if int(index) >= last else int(index)
         return move(request, episode_id, start, 0) | {
             evaluate.replay: gr.Button(PAUSE),

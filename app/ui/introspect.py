@@ -11,9 +11,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.services import Services
 from app.settings import REPO_ROOT
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.store import cached_interface, find_environment
@@ -39,14 +39,14 @@ def can_introspect(environment: EnvironmentDetail) -> bool:
     return layout.package is None and not unmet(requirements_of(folder / layout.requirements))
 
 
-async def template_interface(services: Services, environment: EnvironmentDetail) -> Interface:
+async def template_interface(engine: Engine, environment: EnvironmentDetail) -> Interface:
     """What the template's app says about itself (schema, tools, tasks), cached on its row; an empty Interface with
     the problem when it could not be read."""
     folder = Path(str(environment.path))
     layout = template_layout(folder, [folder.name])
     locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(environment.id, asyncio.Lock()):
-        with services.db() as session:
+        with Session(engine) as session:
             current = find_environment(session, environment.id)
         if current is not None and current.env_schema is not None:  # read while this one waited
             return cached_interface(current)
@@ -72,14 +72,14 @@ async def template_interface(services: Services, environment: EnvironmentDetail)
             log.info("could not read %s's interface from its source: %s", environment.id, last[0])
             return Interface(problems=[f"its app could not be read from its source ({last[0][:300]})"])
         columns: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-        await asyncio.to_thread(_cache, services, environment.id, columns)
-    with services.db() as session:
+        await asyncio.to_thread(_cache, engine, environment.id, columns)
+    with Session(engine) as session:
         found = find_environment(session, environment.id)
     return cached_interface(found) if found is not None else Interface()
 
 
-def _cache(services: Services, environment_id: str, columns: dict[str, Any]) -> None:
-    with Session(services.engine) as session:
+def _cache(engine: Engine, environment_id: str, columns: dict[str, Any]) -> None:
+    with Session(engine) as session:
         row = session.get(Environment, environment_id)
         if row is not None:
             row.sqlmodel_update(columns)

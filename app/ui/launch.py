@@ -9,13 +9,13 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from app.services import Services
 from app.ui.connect import pool_note
 from app.ui.endpoints import launch_refusal
 from app.ui.pool_history import HISTORY
-from app.ui.requests import acting_caller, page_endpoint_url
+from app.ui.requests import Visitors
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
+from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus, PoolPublic
 from hosting.options import BACKEND_OPTIONS, BackendOptions, LaunchRequest
 from hosting.runtimes.logs import log_tail
@@ -154,31 +154,33 @@ def pool_html(pool: PoolPublic, chart: str = "") -> str:
     )
 
 
-def watch(services: Services, launch: Launch, endpoint_id: str, request: gr.Request) -> dict[Any, Any]:
+def watch(
+    endpoints: EndpointManager, visitors: Visitors, launch: Launch, endpoint_id: str, request: gr.Request
+) -> dict[Any, Any]:
     """The followed endpoint's status, URL and log tail; what the status says replaces the launch's message."""
     values: dict[Any, Any] = {launch.message: ""}
     if not endpoint_id:
         return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
-        endpoint = services.endpoints.store.get(endpoint_id)
+        endpoint = endpoints.store.get(endpoint_id)
     except EnvhubError as exc:
         return values | {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
-    routes = services.endpoints.routes
+    routes = endpoints.routes
     return values | {
         launch.status: status_html(
             endpoint,
-            services.endpoints.replica_store.public(endpoint, routes.known(endpoint.id)),
-            services.endpoints.store.newer_revision(endpoint),
+            endpoints.replica_store.public(endpoint, routes.known(endpoint.id)),
+            endpoints.store.newer_revision(endpoint),
         ),
-        launch.url: page_endpoint_url(services, request, endpoint.id) if running else "",
+        launch.url: visitors.endpoint_url(request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
-        launch.log: "\n".join(log_tail(services.endpoints.log_path(endpoint.id), 40)),
+        launch.log: "\n".join(log_tail(endpoints.log_path(endpoint.id), 40)),
     }
 
 
-def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
+def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selected: gr.Textbox) -> None:
     def start(
         request: gr.Request, environment_id: str, backend: str, variables: str, secrets: str, options: str
     ) -> Any:
@@ -186,7 +188,7 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
             return {launch.message: "Open an environment first."}
         caller = ANONYMOUS
         try:
-            caller = acting_caller(services, request)
+            caller = visitors.acting_caller(request)
             extra = parse_options(options)
             body = LaunchRequest.model_validate(
                 {
@@ -199,13 +201,13 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
                     },
                 }
             )
-            endpoint = services.endpoints.launch(body, caller)
+            endpoint = endpoints.launch(body, caller)
         except (ValueError, ValidationError) as exc:
             return not_launched(_reason(exc))
         except EnvhubError as exc:
-            return not_launched(launch_refusal(services, caller, exc))
+            return not_launched(launch_refusal(endpoints, caller, exc))
         return {launch.endpoint: endpoint.id, launch.timer: gr.Timer(active=True)} | watch(
-            services, launch, endpoint.id, request
+            endpoints, visitors, launch, endpoint.id, request
         )
 
     def not_launched(reason: str) -> dict[Any, Any]:
@@ -218,11 +220,11 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
         } | stopped_following
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
-        values = watch(services, launch, endpoint_id, request)
+        values = watch(endpoints, visitors, launch, endpoint_id, request)
         followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:
-                followed = services.endpoints.store.get(endpoint_id).status in (
+                followed = endpoints.store.get(endpoint_id).status in (
                     EndpointStatus.STARTING,
                     EndpointStatus.RUNNING,
                     EndpointStatus.STOPPING,
@@ -233,7 +235,7 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
-            stopped = services.endpoints.stop(endpoint_id, acting_caller(services, request))
+            stopped = endpoints.stop(endpoint_id, visitors.acting_caller(request))
         except EnvhubError as exc:
             return {launch.message: f"**Not stopped:** {exc.message}"}
         said = (
@@ -241,7 +243,7 @@ def wire(services: Services, launch: Launch, selected: gr.Textbox) -> None:
             if stopped.status == EndpointStatus.STOPPED
             else f"Stopping `{endpoint_id}`: its replicas are shutting down."
         )
-        return watch(services, launch, endpoint_id, request) | {launch.message: said}
+        return watch(endpoints, visitors, launch, endpoint_id, request) | {launch.message: said}
 
     outputs = [launch.endpoint, launch.timer, *launch.watched]
     launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])

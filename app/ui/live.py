@@ -4,14 +4,17 @@ What the environment says about itself is read through it (protocol.interface); 
 request and WebSocket of the session then goes to that address.
 """
 
+from dataclasses import dataclass
+
 import gradio as gr
 
-from app.services import Services
-from app.ui.requests import connection_of, page_endpoint_url
+from app.ui.requests import Visitors, connection_of
 from app.urls import own_gateway
 from catalog.models import EnvironmentDetail
+from catalog.space_health import SpaceHealth
 from core.errors import RefusedURLError
-from core.outbound import OutboundSession, live_session
+from core.outbound import OutboundGuard, OutboundSession, live_session
+from hosting.endpoints import EndpointManager
 from hosting.models import EndpointStatus, PoolPublic
 
 
@@ -24,46 +27,50 @@ async def outbound_refusal(outbound: OutboundSession, url: str) -> str | None:
     return None
 
 
-def live_urls(services: Services, environment: EnvironmentDetail, request: gr.Request | None) -> list[str]:
-    """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
-    urls = [
-        page_endpoint_url(services, request, e.id)
-        for e in services.endpoints.store.list(active_only=True)
-        if e.environment == environment.id and e.status == EndpointStatus.RUNNING
-    ]
-    if environment.host:
-        urls.append(environment.host.rstrip("/"))
-    return urls
+@dataclass(frozen=True)
+class Live:
+    """What the page reaches live environments with: their endpoints here, their Spaces' hosts, the guard."""
 
+    endpoints: EndpointManager
+    visitors: Visitors
+    spaces: SpaceHealth  # the Hub token for a private Space's host
+    guard: OutboundGuard
 
-def running_pool(services: Services, environment_id: str) -> tuple[PoolPublic | None, bool]:
-    """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that endpoint
-    is private (its URL answers only a bearer of its token)."""
-    endpoint = services.endpoints.store.running_endpoint(environment_id)
-    if endpoint is None:
-        return None, False
-    pool = services.endpoints.replica_store.public(endpoint, services.endpoints.routes.known(endpoint.id))
-    return pool, endpoint.options.get("private") is True
+    def urls(self, environment: EnvironmentDetail, request: gr.Request | None) -> list[str]:
+        """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
+        urls = [
+            self.visitors.endpoint_url(request, e.id)
+            for e in self.endpoints.store.list(active_only=True)
+            if e.environment == environment.id and e.status == EndpointStatus.RUNNING
+        ]
+        if environment.host:
+            urls.append(environment.host.rstrip("/"))
+        return urls
+
+    def running_pool(self, environment_id: str) -> tuple[PoolPublic | None, bool]:
+        """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that
+        endpoint is private (its URL answers only a bearer of its token)."""
+        endpoint = self.endpoints.store.running_endpoint(environment_id)
+        if endpoint is None:
+            return None, False
+        pool = self.endpoints.replica_store.public(endpoint, self.endpoints.routes.known(endpoint.id))
+        return pool, endpoint.options.get("private") is True
+
+    def connection_url(self, url: str, request: gr.Request | None) -> str:
+        """Where envhub connects for a live URL: its own endpoints through its gateway on its own
+        address (the Host header a page came with names nothing envhub trusts), others as given."""
+        own, gateway = self.visitors.endpoint_url(request, ""), _own_gateway(request)
+        return gateway + url.removeprefix(own) if gateway is not None and url.startswith(own) else url
+
+    async def outbound_for(self, environment: EnvironmentDetail | None, request: gr.Request | None) -> OutboundSession:
+        """The outbound session to reach this environment's live URLs (or, without one, a URL typed in) with:
+        envhub's own gateway trusted, the rest through the guard, and the Hub token for a private Space's host."""
+        credentials = await self.spaces.space_credentials(environment.id) if environment is not None else {}
+        gateway = _own_gateway(request)
+        return live_session(self.guard, *([gateway] if gateway else []), credentials=credentials)
 
 
 def _own_gateway(request: gr.Request | None) -> str | None:
     """envhub's gateway on the address this server listens on, where it reaches its own endpoints."""
     connection = connection_of(request)
     return own_gateway(connection, "") if connection is not None else None
-
-
-def connection_url(services: Services, url: str, request: gr.Request | None) -> str:
-    """Where envhub connects for a live URL: its own endpoints through its gateway on its own
-    address (the Host header a page came with names nothing envhub trusts), others as given."""
-    own, gateway = page_endpoint_url(services, request, ""), _own_gateway(request)
-    return gateway + url.removeprefix(own) if gateway is not None and url.startswith(own) else url
-
-
-async def outbound_for(
-    services: Services, environment: EnvironmentDetail | None, request: gr.Request | None
-) -> OutboundSession:
-    """The outbound session to reach this environment's live URLs (or, without one, a URL typed in) with: envhub's
-    own gateway trusted, the rest through the guard, and the Hub token for a private Space's host."""
-    credentials = await services.monitor.spaces.space_credentials(environment.id) if environment is not None else {}
-    gateway = _own_gateway(request)
-    return live_session(services.guard, *([gateway] if gateway else []), credentials=credentials)

@@ -12,11 +12,14 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, endpoints, evaluate, launch, play, publish, quality, status
+from app.ui import browse, detail, evaluate, launch, play, publish, quality, status
+from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
+from app.ui.evaluate import Runs
+from app.ui.live import Live
 from app.ui.play import EPISODE_ROUTE
-from app.ui.requests import caller_of, page_endpoint_url
+from app.ui.requests import Visitors
 from app.ui.style import CSS, THEME
 from core.errors import EnvhubError
 from hosting.models import Endpoint
@@ -35,13 +38,21 @@ SHOW_URL = """(id) => {
 
 
 def build_blocks(services: Services) -> gr.Blocks:
+    """The page, its panels each handed the parts of envhub they use."""
+    settings, engine, endpoints = services.settings, services.engine, services.endpoints
+    visitors = Visitors(services.identities, settings)
+    sessions, tasksets, publisher, syncer = services.play, services.tasksets, services.publisher, services.syncer
+    spaces, hf_endpoint = services.monitor.spaces, settings.hf_endpoint
+    checker, tokens = services.checker, services.endpoint_tokens
+    live = Live(endpoints, visitors, spaces, services.guard)
+    runs = Runs(engine, services.evaluations, services.agents, endpoints, visitors)
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:
         selected = gr.Textbox(visible=False, elem_id="selected-env")
         with gr.Row(equal_height=True):
             gr.HTML(HEADER)
             account = gr.HTML(elem_id="account")
-        banner = status.build(services.settings)
+        banner = status.build(settings)
         with gr.Tabs(selected="browse", elem_id="main-tabs") as tabs:
             with gr.Tab("Browse", id="browse", elem_id="tab-browse"):
                 b = browse.build()
@@ -52,15 +63,16 @@ def build_blocks(services: Services) -> gr.Blocks:
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
                 ev = evaluate.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
-                lp = launch.build(list(services.endpoints.runtimes))
+                lp = launch.build(list(endpoints.runtimes))
             with gr.Tab("My endpoints", id="endpoints", elem_id="tab-endpoints") as endpoints_tab:
-                mine = endpoints.build()
-        browse.wire(services, b)
-        status.wire(services, banner, (b.filters, b.outputs, lambda *values: browse.run_search(services, values, 0)))
-        played = play.wire(services, p, selected)
-        launch.wire(services, lp, selected)
-        evaluate.wire(services, ev, selected)
-        publish.wire(services, d.publish, selected)
+                mine = my_endpoints.build()
+        browse.wire(engine, endpoints.store, b)
+        search = (b.filters, b.outputs, lambda *values: browse.run_search(engine, endpoints.store, values, 0))
+        status.wire(syncer, settings, visitors, banner, search)
+        played = play.wire(engine, live, sessions, tasksets, settings.launch_timeout_s, p, selected)
+        launch.wire(endpoints, visitors, lp, selected)
+        evaluate.wire(runs, services.presets, services.evaluator, services.runner, hf_endpoint, ev, selected)
+        publish.wire(publisher, visitors, d.publish, selected)
 
         opened = [selected, tabs, lp.environment, ev.environment, ev.board, d.board]
         opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup]
@@ -72,16 +84,16 @@ def build_blocks(services: Services) -> gr.Blocks:
                     tabs: gr.Tabs(selected="detail"),
                     lp.environment: f"Launching **`{environment_id}`**" if environment_id else "",
                 }
-                | detail.show(services, d, environment_id, request)
-                | publish.show(services, d.publish, environment_id, request)
-                | evaluate.show(services, ev, environment_id, d.board)
-                | play.prepare(services, p, environment_id, request)
+                | detail.show(engine, live, hf_endpoint, d, environment_id, request)
+                | publish.show(engine, publisher, visitors, d.publish, environment_id, request)
+                | evaluate.show(engine, ev, environment_id, d.board)
+                | play.prepare(engine, live, sessions, p, environment_id, request)
             )
 
         def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
             tag = getattr(event, "tag", None)
             if isinstance(tag, str) and tag:  # a tag chip: filter by it (the filter's change searches again)
-                return {b.tags: browse.tag_choices(services, chosen=tag[:200])}
+                return {b.tags: browse.tag_choices(engine, chosen=tag[:200])}
             return open_environment(str(getattr(event, "env", "")), request)
 
         refreshed = [*d.live_outputs, ev.tasks]
@@ -89,31 +101,31 @@ def build_blocks(services: Services) -> gr.Blocks:
         async def refresh(request: gr.Request, environment_id: str) -> dict[Any, Any]:
             if not environment_id:
                 return {output: gr.skip() for output in refreshed}
-            return await detail.refresh(services, d, environment_id, request, [ev.tasks])
+            return await detail.refresh(engine, live, tasksets, hf_endpoint, d, environment_id, request, [ev.tasks])
 
         def start_page(request: gr.Request) -> dict[Any, Any]:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
             filters = [q, "relevance", [], "", "", False, False, []]
-            values = dict(zip(b.outputs, browse.run_search(services, filters, 0), strict=True))
+            values = dict(zip(b.outputs, browse.run_search(engine, endpoints.store, filters, 0), strict=True))
             values |= {
                 b.query: q,
-                b.tags: browse.tag_choices(services),
-                account: publish.account_html(services, caller_of(services, request)),
-            } | status.show(services, banner)
+                b.tags: browse.tag_choices(engine),
+                account: publish.account_html(visitors, visitors.caller(request)),
+            } | status.show(syncer, banner)
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
             run_id = str(params.get("run", "")).strip()[:100]
             if run_id and not episode_id:  # a run's link: its environment, and the run with its first episode
                 try:
-                    opened_env = open_environment(services.evaluations.get(run_id).environment, request)
+                    opened_env = open_environment(runs.store.get(run_id).environment, request)
                 except EnvhubError:
                     opened_env = {}  # open_run says the run is not found
-                shown = evaluate.open_run(services, ev, run_id, request)
+                shown = evaluate.open_run(runs, ev, run_id, request)
                 return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
             if episode_id:  # a shared episode: its environment, and the episode in the viewer
-                shown = evaluate.open_episode(services, ev, episode_id, request)
-                run = services.evaluations.find_run_of(episode_id)
+                shown = evaluate.open_episode(runs, ev, episode_id, request)
+                run = runs.store.find_run_of(episode_id)
                 opened_env = open_environment(run.environment, request) if run is not None else {}
                 return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
             if not environment_id:
@@ -145,41 +157,41 @@ def build_blocks(services: Services) -> gr.Blocks:
         play_tab.select(reopen, [selected], [p.url, *p.setup], show_progress="minimal")
 
         async def play_endpoint(request: gr.Request, endpoint: Endpoint) -> dict[Any, Any]:
-            url = page_endpoint_url(services, request, endpoint.id)
+            url = visitors.endpoint_url(request, endpoint.id)
             shown = open_environment(endpoint.environment, request) | {tabs: gr.Tabs(selected="play")}
-            menu = play.url_menu(services, endpoint.environment, request, url)
+            menu = play.url_menu(engine, live, endpoint.environment, request, url)
             return shown | {p.url: menu} | await played.connect(request, endpoint.environment, url)
 
-        endpoints.wire(services, mine, endpoints_tab, play_endpoint, opened).then(
+        my_endpoints.wire(endpoints, visitors, mine, endpoints_tab, play_endpoint, opened).then(
             refresh, [selected], refreshed, show_progress="hidden"
         )
         d.launch.click(lambda: gr.Tabs(selected="launch"), None, tabs)
 
         def run_from_detail(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
-            shown = evaluate.open_run(services, ev, str(getattr(event, "run", "")), request)
+            shown = evaluate.open_run(runs, ev, str(getattr(event, "run", "")), request)
             return shown | {tabs: gr.Tabs(selected="evaluate")}
 
         d.board.click(run_from_detail, None, list(dict.fromkeys([tabs, *run_view, *viewer])), show_progress="hidden")
         d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)
 
         async def wake(environment_id: str) -> dict[Any, Any]:
-            return await detail.wake(services, d, environment_id)
+            return await detail.wake(spaces, d, environment_id)
 
         d.wake.click(wake, [selected], [d.status, d.wake], show_progress="hidden")
 
         async def run_quality(request: gr.Request, environment_id: str) -> AsyncIterator[str]:
             yield '<p class="muted">Running a quality report: seeded episodes against the server, up to a minute…</p>'
-            yield await quality.run_report(services, environment_id, request)
+            yield await quality.run_report(engine, endpoints, checker, tokens, visitors, environment_id, request)
 
         d.run_quality.click(run_quality, [selected], [d.quality], show_progress="minimal")
 
         def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
-            return launch.watch(services, lp, endpoint_id, request)
+            return launch.watch(endpoints, visitors, lp, endpoint_id, request)
 
         launch_tab.select(show_endpoints, [lp.endpoint], lp.watched, show_progress="hidden")
 
         async def tab_closed(request: gr.Request) -> None:
-            await services.play.close(request.session_hash)
+            await sessions.close(request.session_hash)
 
         blocks.unload(tab_closed)
     return blocks
@@ -192,9 +204,11 @@ def mount_ui(app: FastAPI, services: Services) -> None:
     """Serve the UI at /; call it after every other route, since the mount catches all paths."""
     app.add_middleware(FrontendAssets, directory=Path(str(importlib.resources.files("gradio"))) / FRONTEND_BUILD)
 
+    sessions = services.play
+
     @app.get(EPISODE_ROUTE, include_in_schema=False)
     def download_episode(token: str) -> Response:
-        session = services.play.find_by_token(token)
+        session = sessions.find_by_token(token)
         if session is None:
             return PlainTextResponse("no such episode: it ended with its browser tab", status_code=404)
         return Response(

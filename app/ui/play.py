@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
+from sqlalchemy import Engine
+from sqlmodel import Session
 
-from app.services import Services
 from app.ui import autoplay
 from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
 from app.ui.endpoints import launch_refusal, reusable
@@ -21,14 +22,14 @@ from app.ui.forms import (
     legal_action,
     visible,
 )
-from app.ui.live import connection_url, live_urls, outbound_for, outbound_refusal
+from app.ui.live import Live, outbound_refusal
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
-from app.ui.requests import acting_caller, caller_of, page_endpoint_url
 from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
 from app.ui.wording import plural
-from app.usecases.play import PlayError, PlaySession
+from app.usecases.play import PlayError, PlaySession, PlaySessions
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment
+from catalog.tasksets import Tasksets
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
@@ -226,11 +227,21 @@ def refusal(play: Play, error: PlayError | str) -> dict[Any, Any]:
     return {play.errors: f"**Not sent:** {message}" if isinstance(error, str) else f"**Refused:** {message}"}
 
 
-def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
-    """Wire the panel's events; returns what others follow and call."""
+def wire(
+    engine: Engine,
+    live: Live,
+    sessions: PlaySessions,
+    tasksets: Tasksets,
+    launch_timeout_s: float,
+    play: Play,
+    selected: gr.Textbox,
+) -> Wired:
+    """Wire the panel's events; returns what others follow and call. A launch from here may take `launch_timeout_s`
+    (and a little more) to run."""
+    endpoints, visitors = live.endpoints, live.visitors
 
     def session_of(request: gr.Request) -> PlaySession | None:
-        return services.play.find(request.session_hash)
+        return sessions.find(request.session_hash)
 
     async def send(request: gr.Request, action: dict[str, Any]) -> dict[Any, Any]:
         session = session_of(request)
@@ -245,14 +256,14 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
     async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
         """Connect this tab to a URL: one of the open environment's, or any OpenEnv server's typed in."""
         url = (url or "").strip().rstrip("/")
-        with services.db() as db:
+        with Session(engine) as db:
             environment = find_environment(db, environment_id) if environment_id else None
         if not url:
             return {play.status: "Type an OpenEnv server's URL above, pick one of this environment's, or launch it."}
-        listed = environment if environment and url in live_urls(services, environment, request) else None
+        listed = environment if environment and url in live.urls(environment, request) else None
         # One outbound session for the probe and the play socket: both reach the address checked here.
-        outbound = await outbound_for(services, listed, request)
-        address = connection_url(services, url, request)
+        outbound = await live.outbound_for(listed, request)
+        address = live.connection_url(url, request)
         refused = await outbound_refusal(outbound, address)
         if refused is not None:
             await outbound.aclose()
@@ -272,7 +283,7 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
         if listed is not None:
             info = info.or_else(cached_interface(listed))
         name = listed.id if listed is not None else url
-        await services.play.open(request.session_hash or "", name, url, info, outbound, address)
+        await sessions.open(request.session_hash or "", name, url, info, outbound, address)
         form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:
@@ -282,7 +293,7 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
         tasks = [(s.name, s.name) for s in info.splits]
         if listed is not None:
             try:
-                tasks = choices(await asyncio.wait_for(read_tasksets(services, listed, info), 15), seeds=False)
+                tasks = choices(await asyncio.wait_for(read_tasksets(engine, tasksets, listed, info), 15), seeds=False)
             except TimeoutError:
                 note += "\n\nThe linked datasets took too long to read; their splits are not listed."
         return {
@@ -299,39 +310,39 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
         """Connect to the caller's endpoint of this environment and revision, launching one only when there is none."""
-        with services.db() as db:
+        with Session(engine) as db:
             environment = find_environment(db, environment_id) if environment_id else None
         if environment is None:
             yield {play.status: "Open an environment first."}
             return
         caller = ANONYMOUS
         try:
-            caller = await asyncio.to_thread(acting_caller, services, request)
-            endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+            caller = await asyncio.to_thread(visitors.acting_caller, request)
+            endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
             reused = endpoint is not None
             if endpoint is None:
                 body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                endpoint = await asyncio.to_thread(services.endpoints.launch, body, caller)
+                endpoint = await asyncio.to_thread(endpoints.launch, body, caller)
         except EnvhubError as exc:
-            yield {play.status: f"**Could not launch:** {launch_refusal(services, caller, exc)}"}
+            yield {play.status: f"**Could not launch:** {launch_refusal(endpoints, caller, exc)}"}
             return
-        deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
+        deadline = asyncio.get_running_loop().time() + launch_timeout_s + 30
         while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
             backend = endpoint.backend.value
             yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
             await asyncio.sleep(0.3)
-            endpoint = await asyncio.to_thread(services.endpoints.store.get, endpoint.id)
+            endpoint = await asyncio.to_thread(endpoints.store.get, endpoint.id)
         if endpoint.status != EndpointStatus.RUNNING:
             yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
             return
-        url = page_endpoint_url(services, request, endpoint.id)
+        url = visitors.endpoint_url(request, endpoint.id)
         connected = await connect(request, environment_id, url)
         if reused and play.form in connected:
             connected[play.status] = (
                 f"Connected to your endpoint `{endpoint.id}`, which was running already: `{url}`. Press **Reset** to "
                 "start an episode. (To run another, launch it from the Launch tab.)"
             )
-        yield {play.url: url_menu(services, environment_id, request, url)} | connected
+        yield {play.url: url_menu(engine, live, environment_id, request, url)} | connected
 
     async def reset(request: gr.Request, seed: str, split: str | None, index: str, more: str) -> dict[Any, Any]:
         session = session_of(request)
@@ -352,13 +363,13 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
         if index and index.strip() and not index.strip().isdigit():
             return refusal(play, "the task index must be a whole number, 0 or more")
         if dataset_choice(split) is not None:
-            with services.db() as db:
+            with Session(engine) as db:
                 environment = find_environment(db, session.environment)
             if environment is None:
                 return refusal(play, f"{session.environment} is no longer in the catalog")
             row = int(index) if index and index.strip() else None
             try:
-                options |= await dataset_reset(services, environment, str(split), row, options.get("seed"))
+                options |= await dataset_reset(engine, tasksets, environment, str(split), row, options.get("seed"))
             except EnvhubError as exc:
                 return refusal(play, exc.message)
         elif index and index.strip() and session.info.splits:
@@ -445,38 +456,45 @@ def wire(services: Services, play: Play, selected: gr.Textbox) -> Wired:
         """Play opened on an environment this tab does not play yet: connect to the caller's running endpoint of it,
         if there is one (a Space's host is left alone: a request would wake it)."""
         session = session_of(request)
-        with services.db() as db:
+        with Session(engine) as db:
             environment = find_environment(db, environment_id) if environment_id else None
         unchanged = {play.title: gr.skip()}
         if environment is None or (session is not None and session.environment == environment.id):
             return unchanged
-        caller = await asyncio.to_thread(caller_of, services, request)
-        endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+        caller = await asyncio.to_thread(visitors.caller, request)
+        endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING:
             return unchanged
-        url = page_endpoint_url(services, request, endpoint.id)
+        url = visitors.endpoint_url(request, endpoint.id)
         connected = await connect(request, environment_id, url)
-        return {play.url: url_menu(services, environment_id, request, url)} | connected
+        return {play.url: url_menu(engine, live, environment_id, request, url)} | connected
 
     autoplay.wire(
-        services, play.auto, session_of, lambda session, outcome: results(play, session, outcome), play.results
+        engine,
+        live.guard,
+        play.auto,
+        session_of,
+        lambda session, outcome: results(play, session, outcome),
+        play.results,
     )
     return Wired([connected, launched], connect, reopen)
 
 
-def url_menu(services: Services, environment_id: str, request: gr.Request, url: str) -> gr.Dropdown:
+def url_menu(engine: Engine, live: Live, environment_id: str, request: gr.Request, url: str) -> gr.Dropdown:
     """The Live URL menu: the environment's live URLs, `url` chosen."""
-    with services.db() as db:
+    with Session(engine) as db:
         environment = find_environment(db, environment_id)
-    return gr.Dropdown(choices=live_urls(services, environment, request) if environment else [], value=url)
+    return gr.Dropdown(choices=live.urls(environment, request) if environment else [], value=url)
 
 
-def prepare(services: Services, play: Play, environment_id: str, request: gr.Request) -> dict[Any, Any]:
+def prepare(
+    engine: Engine, live: Live, sessions: PlaySessions, play: Play, environment_id: str, request: gr.Request
+) -> dict[Any, Any]:
     """Offer the environment's live URLs; keep this tab's session if it plays the same environment."""
-    with services.db() as db:
+    with Session(engine) as db:
         environment = find_environment(db, environment_id) if environment_id else None
-    urls = live_urls(services, environment, request) if environment else []
-    session = services.play.find(request.session_hash)
+    urls = live.urls(environment, request) if environment else []
+    session = sessions.find(request.session_hash)
     if session is not None and environment is not None and session.environment == environment.id:
         return {play.url: gr.Dropdown(choices=urls or [session.url], value=session.url)}
     note = (

@@ -8,15 +8,17 @@ from typing import Any
 from urllib.parse import quote
 
 import gradio as gr
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from app.auth import Caller
-from app.auth.routes import logout_form
-from app.services import Services
-from app.ui.requests import acting_caller, caller_of
+from app.auth.pages import logout_form
+from app.ui.requests import Visitors
 from catalog.models import Source
 from catalog.store import find_environment
 from core.errors import EnvhubError
 from hosting.models import Publication, PublicationStatus
+from hosting.publish import Publisher
 
 _BADGE = {
     PublicationStatus.BUILDING: "busy",
@@ -38,19 +40,19 @@ SIGN_IN_OFF = (
 )
 
 
-def sign_in_note(services: Services, environment_id: str, why: str) -> str:
+def sign_in_note(sign_in: bool, environment_id: str, why: str) -> str:
     """What to do before deploying: sign in where sign-in is on; where it is off, how to turn it on."""
-    if services.settings.auth_mode == "off":
+    if not sign_in:
         return SIGN_IN_OFF
     return f"<p>{login_link(f'/?env={environment_id}')} {why}</p>"
 
 
-def account_html(services: Services, caller: Caller) -> str:
+def account_html(visitors: Visitors, caller: Caller) -> str:
     if caller.user is not None:
         name = html.escape(caller.user.name)
-        out = logout_form(services.identities.store.csrf_token(caller.session)) if caller.session else ""
+        out = logout_form(visitors.identities.store.csrf_token(caller.session)) if caller.session else ""
         return f'<div class="account">Signed in as <b id="account-name">{name}</b> {out}</div>'
-    if services.settings.auth_mode == "off":
+    if not visitors.sign_in:
         return ""
     return f'<div class="account">{login_link()}</div>'
 
@@ -78,21 +80,26 @@ def build() -> Publish:
     return Publish(panel, name, start, status, gr.State(""), gr.Timer(2.0, active=False))
 
 
-def show(services: Services, publish: Publish, environment_id: str, request: gr.Request | None) -> dict[Any, Any]:
+def show(
+    engine: Engine,
+    publisher: Publisher,
+    visitors: Visitors,
+    publish: Publish,
+    environment_id: str,
+    request: gr.Request | None,
+) -> dict[Any, Any]:
     """Only templates are deployed; the panel shows the newest deployment of this one by this user."""
-    with services.db() as session:
+    with Session(engine) as session:
         environment = find_environment(session, environment_id) if environment_id else None
     is_template = environment is not None and environment.source == Source.TEMPLATE
-    caller = caller_of(services, request)
+    caller = visitors.caller(request)
     latest = (
-        services.publisher.list(environment=environment_id, owner=caller.name, limit=1)
-        if is_template and caller.name
-        else []
+        publisher.list(environment=environment_id, owner=caller.name, limit=1) if is_template and caller.name else []
     )
     if latest:
         status = status_html(latest[0])
     elif caller.user is None:
-        status = sign_in_note(services, environment_id, "to deploy it in your namespace.")
+        status = sign_in_note(visitors.sign_in, environment_id, "to deploy it in your namespace.")
     else:
         status = f"<p class='muted'>It becomes <code>{html.escape(caller.user.name)}/…</code> on the Hub.</p>"
     following = bool(latest) and latest[0].status in (PublicationStatus.BUILDING, PublicationStatus.CHECKING)
@@ -124,16 +131,14 @@ def status_html(publication: Publication) -> str:
     return '<div class="publication">' + "".join(parts) + "</div>"
 
 
-def wire(services: Services, publish: Publish, selected: gr.Textbox) -> None:
+def wire(publisher: Publisher, visitors: Visitors, publish: Publish, selected: gr.Textbox) -> None:
     async def start(request: gr.Request, environment_id: str, name: str) -> dict[Any, Any]:
         try:
-            caller = await asyncio.to_thread(acting_caller, services, request)
+            caller = await asyncio.to_thread(visitors.acting_caller, request)
             if caller.user is None or caller.token is None:
-                note = sign_in_note(services, environment_id, "first: the Space is made in your namespace.")
+                note = sign_in_note(visitors.sign_in, environment_id, "first: the Space is made in your namespace.")
                 return {publish.status: note}
-            publication = await services.publisher.publish(
-                environment_id, caller.user.name, caller.token, name.strip() or None
-            )
+            publication = await publisher.publish(environment_id, caller.user.name, caller.token, name.strip() or None)
         except EnvhubError as exc:
             return {publish.status: f'<p class="problem">Not deployed: {html.escape(exc.message)}</p>'}
         return {
@@ -146,7 +151,7 @@ def wire(services: Services, publish: Publish, selected: gr.Textbox) -> None:
         if not publication_id:
             return {publish.timer: gr.Timer(active=False)}
         try:
-            publication = services.publisher.get(publication_id)
+            publication = publisher.get(publication_id)
         except EnvhubError as exc:
             return {publish.status: html.escape(exc.message), publish.timer: gr.Timer(active=False)}
         following = publication.status in (PublicationStatus.BUILDING, PublicationStatus.CHECKING)

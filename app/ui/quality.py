@@ -7,21 +7,23 @@ import json
 from typing import Any
 
 import gradio as gr
+from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.services import Services
 from app.ui.cards import badges_html, quality_badge
 from app.ui.endpoints import reusable
-from app.ui.requests import acting_caller, connection_of
+from app.ui.requests import Visitors, connection_of
 from app.urls import own_gateway
 from app.usecases.quality import hosted
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import find_environment
-from conformance.checker import list_reports
+from conformance.checker import Checker, list_reports
 from conformance.models import QualityReportPublic, Suite
 from conformance.quality import Figures, QualityResult
 from conformance.report import Outcome
 from core.errors import EnvhubError
+from core.sealing import EndpointTokens
+from hosting.endpoints import EndpointManager
 from hosting.models import EndpointStatus
 
 _OUTCOMES = {Outcome.PASS: "ok", Outcome.FAIL: "bad", Outcome.SKIP: "idle", Outcome.ERROR: "bad"}
@@ -103,31 +105,39 @@ def _figures(figures: Figures) -> str:
     return f'<h3>Operational figures</h3><table class="kv quality-figures">{body}</table>{notes}'
 
 
-async def run_report(services: Services, environment_id: str, request: gr.Request) -> str:
+async def run_report(
+    engine: Engine,
+    endpoints: EndpointManager,
+    checker: Checker,
+    tokens: EndpointTokens,
+    visitors: Visitors,
+    environment_id: str,
+    request: gr.Request,
+) -> str:
     """Run a quality report now, on the caller's running endpoint of the environment or on its Space's host, file
     it, and answer the Quality section as it then reads; or say what to do first."""
-    with services.db() as session:
+    with Session(engine) as session:
         environment = find_environment(session, environment_id) if environment_id else None
     if environment is None:
         return '<p class="problem">Open an environment first.</p>'
-    caller = await asyncio.to_thread(acting_caller, services, request)
-    endpoint = await asyncio.to_thread(reusable, services, caller, environment)
+    caller = await asyncio.to_thread(visitors.acting_caller, request)
+    endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
     connection = connection_of(request)
     try:
         if endpoint is not None and endpoint.status == EndpointStatus.RUNNING and connection is not None:
             url = own_gateway(connection, endpoint.id)
-            known = await asyncio.to_thread(hosted, services.endpoints, endpoint)
-            await services.checker.check_quality(
+            known = await asyncio.to_thread(hosted, endpoints, endpoint)
+            await checker.check_quality(
                 url,
                 environment=endpoint.environment,
                 endpoint=endpoint.id,
                 revision=endpoint.revision,
                 trusted=(url,),
-                credentials=services.endpoint_tokens.header(endpoint.id),
+                credentials=tokens.header(endpoint.id),
                 **known,
             )
         elif environment.host and environment.source != Source.TEMPLATE:
-            await services.checker.check_quality(environment.host, environment=environment.id)
+            await checker.check_quality(environment.host, environment=environment.id)
         else:
             return (
                 '<p class="problem">It runs nowhere yet: a report plays episodes against a running server. Press '
@@ -135,7 +145,7 @@ async def run_report(services: Services, environment_id: str, request: gr.Reques
             )
     except EnvhubError as exc:
         return f'<p class="problem">No report: {_e(exc.message)}</p>'
-    with services.db() as session:
+    with Session(engine) as session:
         environment = find_environment(session, environment_id)
         filed = latest_report(session, environment_id)
     return quality_html(environment, filed) if environment is not None else ""

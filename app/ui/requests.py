@@ -1,16 +1,18 @@
 """What a UI event's request says: who clicked, from which site's page, and where the page was reached."""
 
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import gradio as gr
 from starlette.requests import HTTPConnection
 
-from app.services import Services
+from app.auth.callers import Identities
+from app.settings import Settings
 from app.urls import connection_base, endpoint_url, public_base
 from core.callers import ANONYMOUS, Caller
 from core.errors import ForbiddenError
 
-__all__ = ["acting_caller", "caller_of", "connection_of", "page_base", "page_endpoint_url"]
+__all__ = ["Visitors", "connection_of"]
 
 
 def _headers(request: gr.Request | None) -> dict[str, str]:
@@ -23,36 +25,44 @@ def connection_of(request: gr.Request | None) -> HTTPConnection | None:
     return inner if isinstance(inner, HTTPConnection) else None
 
 
-def caller_of(services: Services, request: gr.Request | None) -> Caller:
-    """Who clicked: the session cookie (or bearer token) the browser sent with the event."""
-    if request is None:
-        return ANONYMOUS
-    cookies = dict(getattr(request, "cookies", {}) or {})
-    return services.identities.resolve(_headers(request), cookies)
+@dataclass(frozen=True)
+class Visitors:
+    """Who is on the page, and where they reached envhub: what every panel asks of an event's request."""
 
+    identities: Identities
+    settings: Settings  # the public URL, where a Space or a proxy serves envhub, and whether people sign in
 
-def acting_caller(services: Services, request: gr.Request | None) -> Caller:
-    """The caller of a click that changes something: refused when another site's page sent it."""
-    headers = _headers(request)
-    origin = headers.get("origin")
-    if origin and urlsplit(origin).netloc not in _hosts(headers, services.settings.public_url):
-        raise ForbiddenError("this action came from another site's page; use envhub's own page")
-    return caller_of(services, request)
+    @property
+    def sign_in(self) -> bool:
+        return self.settings.auth_mode != "off"
 
+    def caller(self, request: gr.Request | None) -> Caller:
+        """Who clicked: the session cookie (or bearer token) the browser sent with the event."""
+        if request is None:
+            return ANONYMOUS
+        cookies = dict(getattr(request, "cookies", {}) or {})
+        return self.identities.resolve(_headers(request), cookies)
 
-def page_base(services: Services, request: gr.Request | None) -> str:
-    """Where users reach envhub, as the page's request says (the one rule of app.urls)."""
-    connection = connection_of(request)
-    if connection is not None:
-        return connection_base(services.settings, connection)
-    headers = _headers(request)
-    return public_base(
-        services.settings, headers.get("x-forwarded-proto", "http"), headers.get("host", "127.0.0.1:7860")
-    )
+    def acting_caller(self, request: gr.Request | None) -> Caller:
+        """The caller of a click that changes something: refused when another site's page sent it."""
+        headers = _headers(request)
+        origin = headers.get("origin")
+        if origin and urlsplit(origin).netloc not in _hosts(headers, self.settings.public_url):
+            raise ForbiddenError("this action came from another site's page; use envhub's own page")
+        return self.caller(request)
 
+    def base(self, request: gr.Request | None) -> str:
+        """Where users reach envhub, as the page's request says (the one rule of app.urls)."""
+        connection = connection_of(request)
+        if connection is not None:
+            return connection_base(self.settings, connection)
+        headers = _headers(request)
+        return public_base(
+            self.settings, headers.get("x-forwarded-proto", "http"), headers.get("host", "127.0.0.1:7860")
+        )
 
-def page_endpoint_url(services: Services, request: gr.Request | None, endpoint_id: str) -> str:
-    return endpoint_url(page_base(services, request), endpoint_id)
+    def endpoint_url(self, request: gr.Request | None, endpoint_id: str) -> str:
+        return endpoint_url(self.base(request), endpoint_id)
 
 
 def _hosts(headers: dict[str, str], public_url: str | None) -> set[str]:

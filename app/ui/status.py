@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import gradio as gr
+from sqlmodel import Session
 
-from app.services import Services
 from app.settings import Settings
-from app.ui.requests import acting_caller
+from app.ui.requests import Visitors
 from catalog.search import CatalogExtent, catalog_extent
-from catalog.sync import SYNC_RUNNING
+from catalog.sync import SYNC_RUNNING, Syncer
 from core.errors import EnvhubError
 
 RetryRule = Literal["anyone", "token", "nobody"]
@@ -36,6 +36,7 @@ class SyncBanner:
     token: gr.Textbox
     retry: gr.Button
     timer: gr.Timer
+    rule: RetryRule
 
     @property
     def outputs(self) -> list[Any]:
@@ -59,12 +60,12 @@ def build(settings: Settings) -> SyncBanner:
                 elem_id="sync-token",
             )
             retry = gr.Button("↻ Retry the sync", size="sm", scale=0, min_width=160, elem_id="sync-retry")
-    return SyncBanner(row, text, token, retry, gr.Timer(1.0, active=False))
+    return SyncBanner(row, text, token, retry, gr.Timer(1.0, active=False), retry_rule(settings))
 
 
-def syncing(services: Services) -> bool:
+def syncing(syncer: Syncer) -> bool:
     """A sync runs now, here or on another instance of the catalog."""
-    return services.syncer.running or SYNC_RUNNING in services.syncer.leases.live()
+    return syncer.running or SYNC_RUNNING in syncer.leases.live()
 
 
 def failed_html(extent: CatalogExtent, rule: RetryRule) -> str:
@@ -89,24 +90,26 @@ def failed_html(extent: CatalogExtent, rule: RetryRule) -> str:
 SYNCING = '<div class="banner banner-busy" role="status"><b>Syncing with the Hub…</b></div>'
 
 
-def show(services: Services, banner: SyncBanner, note: str = "") -> dict[Any, Any]:
+def show(syncer: Syncer, banner: SyncBanner, note: str = "") -> dict[Any, Any]:
     """What the banner says now: a sync under way, the last one's failure, or nothing (hidden)."""
-    if syncing(services):
+    if syncing(syncer):
         return {banner.row: gr.Column(visible=True), banner.text: SYNCING, banner.retry: gr.Button(interactive=False)}
-    with services.db() as session:
+    with Session(syncer.engine) as session:
         extent = catalog_extent(session)
     if not extent.sync_failed:
         return {banner.row: gr.Column(visible=False), banner.text: ""}
     problem = f'<p class="problem">{html.escape(note)}</p>' if note else ""
     return {
         banner.row: gr.Column(visible=True),
-        banner.text: failed_html(extent, retry_rule(services.settings)) + problem,
+        banner.text: failed_html(extent, banner.rule) + problem,
         banner.retry: gr.Button(interactive=True),
     }
 
 
 def wire(
-    services: Services,
+    syncer: Syncer,
+    settings: Settings,
+    visitors: Visitors,
     banner: SyncBanner,
     after: tuple[Sequence[Any], Sequence[Any], Callable[..., Any]],
 ) -> None:
@@ -114,26 +117,26 @@ def wire(
     inputs, outputs, search = after
 
     def retry(request: gr.Request, token: str) -> dict[Any, Any]:
-        rule = retry_rule(services.settings)
-        admin = services.settings.admin_token
+        rule = banner.rule
+        admin = settings.admin_token
         try:
-            acting_caller(services, request)
+            visitors.acting_caller(request)
             if rule == "nobody":
-                return show(services, banner, "Retrying is off here; the operator can run python -m app sync.")
+                return show(syncer, banner, "Retrying is off here; the operator can run python -m app sync.")
             if rule == "token" and (
                 admin is None or not secrets.compare_digest((token or "").encode(), admin.get_secret_value().encode())
             ):
-                return show(services, banner, "That is not this server's admin token.") | {banner.token: ""}
-            services.syncer.start()
+                return show(syncer, banner, "That is not this server's admin token.") | {banner.token: ""}
+            syncer.start()
         except EnvhubError as exc:
-            return show(services, banner, exc.message)
-        return show(services, banner) | {banner.token: "", banner.timer: gr.Timer(active=True)}
+            return show(syncer, banner, exc.message)
+        return show(syncer, banner) | {banner.token: "", banner.timer: gr.Timer(active=True)}
 
     def follow(*values: Any) -> dict[Any, Any]:
-        if syncing(services):
-            return show(services, banner)
+        if syncing(syncer):
+            return show(syncer, banner)
         found = dict(zip(outputs, search(*values), strict=True))
-        return show(services, banner) | found | {banner.timer: gr.Timer(active=False)}
+        return show(syncer, banner) | found | {banner.timer: gr.Timer(active=False)}
 
     banner.retry.click(retry, [banner.token], [*banner.outputs, banner.token], show_progress="hidden")
     banner.timer.tick(follow, list(inputs), [*banner.outputs, *outputs], show_progress="hidden")

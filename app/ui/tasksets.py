@@ -10,9 +10,18 @@ import json
 import random
 from typing import Any
 
-from app.services import Services
+from sqlalchemy import Engine
+from sqlmodel import Session
+
 from catalog.models import EnvironmentDetail
-from catalog.tasksets import DatasetTaskset, EnvironmentTasksets, dataset_resets, environment_tasksets, read_linked
+from catalog.tasksets import (
+    DatasetTaskset,
+    EnvironmentTasksets,
+    Tasksets,
+    dataset_resets,
+    environment_tasksets,
+    read_linked,
+)
 from protocol.interface import Interface
 
 __all__ = ["SEEDS", "choices", "dataset_choice", "dataset_reset", "read_tasksets", "tasksets_html"]
@@ -48,16 +57,18 @@ def choices(tasksets: EnvironmentTasksets, *, seeds: bool) -> list[tuple[str, st
     return listed
 
 
-async def read_tasksets(services: Services, environment: EnvironmentDetail, info: Interface) -> EnvironmentTasksets:
+async def read_tasksets(
+    engine: Engine, tasksets: Tasksets, environment: EnvironmentDetail, info: Interface
+) -> EnvironmentTasksets:
     def read() -> EnvironmentTasksets:
-        with services.db() as session:
-            return environment_tasksets(session, services.tasksets, environment, info)
+        with Session(engine) as session:
+            return environment_tasksets(session, tasksets, environment, info)
 
     return await asyncio.to_thread(read)
 
 
 async def dataset_reset(
-    services: Services, environment: EnvironmentDetail, choice: str, row: int | None, seed: int | None
+    engine: Engine, tasksets: Tasksets, environment: EnvironmentDetail, choice: str, row: int | None, seed: int | None
 ) -> dict[str, Any]:
     """The reset options of one row of the dataset split `choice` names: row `row`, or one drawn from `seed`."""
     named = dataset_choice(choice)
@@ -65,12 +76,12 @@ async def dataset_reset(
     dataset, split = named
 
     def read() -> dict[str, Any]:
-        with services.db() as session:
+        with Session(engine) as session:
             chosen = row
             if chosen is None:
-                rows = read_linked(session, services.tasksets, environment, dataset).split(split).rows
+                rows = read_linked(session, tasksets, environment, dataset).split(split).rows
                 chosen = random.Random(seed).randrange(rows) if rows else 0
-            resets, _ = dataset_resets(session, services.tasksets, environment, dataset, split, [chosen])
+            resets, _ = dataset_resets(session, tasksets, environment, dataset, split, [chosen])
             return resets[0]
 
     return await asyncio.to_thread(read)

@@ -9,21 +9,26 @@ episodes, concurrency and steps (settings); without sign-in the server is its us
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.services import Services
 from app.settings import Settings
 from catalog.store import get_environment
-from catalog.tasksets import dataset_resets
+from catalog.tasksets import Tasksets, dataset_resets
 from core.callers import Access, Caller
 from core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, live_session
+from core.sealing import EndpointTokens
 from evals.models import Episode, Evaluation
-from evals.presets import preset_owner
-from evals.runs import Play, PrepareError, new_evaluation_id
+from evals.presets import ModelPresets, preset_owner
+from evals.runs import Play, PrepareError, Runner, new_evaluation_id
+from evals.sessions import AgentSessions
+from evals.store import EvaluationStore
+from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import read_interface
@@ -34,10 +39,10 @@ from rollout.players import BASELINES, Policy
 
 __all__ = [
     "EvaluationRequest",
+    "Evaluator",
     "ModelChoice",
     "PresetChoice",
     "ensure_sessions_visible",
-    "start_evaluation",
     "visible_episode",
 ]
 
@@ -122,20 +127,6 @@ def _policy(choice: Literal["random", "first-legal"] | ModelChoice, guard: Outbo
     return ModelPolicy(choice.model, guard) if isinstance(choice, ModelChoice) else BASELINES[choice]
 
 
-async def _running(services: Services, endpoint_id: str) -> None:
-    """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
-    deadline = asyncio.get_running_loop().time() + services.settings.launch_timeout_s + 30
-    while True:
-        endpoint = await asyncio.to_thread(services.endpoints.store.get, endpoint_id)
-        if endpoint.status == EndpointStatus.RUNNING and services.endpoints.routes.resolve(endpoint_id) is not None:
-            return
-        if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
-            raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
-        if asyncio.get_running_loop().time() > deadline:
-            raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
-        await asyncio.sleep(0.5)
-
-
 def _capped(access: Access, caller: Caller) -> bool:
     """Whether the caps apply: to everyone but the admin on a server with sign-in."""
     return access.sign_in and not caller.admin
@@ -157,22 +148,24 @@ def _ensure_within_caps(settings: Settings, body: EvaluationRequest) -> None:
         )
 
 
-def ensure_sessions_visible(services: Services, caller: Caller, endpoint_id: str) -> None:
+def ensure_sessions_visible(endpoints: EndpointManager, caller: Caller, endpoint_id: str) -> None:
     """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
     its MCP door played; anyone else is told there is no such endpoint."""
-    endpoint = services.endpoints.store.get(endpoint_id)
-    if endpoint.options.get("private") is True and not services.endpoints.access.may_stop(caller, endpoint.owner):
+    endpoint = endpoints.store.get(endpoint_id)
+    if endpoint.options.get("private") is True and not endpoints.access.may_stop(caller, endpoint.owner):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
 
-def visible_episode(services: Services, caller: Caller, episode_id: str) -> Episode:
+def visible_episode(
+    store: EvaluationStore, agents: AgentSessions, endpoints: EndpointManager, caller: Caller, episode_id: str
+) -> Episode:
     """An episode by its id, as the share link opens it: an evaluation's for anyone, an agent session's of a private
     endpoint only for whoever may read that endpoint's sessions."""
-    episode = services.evaluations.episode(episode_id)
-    endpoint_id = services.agents.endpoint_of(episode.evaluation)
+    episode = store.episode(episode_id)
+    endpoint_id = agents.endpoint_of(episode.evaluation)
     if endpoint_id is not None:
         try:
-            ensure_sessions_visible(services, caller, endpoint_id)
+            ensure_sessions_visible(endpoints, caller, endpoint_id)
         except NotFoundError:
             raise NotFoundError(f"no episode {episode_id!r}") from None
     return episode
@@ -188,109 +181,136 @@ def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> N
         )
 
 
-async def start_evaluation(
-    services: Services, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]
-) -> Evaluation:
-    """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
-    server reaches an endpoint's gateway at."""
-    access = services.endpoints.access
-    access.ensure_may_launch(caller)
-    capped = _capped(access, caller)
-    if capped:
-        _ensure_within_caps(services.settings, body)
-    # The slot is held from before the first wait until the run is on record, so that requests at once count too.
-    with services.runner.slot(caller.name, services.settings.max_evaluations_per_owner if capped else None):
-        return await _start(services, body, caller, gateway)
+@dataclass(frozen=True)
+class Evaluator:
+    """Starts evaluation runs: what a run is checked against, recorded in, played with and handed to."""
 
+    settings: Settings  # the caps, and how long a launched endpoint may take to start
+    engine: Engine  # the catalog the environment is read from
+    endpoints: EndpointManager  # played on, or launched for the run
+    presets: ModelPresets
+    guard: OutboundGuard  # the model's URL, and the session to the endpoint, go through it
+    tasksets: Tasksets
+    store: EvaluationStore
+    runner: Runner
+    tokens: EndpointTokens  # a private endpoint's bearer token, for the run's own session
 
-async def _start(
-    services: Services, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]
-) -> Evaluation:
-    manager = services.endpoints
-    endpoint: Endpoint | None = None
-    if body.endpoint is not None:
-        endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
-        _ensure_may_play_on(manager.access, caller, endpoint)
-        if endpoint.status != EndpointStatus.RUNNING:
-            raise ConflictError(
-                f"endpoint {endpoint.id} is {endpoint.status.value}; start it, or name the environment to launch one"
+    async def start(self, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]) -> Evaluation:
+        """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
+        server reaches an endpoint's gateway at."""
+        access = self.endpoints.access
+        access.ensure_may_launch(caller)
+        capped = _capped(access, caller)
+        if capped:
+            _ensure_within_caps(self.settings, body)
+        # The slot is held from before the first wait until the run is on record, so that requests at once count too.
+        with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
+            return await self._start(body, caller, gateway)
+
+    async def _running(self, endpoint_id: str) -> None:
+        """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
+        deadline = asyncio.get_running_loop().time() + self.settings.launch_timeout_s + 30
+        while True:
+            endpoint = await asyncio.to_thread(self.endpoints.store.get, endpoint_id)
+            if endpoint.status == EndpointStatus.RUNNING and self.endpoints.routes.resolve(endpoint_id) is not None:
+                return
+            if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
+                raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
+            await asyncio.sleep(0.5)
+
+    async def _start(self, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]) -> Evaluation:
+        manager = self.endpoints
+        endpoint: Endpoint | None = None
+        if body.endpoint is not None:
+            endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
+            _ensure_may_play_on(manager.access, caller, endpoint)
+            if endpoint.status != EndpointStatus.RUNNING:
+                raise ConflictError(
+                    f"endpoint {endpoint.id} is {endpoint.status.value}; "
+                    "start it, or name the environment to launch one"
+                )
+            environment_id = endpoint.environment
+        else:
+            environment_id = str(body.environment)
+        with Session(self.engine) as session:
+            environment = get_environment(session, environment_id)
+        choice = body.policy
+        if isinstance(choice, PresetChoice):
+            owner = preset_owner(caller, manager.access)
+            choice = ModelChoice(model=self.presets.config_of(self.presets.get(owner, choice.preset)))
+        if isinstance(choice, ModelChoice):
+            await self.guard.resolve(choice.model.base_url)  # a model on a private address only where allowed
+        resets, dataset_revision = None, None
+        if body.dataset is not None:
+
+            def read_rows() -> tuple[list[dict[str, Any]], str]:
+                with Session(self.engine) as session:
+                    rows = body.task_indices()
+                    return dataset_resets(session, self.tasksets, environment, str(body.dataset), str(body.split), rows)
+
+            resets, dataset_revision = await asyncio.to_thread(read_rows)
+        launched = None
+        if body.endpoint is None:
+            launched = await asyncio.to_thread(
+                manager.launch, LaunchRequest(environment=environment_id, backend=body.backend), caller
             )
-        environment_id = endpoint.environment
-    else:
-        environment_id = str(body.environment)
-    with Session(services.engine) as session:
-        environment = get_environment(session, environment_id)
-    choice = body.policy
-    if isinstance(choice, PresetChoice):
-        owner = preset_owner(caller, services.endpoints.access)
-        choice = ModelChoice(model=services.presets.config_of(services.presets.get(owner, choice.preset)))
-    if isinstance(choice, ModelChoice):
-        await services.guard.resolve(choice.model.base_url)  # a model on a private address only where allowed
-    resets, dataset_revision = None, None
-    if body.dataset is not None:
-
-        def read_rows() -> tuple[list[dict[str, Any]], str]:
-            with services.db() as session:
-                rows = body.task_indices()
-                return dataset_resets(session, services.tasksets, environment, str(body.dataset), str(body.split), rows)
-
-        resets, dataset_revision = await asyncio.to_thread(read_rows)
-    launched = None
-    if body.endpoint is None:
-        launched = await asyncio.to_thread(
-            manager.launch, LaunchRequest(environment=environment_id, backend=body.backend), caller
+        endpoint_id = body.endpoint or (launched.id if launched else "")
+        taskset, taskset_label = body.taskset(dataset_revision)
+        policy = _policy(choice, self.guard)
+        specs = body.specs(resets)
+        row = Evaluation(
+            id=new_evaluation_id(),
+            environment=environment.id,
+            revision=launched.revision if launched is not None else endpoint.revision if endpoint is not None else None,
+            endpoint=endpoint_id,
+            launched=launched is not None,
+            policy=policy.described(),
+            policy_label=policy.label,
+            taskset=taskset,
+            taskset_label=taskset_label,
+            episodes_planned=len(specs),
+            concurrency=body.concurrency,
+            limits=body.limits().__dict__,
+            owner=caller.name,
+            message="starting its endpoint" if launched else "starting",
         )
-    endpoint_id = body.endpoint or (launched.id if launched else "")
-    taskset, taskset_label = body.taskset(dataset_revision)
-    policy = _policy(choice, services.guard)
-    specs = body.specs(resets)
-    row = Evaluation(
-        id=new_evaluation_id(),
-        environment=environment.id,
-        revision=launched.revision if launched is not None else endpoint.revision if endpoint is not None else None,
-        endpoint=endpoint_id,
-        launched=launched is not None,
-        policy=policy.described(),
-        policy_label=policy.label,
-        taskset=taskset,
-        taskset_label=taskset_label,
-        episodes_planned=len(specs),
-        concurrency=body.concurrency,
-        limits=body.limits().__dict__,
-        owner=caller.name,
-        message="starting its endpoint" if launched else "starting",
-    )
-    services.evaluations.create(row)
-    url = gateway(endpoint_id)
+        self.store.create(row)
+        url = gateway(endpoint_id)
 
-    async def stop_launched() -> None:
-        if launched is not None:
-            await asyncio.to_thread(manager.end, launched.id, f"evaluation {row.id} ended")
-
-    async def prepare() -> Play:
-        # A private endpoint's gateway wants its bearer token; the run holds it for its own session only.
-        outbound = live_session(services.guard, url, credentials={url: services.endpoint_tokens.header(endpoint_id)})
-        try:
+        async def stop_launched() -> None:
             if launched is not None:
-                await _running(services, launched.id)
-            interface = await read_interface(url, outbound)
-            if interface.action_schema is None and not interface.tools:
-                raise PrepareError(
-                    f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
-                )
-            if body.dataset is None and body.split is not None and body.split not in {s.name for s in interface.splits}:
-                named = ", ".join(s.name for s in interface.splits)
-                raise PrepareError(
-                    f"{environment.id} has no task split {body.split!r}; "
-                    + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)")
-                )
-        except BaseException:
-            await outbound.aclose()
-            await policy.aclose()
-            await stop_launched()
-            raise
-        brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
-        return Play(url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched)
+                await asyncio.to_thread(manager.end, launched.id, f"evaluation {row.id} ended")
 
-    services.runner.start(row, prepare)
-    return row
+        async def prepare() -> Play:
+            # A private endpoint's gateway wants its bearer token; the run holds it for its own session only.
+            outbound = live_session(self.guard, url, credentials={url: self.tokens.header(endpoint_id)})
+            try:
+                if launched is not None:
+                    await self._running(launched.id)
+                interface = await read_interface(url, outbound)
+                if interface.action_schema is None and not interface.tools:
+                    raise PrepareError(
+                        f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
+                    )
+                if (
+                    body.dataset is None
+                    and body.split is not None
+                    and body.split not in {s.name for s in interface.splits}
+                ):
+                    named = ", ".join(s.name for s in interface.splits)
+                    raise PrepareError(
+                        f"{environment.id} has no task split {body.split!r}; "
+                        + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)")
+                    )
+            except BaseException:
+                await outbound.aclose()
+                await policy.aclose()
+                await stop_launched()
+                raise
+            brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
+            return Play(url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched)
+
+        self.runner.start(row, prepare)
+        return row

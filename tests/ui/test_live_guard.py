@@ -14,8 +14,8 @@ from starlette.requests import Request
 
 from app.services import Services
 from app.settings import Settings
-from app.ui.live import connection_url, outbound_for, outbound_refusal
-from app.ui.requests import page_endpoint_url
+from app.ui.live import Live, outbound_refusal
+from app.ui.requests import Visitors
 from app.usecases.play import PlaySessions
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
@@ -219,6 +219,8 @@ def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_h
     settings: Settings, engine: Engine, hub: FakeHub, tmp_path: Path
 ) -> None:
     services = Services.build(settings, runtimes={})
+    visitors = Visitors(services.identities, settings)
+    live = Live(services.endpoints, visitors, services.monitor.spaces, services.guard)
     scope = {
         "type": "http",
         "scheme": "http",
@@ -229,17 +231,17 @@ def test_envhub_reaches_its_own_endpoints_at_its_own_address_whatever_the_host_h
         "headers": [(b"host", b"169.254.169.254")],  # forged
     }
     request = gr.Request(request=Request(scope))
-    shown = page_endpoint_url(services, request, "abc")
+    shown = visitors.endpoint_url(request, "abc")
     assert shown == "http://169.254.169.254/endpoints/abc"  # what the page shows, from the Host header
-    assert connection_url(services, shown, request) == "http://127.0.0.1:7860/endpoints/abc"
-    assert connection_url(services, "https://alice-count.hf.space", request) == "https://alice-count.hf.space"
+    assert live.connection_url(shown, request) == "http://127.0.0.1:7860/endpoints/abc"
+    assert live.connection_url("https://alice-count.hf.space", request) == "https://alice-count.hf.space"
 
     async def refusals() -> tuple[str | None, str | None]:
         environment = EnvironmentDetail(id="template:count", source=Source.TEMPLATE, title="Count")
-        outbound = await outbound_for(services, environment, request)
+        outbound = await live.outbound_for(environment, request)
         try:
             return await outbound_refusal(outbound, shown), await outbound_refusal(
-                outbound, connection_url(services, shown, request)
+                outbound, live.connection_url(shown, request)
             )
         finally:
             await outbound.aclose()

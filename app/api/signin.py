@@ -8,7 +8,6 @@ OpenID discovery. The user's access token stays server-side, sealed in the sessi
 import asyncio
 import base64
 import hashlib
-import html
 import secrets
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -19,10 +18,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import BaseModel
 
-from app.api.deps import CallerDep, ServicesDep
+from app.api.deps import AccessDep, CallerDep, HttpDep, IdentitiesDep, OAuthDep, SessionSecretDep, SettingsDep
 from app.auth.callers import Identities
-from app.auth.sessions import SESSION_COOKIE, User
-from app.services import Services
+from app.auth.pages import logout_form, safe_next
+from app.auth.sessions import SESSION_COOKIE, SessionStore, User
 from app.settings import Settings
 from app.urls import connection_base
 from core.errors import (
@@ -54,13 +53,6 @@ class MePublic(BaseModel):
     logout_url: str | None = None
 
 
-def safe_next(target: str | None) -> str:
-    """Only a path on this server: an open redirect would hand a signed-in browser to anyone."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
-
-
 def cookie_policy(settings: Settings) -> dict[str, Any]:
     """A Space shows the app in an iframe on huggingface.co, so its cookies must be SameSite=None (and Secure)."""
     if settings.space_id:
@@ -73,18 +65,18 @@ def redirect_uri(settings: Settings, request: Request) -> str:
     return connection_base(settings, request) + "/auth/callback"
 
 
-def _signer(services: Services) -> URLSafeTimedSerializer:
-    return URLSafeTimedSerializer(services.session_secret, salt="envhub-login")
+def _signer(secret: bytes) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret, salt="envhub-login")
 
 
-def _http(services: Services) -> httpx.AsyncClient:
-    assert services.http is not None, "envhub's HTTP client is made when it starts serving"
-    return services.http
+def _http(http: httpx.AsyncClient | None) -> httpx.AsyncClient:
+    assert http is not None, "envhub's HTTP client is made when it starts serving"
+    return http
 
 
-def _signed_in(request: Request, services: Services, user: User, token: str, scopes: str, target: str) -> Response:
-    settings = services.settings
-    store = services.identities.store
+def _signed_in(
+    request: Request, settings: Settings, store: SessionStore, user: User, token: str, scopes: str, target: str
+) -> Response:
     previous = request.cookies.get(SESSION_COOKIE)
     if previous:
         store.end(previous)  # a new sign-in replaces the old session rather than leaving it alive
@@ -96,8 +88,15 @@ def _signed_in(request: Request, services: Services, user: User, token: str, sco
 
 
 @router.get("/auth/login", include_in_schema=False)
-async def login(request: Request, services: ServicesDep, next: str = "/") -> Response:
-    settings = services.settings
+async def login(
+    request: Request,
+    settings: SettingsDep,
+    identities: IdentitiesDep,
+    oauth: OAuthDep,
+    http: HttpDep,
+    secret: SessionSecretDep,
+    next: str = "/",
+) -> Response:
     target = safe_next(next)
     if settings.auth_mode == "off":
         raise NotFoundError("sign-in is off on this server: it needs OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET")
@@ -105,9 +104,9 @@ async def login(request: Request, services: ServicesDep, next: str = "/") -> Res
         if settings.hf_token is None or not settings.hf_token.get_secret_value():
             raise InvalidInputError("ENVHUB_DEV_LOGIN signs in as the owner of HF_TOKEN: set HF_TOKEN")
         token = settings.hf_token.get_secret_value()
-        user = await asyncio.to_thread(services.identities.hub_user, token)
-        return _signed_in(request, services, user, token, "dev", target)
-    config = await services.oauth.config(_http(services))
+        user = await asyncio.to_thread(identities.hub_user, token)
+        return _signed_in(request, settings, identities.store, user, token, "dev", target)
+    config = await oauth.config(_http(http))
     state = secrets.token_urlsafe(24)
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -121,7 +120,7 @@ async def login(request: Request, services: ServicesDep, next: str = "/") -> Res
         "code_challenge_method": "S256",
     }
     response = RedirectResponse(f"{config['authorization_endpoint']}?{urlencode(query)}", status_code=302)
-    pending = _signer(services).dumps({"state": state, "verifier": verifier, "next": target})
+    pending = _signer(secret).dumps({"state": state, "verifier": verifier, "next": target})
     response.set_cookie(LOGIN_COOKIE, pending, max_age=_LOGIN_MAX_AGE_S, path="/auth", **cookie_policy(settings))
     return response
 
@@ -129,17 +128,20 @@ async def login(request: Request, services: ServicesDep, next: str = "/") -> Res
 @router.get("/auth/callback", include_in_schema=False)
 async def callback(
     request: Request,
-    services: ServicesDep,
+    settings: SettingsDep,
+    identities: IdentitiesDep,
+    oauth: OAuthDep,
+    http: HttpDep,
+    secret: SessionSecretDep,
     code: str | None = None,
     state: str | None = None,
     error: str | None = None,
     error_description: str | None = None,
 ) -> Response:
-    settings = services.settings
     if settings.auth_mode != "oauth":
         raise NotFoundError("OAuth sign-in is off on this server")
     try:
-        pending = _signer(services).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
+        pending = _signer(secret).loads(request.cookies.get(LOGIN_COOKIE, ""), max_age=_LOGIN_MAX_AGE_S)
     except BadSignature:
         raise BadRequestError(
             "this sign-in expired or was started in another browser; sign in again", code="sign_in_expired"
@@ -152,8 +154,8 @@ async def callback(
         raise BadRequestError("the sign-in state does not match this browser's; sign in again", code="sign_in_state")
     if not code:
         raise BadRequestError("the Hub sent no authorization code; sign in again", code="sign_in_code_missing")
-    http = _http(services)
-    config = await services.oauth.config(http)
+    client = _http(http)
+    config = await oauth.config(client)
     assert settings.oauth_client_id and settings.oauth_client_secret
     form = {
         "grant_type": "authorization_code",
@@ -164,7 +166,7 @@ async def callback(
     }
     auth = (settings.oauth_client_id, settings.oauth_client_secret.get_secret_value())
     try:
-        answer = await http.post(config["token_endpoint"], data=form, auth=auth, timeout=15)
+        answer = await client.post(config["token_endpoint"], data=form, auth=auth, timeout=15)
         grant = answer.json() if answer.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         raise HubUnavailableError("could not reach the Hub to finish signing in; try again") from None
@@ -174,10 +176,9 @@ async def callback(
             f"the Hub refused the authorization code (HTTP {answer.status_code}); sign in again",
             code="sign_in_code_refused",
         )
-    user = await _userinfo(http, config, token, services.identities)
-    return _signed_in(
-        request, services, user, token, str(grant.get("scope") or settings.oauth_scopes), str(pending["next"])
-    )
+    user = await _userinfo(client, config, token, identities)
+    scopes = str(grant.get("scope") or settings.oauth_scopes)
+    return _signed_in(request, settings, identities.store, user, token, scopes, str(pending["next"]))
 
 
 async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str, identities: Identities) -> User:
@@ -199,14 +200,14 @@ async def _userinfo(http: httpx.AsyncClient, config: dict[str, Any], token: str,
 @router.post("/auth/logout", include_in_schema=False)
 def logout(
     request: Request,
-    services: ServicesDep,
+    settings: SettingsDep,
+    identities: IdentitiesDep,
     csrf_token: Annotated[str | None, Form()] = None,
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     """End the session; the form (or X-CSRF-Token header) carries its CSRF token, so no other site signs you out."""
-    settings = services.settings
     cookie = request.cookies.get(SESSION_COOKIE)
-    store = services.identities.store
+    store = identities.store
     if cookie and store.find(cookie) is not None:
         if not store.csrf_ok(cookie, csrf_token or request.headers.get("x-csrf-token")):
             raise ForbiddenError(
@@ -218,32 +219,21 @@ def logout(
     return response
 
 
-def logout_form(csrf_token: str, next: str = "/") -> str:
-    """The Sign out button: a POST with the session's CSRF token, out of any frame (a Space shows envhub in one)."""
-    return (
-        '<form method="post" action="/auth/logout" target="_top" class="sign-out">'
-        f'<input type="hidden" name="csrf_token" value="{html.escape(csrf_token)}">'
-        f'<input type="hidden" name="next" value="{html.escape(safe_next(next))}">'
-        '<button type="submit" id="sign-out">Sign out</button></form>'
-    )
-
-
 @router.get("/auth/logout", include_in_schema=False)
-def logout_page(request: Request, services: ServicesDep) -> Response:
+def logout_page(request: Request, identities: IdentitiesDep) -> Response:
     """A link to /auth/logout shows the Sign out button rather than signing out on a GET."""
     cookie = request.cookies.get(SESSION_COOKIE)
-    store = services.identities.store
+    store = identities.store
     if not cookie or store.find(cookie) is None:
         return RedirectResponse("/", status_code=303)
     return HTMLResponse(f"<!doctype html><title>Sign out of envhub</title>{logout_form(store.csrf_token(cookie))}")
 
 
 @router.get("/api/me", tags=["auth"])
-def read_me(services: ServicesDep, caller: CallerDep) -> MePublic:
+def read_me(settings: SettingsDep, identities: IdentitiesDep, access: AccessDep, caller: CallerDep) -> MePublic:
     """Who you are here; `csrf_token` goes in the X-CSRF-Token header of state-changing calls made with the cookie."""
-    settings = services.settings
     mode = settings.auth_mode
-    csrf = services.identities.store.csrf_token(caller.session) if caller.session else None
+    csrf = identities.store.csrf_token(caller.session) if caller.session else None
     return MePublic(
         signed_in=caller.user is not None,
         name=caller.name,
@@ -251,7 +241,7 @@ def read_me(services: ServicesDep, caller: CallerDep) -> MePublic:
         avatar_url=caller.user.avatar_url if caller.user else None,
         admin=caller.admin,
         sign_in=mode,
-        can_launch=services.endpoints.access.may_launch(caller),
+        can_launch=access.may_launch(caller),
         csrf_token=csrf,
         login_url="/auth/login" if mode != "off" and caller.user is None else None,
         logout_url="/auth/logout" if caller.session else None,
