@@ -25,13 +25,19 @@ from core.outbound import OutboundGuard, OutboundSession
 from protocol.health import HealthStatus, Probe, healthy, probe
 from protocol.interface import Interface
 
-__all__ = ["CACHE_TTL_S", "SpaceHealth", "probe_with"]
+__all__ = ["CACHE_TTL_S", "WAKING", "SpaceHealth", "is_waking", "probe_with"]
 
 log = logging.getLogger(__name__)
 
 CACHE_TTL_S = 6 * 3600  # how long the cached interface of an environment is trusted
 WAKE_TIMEOUT_S = 300
 WAKE_POLL_S = 2
+WAKING = "waking on request"  # the health message while a wake is followed
+
+
+def is_waking(health: Health | None) -> bool:
+    """A user asked the Space to wake and /health has not answered yet."""
+    return health is not None and health.status == HealthStatus.BUILDING and health.message == WAKING
 
 
 async def probe_with(
@@ -171,7 +177,7 @@ class SpaceHealth:
             host = runtime.host or host
             updates = {"runtime_stage": runtime.stage, "host": host}
             credentials = space_credentials(row.id, runtime, self.hub_token, self.keys)
-        waking = Probe(HealthStatus.BUILDING, "waking on request")
+        waking = Probe(HealthStatus.BUILDING, WAKING)
         health = record(current, waking).model_copy(update={"waking_since": utcnow()})
         await asyncio.to_thread(self._save_environment, environment_id, health, None, updates)
         task = asyncio.create_task(self._follow_wake(environment_id, host, time.monotonic(), credentials))

@@ -9,6 +9,7 @@ from typing import Any
 from app.ui.cards import badges, badges_html
 from app.ui.schemas import SchemaRow, schema_rows
 from catalog.models import EnvironmentDetail, EnvironmentPublic, Source
+from catalog.space_health import is_waking
 from protocol.interface import Interface
 
 
@@ -119,7 +120,13 @@ def status_html(environment: EnvironmentDetail, live_url: str | None) -> str:
         verdict = "conforms" if conformance.get("conforms") else "does not conform"
         rows.append(("Conformance", verdict + (f" ({passed}/{total} core checks)" if total else "")))
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
+    waking = (
+        "<p>Waking the Space. A Space takes a minute or so to start; its health reads <em>up</em> here once "
+        "it answers (reopen the page to see it).</p>"
+        if is_waking(environment.health)
+        else ""
+    )
+    return f'<table class="kv">{body}</table>{waking}'
 
 
 def rows_table(rows: Sequence[SchemaRow]) -> str:

@@ -18,7 +18,7 @@ from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
 from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
 from catalog.models import EnvironmentDetail
-from catalog.space_health import SpaceHealth
+from catalog.space_health import SpaceHealth, is_waking
 from catalog.store import cached_interface, find_environment
 from catalog.tasksets import Tasksets
 from core.errors import EnvhubError
@@ -54,7 +54,9 @@ class Detail:
 
 
 def asleep(environment: EnvironmentDetail) -> bool:
-    """The Hub or the health monitor says the Space sleeps: a request would wake it."""
+    """The Hub or the health monitor says the Space sleeps, and no wake is under way: a request would wake it."""
+    if is_waking(environment.health):
+        return False
     sleeping = environment.health is not None and environment.health.status == HealthStatus.SLEEPING
     return sleeping or environment.runtime_stage in ("SLEEPING", "PAUSED")
 
@@ -131,18 +133,26 @@ def connect_updates(
     return connect.updates(detail.connect, url, environment.title, info, pool, private=private)
 
 
-async def wake(spaces: SpaceHealth, detail: Detail, environment_id: str) -> dict[Any, Any]:
+async def wake(
+    engine: Engine, live: Live, spaces: SpaceHealth, detail: Detail, environment_id: str, request: gr.Request | None
+) -> dict[Any, Any]:
     """Send a sleeping Space the request that wakes it; the health monitor follows it from there."""
     try:
-        health = await spaces.wake(environment_id)
+        await spaces.wake(environment_id)
     except EnvhubError as exc:
         return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
-    note = html.escape(health.message or health.status.value)
-    return {
-        detail.status: f"<p>Waking the Space ({note}). A Space takes a minute or so to start; "
-        "reopen this page to see its status.</p>",
-        detail.wake: gr.Button(visible=False),
-    }
+    return {detail.status: current_status(engine, live, environment_id, request), detail.wake: gr.Button(visible=False)}
+
+
+def current_status(engine: Engine, live: Live, environment_id: str, request: gr.Request | None) -> str:
+    """The status as the catalog has it now: a page's slow refresh must not show what a wake made while it ran
+    as it was before."""
+    with Session(engine) as session:
+        environment = find_environment(session, environment_id)
+    if environment is None:
+        return ""
+    urls = live.urls(environment, request)
+    return status_html(environment, urls[0] if urls else None)
 
 
 async def refresh(
@@ -188,7 +198,7 @@ async def refresh(
         | {
             detail.api: api_html(info),
             detail.tasks: tasks,
-            detail.status: status_html(environment, url),
+            detail.status: current_status(engine, live, environment_id, request),
         }
         | connect_updates(live, detail, url, environment, info)
     )

@@ -174,8 +174,8 @@ def build_blocks(services: Services) -> gr.Blocks:
         d.board.click(run_from_detail, None, list(dict.fromkeys([tabs, *run_view, *viewer])), show_progress="hidden")
         d.evaluate.click(lambda: gr.Tabs(selected="evaluate"), None, tabs)
 
-        async def wake(environment_id: str) -> dict[Any, Any]:
-            return await detail.wake(spaces, d, environment_id)
+        async def wake(request: gr.Request, environment_id: str) -> dict[Any, Any]:
+            return await detail.wake(engine, live, spaces, d, environment_id, request)
 
         d.wake.click(wake, [selected], [d.status, d.wake], show_progress="hidden")
 

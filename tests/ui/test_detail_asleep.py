@@ -1,7 +1,9 @@
-"""The environment page never sends a request to a Space that sleeps."""
+"""The environment page never sends a request to a Space that sleeps, and shows one being woken as such."""
 
+from app.ui.describe import status_html
 from app.ui.detail import asleep
 from catalog.models import EnvironmentDetail, Health, Source
+from catalog.space_health import WAKING
 from protocol.health import HealthStatus
 
 
@@ -15,3 +17,11 @@ def test_a_space_the_hub_or_the_monitor_reports_asleep_is_left_alone() -> None:
     assert asleep(environment(runtime_stage="RUNNING", health=Health(status=HealthStatus.SLEEPING)))
     assert not asleep(environment(runtime_stage="RUNNING", health=Health(status=HealthStatus.UP)))
     assert not asleep(environment())
+
+
+def test_a_space_being_woken_shows_it_and_offers_no_second_wake() -> None:
+    waking = environment(runtime_stage="SLEEPING", health=Health(status=HealthStatus.BUILDING, message=WAKING))
+
+    assert not asleep(waking)
+    assert "Waking the Space" in status_html(waking, None)
+    assert "Waking the Space" not in status_html(environment(runtime_stage="SLEEPING"), None)
