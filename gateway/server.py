@@ -59,15 +59,19 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_since = None
         super().on_headers_complete()
-        if self._watch is not None and self.transport.get_protocol() is not self:  # upgraded to a WebSocket
-            self._watch.cancel()
-            self._watch = None
+
+    def handle_websocket_upgrade(self) -> None:
+        self._stop_watching()  # the socket is a WebSocket's from now on: this protocol is done with it
+        super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_watching()
+        super().connection_lost(exc)
+
+    def _stop_watching(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
-        super().connection_lost(exc)
 
     def _watch_for(self, delay_s: float) -> None:
         self._watch = self.loop.call_later(delay_s, self._look)

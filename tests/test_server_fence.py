@@ -25,6 +25,7 @@ REVIEWED: dict[tuple[type, str], str] = {
     (HttpToolsProtocol, "on_message_begin"): "96d377fdc7c2baef",
     (HttpToolsProtocol, "on_headers_complete"): "1ea8589acfad92d8",
     (HttpToolsProtocol, "connection_lost"): "c91a4c9bf2e29c55",
+    (HttpToolsProtocol, "handle_websocket_upgrade"): "179c4f769386ab89",
     (HttpToolsProtocol, "_start_asgi_task"): "9c08c2571ae9b038",
     (RequestResponseCycle, "__init__"): "4d2f220910c33c12",
     (RequestResponseCycle, "send"): "abdd8601b326a8da",

@@ -7,6 +7,7 @@ junk frames and foreign web pages cannot squat a pool.
 """
 
 import asyncio
+import gc
 import json
 import secrets
 import socket
@@ -25,6 +26,7 @@ from websockets.sync.client import connect
 from websockets.typing import Origin
 
 from app.settings import Settings
+from gateway.server import HeadDeadlineProtocol
 from tests.conftest import wait_until
 from tests.environments import write_count_env
 from tests.redteam.hostile import seen, write_hostile_env
@@ -341,3 +343,24 @@ def test_malformed_frames_get_the_close_codes_rfc_6455_gives_them(gateway: Envhu
     }
     assert codes == {kind: code for kind, (_, code) in MALFORMED.items()}
     wait_until(lambda: gateway.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=5)  # and none is held
+
+
+def test_a_session_past_the_head_deadline_stays_open_and_leaves_no_handshake_behind(gateway: Envhub) -> None:
+    """Once a socket is a WebSocket's, its HTTP protocol (and the timer that watched its heads) lets go of it."""
+    endpoint = gateway.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "8"}})
+
+    def http_protocols() -> int:
+        gc.collect()
+        return sum(isinstance(o, HeadDeadlineProtocol) for o in gc.get_objects())
+
+    before = http_protocols()
+    with ExitStack() as stack:
+        sessions = [stack.enter_context(connect(ws_url(gateway, endpoint))) for _ in range(5)]
+        for ws in sessions:
+            ws.send(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+        time.sleep(1.5)  # past the 1 s deadline on a request's head: a session's socket has none
+        for ws in sessions:
+            ws.send(json.dumps({"type": "step", "data": {"add": 1}}))
+            assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+        assert http_protocols() <= before
