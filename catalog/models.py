@@ -67,14 +67,16 @@ class Health(SQLModel):
     health_ms: float | None = Field(default=None, description="GET /health latency, median of recent probes")
     reset_ms: float | None = Field(default=None, description="reset latency, median of recent probes")
     cold_start_s: float | None = Field(default=None, description="from launch or wake until /health answered")
+    # Only while a wake is under way: the JSON has no such key otherwise.
+    waking_since: datetime | None = PydanticField(
+        default=None, exclude_if=lambda value: value is None, description="when the wake under way was asked for"
+    )
 
 
 class HealthRecord(Health):
-    """The health as a row keeps it: with the latencies the medians come from, and a wake under way."""
+    """The health as a row keeps it: with the latencies the medians come from."""
 
     samples: dict[str, list[float]] = Field(default_factory=dict, description="recent latencies by kind, in ms")
-    # Kept only while a wake is under way: a row's JSON has no such key otherwise.
-    waking_since: datetime | None = PydanticField(default=None, exclude_if=lambda value: value is None)
 
 
 class EnvironmentBase(SQLModel):

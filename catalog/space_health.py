@@ -37,7 +37,7 @@ WAKING = "waking on request"  # the health message while a wake is followed
 
 def is_waking(health: Health | None) -> bool:
     """A user asked the Space to wake and /health has not answered yet."""
-    return health is not None and health.status == HealthStatus.BUILDING and health.message == WAKING
+    return health is not None and health.waking_since is not None
 
 
 async def probe_with(

@@ -4,10 +4,11 @@ Search (catalog.search) and the sync (catalog.sync) have their own modules; ever
 else that reads or writes an environment row, whichever package it serves, goes through here.
 """
 
+import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, desc, func, select
+from sqlalchemy import Engine, delete, desc, func, select
 from sqlmodel import Session, col
 
 from catalog.health import record
@@ -79,6 +80,17 @@ def find_environment(session: Session, environment_id: str) -> EnvironmentDetail
     return detail
 
 
+async def read_environment(engine: Engine, environment_id: str) -> EnvironmentDetail | None:
+    """`find_environment` in a session of its own, off the event loop: async handlers share the loop with the
+    gateway's sessions, which a slow database must not hold up."""
+
+    def read() -> EnvironmentDetail | None:
+        with Session(engine) as session:
+            return find_environment(session, environment_id)
+
+    return await asyncio.to_thread(read)
+
+
 def get_environment(session: Session, environment_id: str) -> EnvironmentDetail:
     detail = find_environment(session, environment_id)
     if detail is None:
@@ -86,6 +98,12 @@ def get_environment(session: Session, environment_id: str) -> EnvironmentDetail:
             f"no environment {environment_id!r} in the catalog; find ids with GET /api/environments?q=..."
         )
     return detail
+
+
+def load_environment(engine: Engine, environment_id: str) -> EnvironmentDetail:
+    """`get_environment` in a session of its own, for a worker thread."""
+    with Session(engine) as session:
+        return get_environment(session, environment_id)
 
 
 def get_dataset(session: Session, dataset_id: str) -> DatasetDetail:

@@ -6,8 +6,6 @@ from typing import Annotated, Self
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from sqlalchemy import Engine
-from sqlmodel import Session
 
 from app.api.deps import (
     CallerDep,
@@ -20,8 +18,8 @@ from app.api.deps import (
 )
 from app.urls import own_endpoint, own_gateway
 from app.usecases.quality import hosted, server_capacity
-from catalog.models import EnvironmentDetail, Source
-from catalog.store import get_environment
+from catalog.models import Source
+from catalog.store import load_environment
 from conformance.checker import get_report, list_reports
 from conformance.models import CheckReportPublic, CheckReportsPublic, QualityReportPublic, Suite
 from core.errors import ConflictError, InvalidInputError, NotFoundError
@@ -93,7 +91,7 @@ async def create_check(
         await asyncio.to_thread(manager.store.note_conformance, endpoint.id, filed.report.summary(filed.id))
         return filed
     if body.environment is not None:
-        environment = await asyncio.to_thread(_environment, engine, body.environment)
+        environment = await asyncio.to_thread(load_environment, engine, body.environment)
         if environment.source == Source.TEMPLATE or not environment.host:
             raise InvalidInputError(
                 f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint"
@@ -103,11 +101,6 @@ async def create_check(
         return await checker.check(environment.host, environment=environment.id)
     assert body.url is not None
     return await (checker.check_quality(body.url) if quality else checker.check(body.url))
-
-
-def _environment(engine: Engine, environment_id: str) -> EnvironmentDetail:
-    with Session(engine) as session:
-        return get_environment(session, environment_id)
 
 
 @router.get("")

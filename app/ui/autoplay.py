@@ -12,11 +12,10 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 from sqlalchemy import Engine
-from sqlmodel import Session
 
 from app.ui.episode import Outcome
 from app.usecases.play import PlayError, PlaySession
-from catalog.store import find_environment
+from catalog.store import read_environment
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard
 from rollout import loop
@@ -137,8 +136,7 @@ def wire(
             chosen = ModelPolicy(config, guard)
         else:
             chosen = BASELINES[policy]
-        with Session(engine) as db:
-            environment = find_environment(db, session.environment)
+        environment = await read_environment(engine, session.environment)
         info = session.info
         brief = Brief(
             session.environment, environment.readme if environment else "", info.action_schema, info.tools or ()

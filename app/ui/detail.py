@@ -19,7 +19,7 @@ from app.ui.readme import render_markdown
 from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
 from catalog.models import EnvironmentDetail
 from catalog.space_health import SpaceHealth, is_waking
-from catalog.store import cached_interface, find_environment
+from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.errors import EnvhubError
 from protocol.health import HealthStatus
@@ -141,14 +141,14 @@ async def wake(
         await spaces.wake(environment_id)
     except EnvhubError as exc:
         return {detail.status: f'<p class="problem">Could not wake it: {html.escape(exc.message)}</p>'}
-    return {detail.status: current_status(engine, live, environment_id, request), detail.wake: gr.Button(visible=False)}
+    status = await current_status(engine, live, environment_id, request)
+    return {detail.status: status, detail.wake: gr.Button(visible=False)}
 
 
-def current_status(engine: Engine, live: Live, environment_id: str, request: gr.Request | None) -> str:
+async def current_status(engine: Engine, live: Live, environment_id: str, request: gr.Request | None) -> str:
     """The status as the catalog has it now: a page's slow refresh must not show what a wake made while it ran
     as it was before."""
-    with Session(engine) as session:
-        environment = find_environment(session, environment_id)
+    environment = await read_environment(engine, environment_id)
     if environment is None:
         return ""
     urls = live.urls(environment, request)
@@ -167,8 +167,7 @@ async def refresh(
 ) -> dict[Any, Any]:
     """Read schemas, tools and tasks from the live URL when the catalog has not cached them; `menus` are given
     what it can be played on (seeds first)."""
-    with Session(engine) as session:
-        environment = find_environment(session, environment_id) if environment_id else None
+    environment = await read_environment(engine, environment_id) if environment_id else None
     if environment is None:
         return {output: gr.skip() for output in [*detail.live_outputs, *menus]}
     urls = live.urls(environment, request)
@@ -198,7 +197,7 @@ async def refresh(
         | {
             detail.api: api_html(info),
             detail.tasks: tasks,
-            detail.status: current_status(engine, live, environment_id, request),
+            detail.status: await current_status(engine, live, environment_id, request),
         }
         | connect_updates(live, detail, url, environment, info)
     )

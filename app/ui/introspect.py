@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app.settings import REPO_ROOT
 from catalog.models import Environment, EnvironmentDetail, Source
-from catalog.store import cached_interface, find_environment
+from catalog.store import cached_interface, read_environment
 from hosting.runtimes.layouts import template_layout
 from hosting.runtimes.venvs import requirements_of, unmet
 from protocol.interface import Interface
@@ -46,8 +46,7 @@ async def template_interface(engine: Engine, environment: EnvironmentDetail) -> 
     layout = template_layout(folder, [folder.name])
     locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(environment.id, asyncio.Lock()):
-        with Session(engine) as session:
-            current = find_environment(session, environment.id)
+        current = await read_environment(engine, environment.id)
         if current is not None and current.env_schema is not None:  # read while this one waited
             return cached_interface(current)
         env = {k: v for k, v in os.environ.items() if not k.startswith(_SETTINGS)} | {"PYTHONPATH": str(REPO_ROOT)}
@@ -73,8 +72,7 @@ async def template_interface(engine: Engine, environment: EnvironmentDetail) -> 
             return Interface(problems=[f"its app could not be read from its source ({last[0][:300]})"])
         columns: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
         await asyncio.to_thread(_cache, engine, environment.id, columns)
-    with Session(engine) as session:
-        found = find_environment(session, environment.id)
+    found = await read_environment(engine, environment.id)
     return cached_interface(found) if found is not None else Interface()
 
 

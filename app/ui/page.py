@@ -21,6 +21,7 @@ from app.ui.live import Live
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import Visitors
 from app.ui.style import CSS, THEME
+from catalog.store import read_environment
 from core.errors import EnvhubError
 from hosting.models import Endpoint
 
@@ -158,8 +159,9 @@ def build_blocks(services: Services) -> gr.Blocks:
 
         async def play_endpoint(request: gr.Request, endpoint: Endpoint) -> dict[Any, Any]:
             url = visitors.endpoint_url(request, endpoint.id)
-            shown = open_environment(endpoint.environment, request) | {tabs: gr.Tabs(selected="play")}
-            menu = play.url_menu(engine, live, endpoint.environment, request, url)
+            shown = await asyncio.to_thread(open_environment, endpoint.environment, request)
+            shown[tabs] = gr.Tabs(selected="play")
+            menu = play.url_menu(live, await read_environment(engine, endpoint.environment), request, url)
             return shown | {p.url: menu} | await played.connect(request, endpoint.environment, url)
 
         my_endpoints.wire(endpoints, visitors, mine, endpoints_tab, play_endpoint, opened).then(

@@ -28,7 +28,7 @@ from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_taskset
 from app.ui.wording import plural
 from app.usecases.play import PlayError, PlaySession, PlaySessions
 from catalog.models import EnvironmentDetail
-from catalog.store import cached_interface, find_environment
+from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
@@ -256,8 +256,7 @@ def wire(
     async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
         """Connect this tab to a URL: one of the open environment's, or any OpenEnv server's typed in."""
         url = (url or "").strip().rstrip("/")
-        with Session(engine) as db:
-            environment = find_environment(db, environment_id) if environment_id else None
+        environment = await read_environment(engine, environment_id) if environment_id else None
         if not url:
             return {play.status: "Type an OpenEnv server's URL above, pick one of this environment's, or launch it."}
         listed = environment if environment and url in live.urls(environment, request) else None
@@ -310,8 +309,7 @@ def wire(
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
         """Connect to the caller's endpoint of this environment and revision, launching one only when there is none."""
-        with Session(engine) as db:
-            environment = find_environment(db, environment_id) if environment_id else None
+        environment = await read_environment(engine, environment_id) if environment_id else None
         if environment is None:
             yield {play.status: "Open an environment first."}
             return
@@ -342,7 +340,7 @@ def wire(
                 f"Connected to your endpoint `{endpoint.id}`, which was running already: `{url}`. Press **Reset** to "
                 "start an episode. (To run another, launch it from the Launch tab.)"
             )
-        yield {play.url: url_menu(engine, live, environment_id, request, url)} | connected
+        yield {play.url: url_menu(live, environment, request, url)} | connected
 
     async def reset(request: gr.Request, seed: str, split: str | None, index: str, more: str) -> dict[Any, Any]:
         session = session_of(request)
@@ -363,8 +361,7 @@ def wire(
         if index and index.strip() and not index.strip().isdigit():
             return refusal(play, "the task index must be a whole number, 0 or more")
         if dataset_choice(split) is not None:
-            with Session(engine) as db:
-                environment = find_environment(db, session.environment)
+            environment = await read_environment(engine, session.environment)
             if environment is None:
                 return refusal(play, f"{session.environment} is no longer in the catalog")
             row = int(index) if index and index.strip() else None
@@ -456,8 +453,7 @@ def wire(
         """Play opened on an environment this tab does not play yet: connect to the caller's running endpoint of it,
         if there is one (a Space's host is left alone: a request would wake it)."""
         session = session_of(request)
-        with Session(engine) as db:
-            environment = find_environment(db, environment_id) if environment_id else None
+        environment = await read_environment(engine, environment_id) if environment_id else None
         unchanged = {play.title: gr.skip()}
         if environment is None or (session is not None and session.environment == environment.id):
             return unchanged
@@ -467,7 +463,7 @@ def wire(
             return unchanged
         url = visitors.endpoint_url(request, endpoint.id)
         connected = await connect(request, environment_id, url)
-        return {play.url: url_menu(engine, live, environment_id, request, url)} | connected
+        return {play.url: url_menu(live, environment, request, url)} | connected
 
     autoplay.wire(
         engine,
@@ -480,10 +476,8 @@ def wire(
     return Wired([connected, launched], connect, reopen)
 
 
-def url_menu(engine: Engine, live: Live, environment_id: str, request: gr.Request, url: str) -> gr.Dropdown:
+def url_menu(live: Live, environment: EnvironmentDetail | None, request: gr.Request, url: str) -> gr.Dropdown:
     """The Live URL menu: the environment's live URLs, `url` chosen."""
-    with Session(engine) as db:
-        environment = find_environment(db, environment_id)
     return gr.Dropdown(choices=live.urls(environment, request) if environment else [], value=url)
 
 

@@ -16,7 +16,7 @@ from app.ui.requests import Visitors, connection_of
 from app.urls import own_gateway
 from app.usecases.quality import hosted
 from catalog.models import EnvironmentDetail, Source
-from catalog.store import find_environment
+from catalog.store import find_environment, read_environment
 from conformance.checker import Checker, list_reports
 from conformance.models import QualityReportPublic, Suite
 from conformance.quality import Figures, QualityResult
@@ -116,8 +116,7 @@ async def run_report(
 ) -> str:
     """Run a quality report now, on the caller's running endpoint of the environment or on its Space's host, file
     it, and answer the Quality section as it then reads; or say what to do first."""
-    with Session(engine) as session:
-        environment = find_environment(session, environment_id) if environment_id else None
+    environment = await read_environment(engine, environment_id) if environment_id else None
     if environment is None:
         return '<p class="problem">Open an environment first.</p>'
     caller = await asyncio.to_thread(visitors.acting_caller, request)
@@ -145,7 +144,11 @@ async def run_report(
             )
     except EnvhubError as exc:
         return f'<p class="problem">No report: {_e(exc.message)}</p>'
-    with Session(engine) as session:
-        environment = find_environment(session, environment_id)
-        filed = latest_report(session, environment_id)
-    return quality_html(environment, filed) if environment is not None else ""
+
+    def read() -> str:
+        with Session(engine) as session:
+            environment = find_environment(session, environment_id)
+            filed = latest_report(session, environment_id)
+        return quality_html(environment, filed) if environment is not None else ""
+
+    return await asyncio.to_thread(read)

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.settings import Settings
-from catalog.store import get_environment
+from catalog.store import load_environment
 from catalog.tasksets import Tasksets, dataset_resets
 from core.callers import Access, Caller
 from core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
@@ -234,8 +234,7 @@ class Evaluator:
             environment_id = endpoint.environment
         else:
             environment_id = str(body.environment)
-        with Session(self.engine) as session:
-            environment = get_environment(session, environment_id)
+        environment = await asyncio.to_thread(load_environment, self.engine, environment_id)
         choice = body.policy
         if isinstance(choice, PresetChoice):
             owner = preset_owner(caller, manager.access)

@@ -4,6 +4,7 @@ from app.ui.describe import status_html
 from app.ui.detail import asleep
 from catalog.models import EnvironmentDetail, Health, Source
 from catalog.space_health import WAKING
+from core.clock import utcnow
 from protocol.health import HealthStatus
 
 
@@ -20,7 +21,8 @@ def test_a_space_the_hub_or_the_monitor_reports_asleep_is_left_alone() -> None:
 
 
 def test_a_space_being_woken_shows_it_and_offers_no_second_wake() -> None:
-    waking = environment(runtime_stage="SLEEPING", health=Health(status=HealthStatus.BUILDING, message=WAKING))
+    health = Health(status=HealthStatus.BUILDING, message=WAKING, waking_since=utcnow())
+    waking = environment(runtime_stage="SLEEPING", health=health)
 
     assert not asleep(waking)
     assert "Waking the Space" in status_html(waking, None)
