@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
@@ -29,6 +30,10 @@ __all__ = ["Routes"]
 RESOLVE_TTL_S = 2.0
 _ABSENT_MAX = 10_000  # ids remembered as not running (most are guesses: a flood of them costs one read each)
 _READ_LOCKS = 64  # reads of one endpoint take turns, so that a slow read never overwrites a newer one
+# Threads of the gateway's own for its reads: a session's first message never queues behind the pages' and the
+# control plane's work in the event loop's shared executor (a Space followed while it builds holds a thread for
+# minutes).
+_READERS = 4
 
 
 class Routes:
@@ -51,12 +56,15 @@ class Routes:
         self._absent: dict[str, tuple[Down, float]] = {}
         self._lock = threading.Lock()
         self._reading = [threading.Lock() for _ in range(_READ_LOCKS)]
+        self._readers = ThreadPoolExecutor(_READERS, thread_name_prefix="routes")
 
     # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
 
     async def pool(self, endpoint_id: str) -> Pool | Down:
         found = self.cached(endpoint_id)
-        return found if found is not None else await asyncio.to_thread(self.lookup, endpoint_id)
+        if found is not None:
+            return found
+        return await asyncio.get_running_loop().run_in_executor(self._readers, self.lookup, endpoint_id)
 
     def check_soon(self, endpoint_id: str) -> None:
         self.on_trouble(endpoint_id)
