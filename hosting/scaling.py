@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 LIVENESS_INTERVAL_S = 1.0
 LIVENESS_TIMEOUT_S = 2.0
-MISSES = 2  # /health deadlines missed in a row before a replica counts as hung
+MISSES = 3  # /health deadlines missed in a row before a replica counts as hung
 # A replica that sent its sessions something this recently is busy (an engine thinking over a move blocks its
 # server's loop for seconds), not hung: its missed /health deadlines do not count.
 BUSY_S = 10.0
