@@ -14,9 +14,15 @@ from gateway.server import GatewayHttpProtocol, GatewayWebSocketProtocol
 __all__ = ["EnvhubServer", "envhub_server", "server_config"]
 
 
+GRACEFUL_SHUTDOWN_S = 10.0
+
+
 def server_config(app: FastAPI, ws_ping_s: float, **options: Any) -> uvicorn.Config:
     """uvicorn's config for the envhub app. Other WebSockets get uvicorn's pings at the gateway's interval. No
-    compression: the gateway passes a replica's frames on as they are, so the client's must be plain too."""
+    compression: the gateway passes a replica's frames on as they are, so the client's must be plain too. A
+    shutdown waits a while for the requests under way, then cancels them: an open page's event stream never ends
+    by itself, and would keep envhub from stopping for as long as the tab stays open."""
+    options.setdefault("timeout_graceful_shutdown", GRACEFUL_SHUTDOWN_S)
     return uvicorn.Config(
         app,
         http=GatewayHttpProtocol,

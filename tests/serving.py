@@ -72,7 +72,10 @@ class Envhub:
         self.url = f"http://127.0.0.1:{self.port}"
         app = create_app(settings, guard=guard)
         self.services: Services = app.state.services
-        self.server = envhub_server(app, host="127.0.0.1", port=self.port, log_level="warning")
+        # A test stops it with its page still open: the page's event stream is cut after a second, not ten.
+        self.server = envhub_server(
+            app, host="127.0.0.1", port=self.port, log_level="warning", timeout_graceful_shutdown=1
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_until(lambda: self.server.started, timeout_s=30)
