@@ -166,7 +166,7 @@ def eventually(get: Callable[[], T], ok: Callable[[T], bool], timeout_s: float =
         time.sleep(interval_s)
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10, interval_s: float = 0.01) -> None:
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10, interval_s: float = 0.05) -> None:
     """Poll until the condition holds; fail the test if it does not within the deadline."""
     eventually(condition, bool, timeout_s, interval_s)
 

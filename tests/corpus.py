@@ -191,6 +191,15 @@ def run_in(python: Path, script: str, scratch: Path, **arguments: Any) -> dict[s
 # -- the matrix: one module per backend imports these (tests/test_corpus_process.py, tests/test_corpus_docker.py)
 
 
+def parametrize_names(metafunc: pytest.Metafunc, slow: dict[str, tuple[str, ...]]) -> None:
+    """Run a matrix test of the module on every corpus environment; those `slow` names for it (its longest cells,
+    whose path the other environments walk too) only in `make test-all`."""
+    if "name" in metafunc.fixturenames:
+        heavy = slow.get(metafunc.definition.originalname, ())
+        names = [pytest.param(n, marks=pytest.mark.slow) if n in heavy else n for n in NAMES]
+        metafunc.parametrize("name", names)
+
+
 @pytest.fixture(scope="module")
 def corpus_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
     """One envhub for the module's backend (`BACKEND` in the module), its data folder shared by every launch, so that
@@ -208,7 +217,6 @@ def corpus(request: pytest.FixtureRequest, corpus_hub: Envhub) -> dict[str, dict
     return launch_all(corpus_hub, NAMES, backend=request.module.BACKEND, options={"replicas": POOL})
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_envhubs_protocol_check_passes_core(corpus_hub: Envhub, corpus: dict[str, dict[str, Any]], name: str) -> None:
     endpoint_id = corpus[name]["id"]
     report = check(corpus_hub, endpoint_id, "protocol")
@@ -216,7 +224,6 @@ def test_envhubs_protocol_check_passes_core(corpus_hub: Envhub, corpus: dict[str
     back_to_zero(corpus_hub, endpoint_id)
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_envhubs_quality_suite_runs_every_check(
     corpus_hub: Envhub, corpus: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -231,14 +238,12 @@ def test_envhubs_quality_suite_runs_every_check(
     back_to_zero(corpus_hub, endpoint_id)
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_openenv_validate_passes(corpus: dict[str, dict[str, Any]], name: str) -> None:
     code, report = openenv_validate(corpus[name]["url"])
     failed = [c for c in report["criteria"] if not c["passed"]]
     assert code == 0 and report["passed"], failed
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_sixteen_sessions_at_once_through_a_pool_of_one_to_eight(
     corpus_hub: Envhub, corpus: dict[str, dict[str, Any]], name: str
 ) -> None:

@@ -10,10 +10,10 @@ import pytest
 from tests.conftest import needs
 from tests.corpus import (
     LAUNCH_S,
-    NAMES,
     corpus,
     corpus_hub,
     needs_corpus,
+    parametrize_names,
     test_envhubs_protocol_check_passes_core,
     test_envhubs_quality_suite_runs_every_check,
     test_openenv_validate_passes,
@@ -40,7 +40,19 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("name", NAMES)
+# Chess's engine thinks for seconds a move: its checks and sessions take minutes, which the process backend's matrix
+# spends already; here it is built, launched and validated like the others.
+SLOW = {
+    "test_envhubs_protocol_check_passes_core": ("chess_env",),
+    "test_envhubs_quality_suite_runs_every_check": ("chess_env", "maze_env", "snake_env"),
+    "test_sixteen_sessions_at_once_through_a_pool_of_one_to_eight": ("chess_env", "snake_env"),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_names(metafunc, SLOW)
+
+
 def test_the_status_says_envhub_built_the_image_and_why(corpus: dict[str, dict[str, Any]], name: str) -> None:
     message = corpus[name]["message"]
     assert message.startswith(f"running; built with envhub's Dockerfile on {BASE_IMAGE}"), message

@@ -21,6 +21,7 @@ from tests.corpus import (
     installed,
     launch_all,
     needs_corpus,
+    parametrize_names,
     run_in,
     test_envhubs_protocol_check_passes_core,
     test_envhubs_quality_suite_runs_every_check,
@@ -48,6 +49,18 @@ TYPED = {
     "maze_env": ("maze_env.client.MazeEnv", "MazeAction", "MazeObservation"),
     "snake_env": ("snake_env.client.SnakeEnv", "SnakeAction", "SnakeObservation"),
 }
+
+
+# Chess's engine thinks for seconds a move: its protocol check and quality suite take minutes (its sixteen sessions
+# at once stay in the default run).
+SLOW = {
+    "test_envhubs_protocol_check_passes_core": ("chess_env",),
+    "test_envhubs_quality_suite_runs_every_check": ("chess_env", "connect4_env"),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_names(metafunc, SLOW)
 
 
 @pytest.fixture(scope="module")

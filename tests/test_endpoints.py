@@ -325,6 +325,7 @@ def running_on(server: Server, environment: str, **body: Any) -> dict[str, Any]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finding processes by their environment needs /proc")
+@pytest.mark.slow  # a long recovery scenario; leftovers of a crash removed at start: test_containers, test_instances
 def test_restart_after_a_crash_stops_a_pool_and_every_server_it_left(
     settings: Settings, tmp_path: Path, count_template: str
 ) -> None:

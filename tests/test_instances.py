@@ -39,7 +39,8 @@ from tests.test_cli import cli_env
 from tests.test_endpoints import server_pids
 from tests.test_serve import Server
 
-pytestmark = pytest.mark.databases  # on SQLite and, given ENVHUB_TEST_POSTGRES_URL, on Postgres
+# Instances share a database on Postgres (beyond one machine): there, given ENVHUB_TEST_POSTGRES_URL, else on SQLite.
+pytestmark = pytest.mark.databases("postgres")
 
 STARTUP_S = 90  # importing the app takes a while on a loaded machine
 IDLE_S = 4  # the endpoints' idle limit in the in-process instances
@@ -267,8 +268,8 @@ def test_a_sync_and_an_endpoint_of_one_instance_serve_through_the_other(
                 instance.stop()
 
 
-@pytest.mark.databases("postgres")
 @pytest.mark.timeout(400)
+@pytest.mark.slow  # the sync's lease moving on; leases taken over: test_the_endpoints_of_an_instance_that_died_...
 def test_when_the_sync_instance_dies_another_takes_over(
     settings: Settings, tmp_path: Path, hub: FakeHub, count_template: str
 ) -> None:

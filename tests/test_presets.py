@@ -204,6 +204,7 @@ def test_with_sign_in_on_saving_needs_a_user_or_the_admin(settings: Settings, tm
         assert bad.status_code == 422 and "must be an http(s) URL" in bad.json()["detail"]
 
 
+@pytest.mark.slow  # starts envhub and its CLI as processes; the API's runs of a preset: the tests above
 def test_the_cli_evaluates_a_preset_saved_on_the_server(tmp_path: Path) -> None:
     fake = FakeModel(generic_brain)
     env = cli_env(tmp_path, "http://127.0.0.1:9") | {

@@ -287,6 +287,7 @@ def test_a_private_space_downloads_with_the_users_token(
     assert TOKEN not in launched.handle.model_dump_json()
 
 
+@pytest.mark.slow  # a commit's own code: also test_a_pinned_space_launched_through_the_api_keeps_serving_its_revision
 def test_an_older_commit_still_serves_its_own_code(space_hub: FakeHub, runtime: ProcessRuntime, tmp_path: Path) -> None:
     old = space(space_hub, "alice/count-history", count_space("package", version="v1"))
     space_hub.update_space("alice/count-history", files=count_space("package", version="v2"))
@@ -303,8 +304,11 @@ def test_an_older_commit_still_serves_its_own_code(space_hub: FakeHub, runtime: 
 
 @pytest.mark.parametrize(
     "launch_env",
-    [{"COUNT_START": "1"}, {"COUNT_START": "1", "PYTHONHASHSEED": "0"}],
-    ids=["forked", "from-scratch"],  # PYTHONHASHSEED is read as Python starts: no zygote can fork that server
+    [
+        pytest.param({"COUNT_START": "1"}, id="forked"),
+        # PYTHONHASHSEED is read as Python starts: no zygote can fork that server; one started anew sees the same
+        pytest.param({"COUNT_START": "1", "PYTHONHASHSEED": "0"}, id="from-scratch", marks=pytest.mark.slow),
+    ],
 )
 def test_the_server_sees_none_of_envhubs_secrets(
     launch_env: dict[str, str],

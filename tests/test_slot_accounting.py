@@ -50,7 +50,7 @@ def served_at_once(endpoint: dict[str, Any]) -> None:
         assert env.reset().observation is not None
 
 
-@pytest.mark.parametrize("suite", ["protocol", "quality"])
+@pytest.mark.parametrize("suite", ["protocol", pytest.param("quality", marks=pytest.mark.slow)])
 def test_envhubs_own_checks_give_the_only_slot_back(envhub: Envhub, suite: str) -> None:
     endpoint = envhub.running("template:count", options=ONE_SLOT)
     filed = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"], "suite": suite}, timeout=120)
@@ -61,7 +61,7 @@ def test_envhubs_own_checks_give_the_only_slot_back(envhub: Envhub, suite: str) 
     served_at_once(endpoint)
 
 
-@pytest.mark.parametrize("suite", ["protocol", "quality"])
+@pytest.mark.parametrize("suite", ["protocol", pytest.param("quality", marks=pytest.mark.slow)])
 def test_checks_of_servers_that_never_said_they_hold_one_session_skip_what_needs_two(
     envhub: Envhub, suite: str
 ) -> None:

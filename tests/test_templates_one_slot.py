@@ -37,7 +37,10 @@ def test_the_protocol_check_passes_core_and_gives_the_slot_back(
     back_to_zero(envhub, templates[name]["id"])
 
 
-@pytest.mark.parametrize("name", NAMES)
+# The quality suite on a board game and on a tool environment; the other templates in `make test-all`.
+@pytest.mark.parametrize(
+    "name", [n if n in ("maze", "toolbox") else pytest.param(n, marks=pytest.mark.slow) for n in NAMES]
+)
 def test_the_quality_suite_runs_every_check_and_gives_the_slot_back(
     envhub: Envhub, templates: dict[str, dict[str, Any]], name: str
 ) -> None:

@@ -113,6 +113,7 @@ def test_connect_four_is_played_on_a_grid_of_discs(envhub: Envhub, page: Any) ->
 
 @needs("the official environments", CORPUS.is_dir(), f"they are read from {CORPUS}")
 @pytest.mark.timeout(CHESS_S + 120)
+@pytest.mark.slow  # its engine thinks for seconds a move; boards drawn from a FEN: tests/ui/test_boards.py
 def test_the_official_chess_is_played_on_a_board_drawn_from_its_fen(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:chess_env")
     page.locator("#open-play").click()

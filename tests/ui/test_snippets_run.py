@@ -104,6 +104,7 @@ def test_maze_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
         assert answer.startswith("{")
 
 
+@pytest.mark.slow  # the snippets are the same for every environment: test_maze_snippets_run runs them
 def test_toolbox_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
     code, info = snippets(urls["toolbox"], "Toolbox")
     assert {t.name for t in info.tools or ()} >= {"calculate", "convert_units", "get_question", "submit_answer"}
