@@ -38,7 +38,7 @@ test: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	# Test files run in parallel, a file to a worker: most tests wait on servers they start. Tests marked slow
-	# (long recovery scenarios whose main path a default test covers) run with `make test-all`.
+	# (long scenarios and matrix cells whose path a default test walks too) run with `make test-all`.
 	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile -m "not slow"
 
 test-all: $(VENV)/.dev
