@@ -9,6 +9,7 @@ user asks to wake it. A private Space's host gets its own short-lived key (catal
 import asyncio
 import logging
 import time
+from datetime import UTC
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -36,8 +37,13 @@ WAKING = "waking on request"  # the health message while a wake is followed
 
 
 def is_waking(health: Health | None) -> bool:
-    """A user asked the Space to wake and /health has not answered yet."""
-    return health is not None and health.waking_since is not None
+    """A user asked the Space to wake and /health has not answered yet: a wake is followed for WAKE_TIMEOUT_S at
+    most, so one whose follower went with its envhub (a restart mid-wake) stops showing once a probe sees the Space
+    otherwise, or once that time has passed."""
+    if health is None or health.waking_since is None or health.status != HealthStatus.BUILDING:
+        return False
+    since = health.waking_since if health.waking_since.tzinfo else health.waking_since.replace(tzinfo=UTC)
+    return (utcnow() - since).total_seconds() < WAKE_TIMEOUT_S
 
 
 async def probe_with(
