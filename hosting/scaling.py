@@ -193,10 +193,18 @@ class Scaler:
     # -- liveness
 
     def probe(self) -> None:
-        """Ask every ready replica of this envhub's endpoints for /health; lose those that miss it twice running
-        while sending their sessions nothing (a busy server is slow to answer, a hung one silent)."""
+        """Ask the ready replicas of this envhub's endpoints for /health; lose those that miss it MISSES times running
+        while sending their sessions nothing (a busy server is slow to answer, a hung one silent). A replica its
+        sessions heard from lately is not asked: its frames say it lives, and under load the probes would take the
+        gateway's CPU."""
         mine = [e for e in self.endpoints.store.list(active_only=True) if self._mine(e)]
-        checks = [(e, r) for e in mine for r in self.store.rows(e.id) if r.status == ReplicaStatus.READY]
+        ready = [(e, r) for e in mine for r in self.store.rows(e.id) if r.status == ReplicaStatus.READY]
+        checks = []
+        for endpoint, replica in ready:
+            if self._busy(endpoint, replica):
+                self._misses.pop(replica.id, None)
+            else:
+                checks.append((endpoint, replica))
         answers = list(self._probes.map(lambda pair: self._answers(*pair), checks))
         for (endpoint, replica), answered in zip(checks, answers, strict=True):
             if answered or self._busy(endpoint, replica):
