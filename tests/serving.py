@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import event
 
 from app.main import create_app
 from app.server import envhub_server
@@ -92,6 +93,22 @@ class Envhub:
         self.http.close()
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+    @contextmanager
+    def sql_on_the_loop(self) -> Iterator[list[tuple[str, Any]]]:
+        """The SQL that runs on envhub's event loop thread while the block runs: each statement's first line, and
+        its parameters."""
+        ran: list[tuple[str, Any]] = []
+
+        def noted(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            if threading.get_ident() == self.thread.ident:
+                ran.append((statement.split("\n")[0][:200], parameters))
+
+        event.listen(self.services.engine, "before_cursor_execute", noted)
+        try:
+            yield ran
+        finally:
+            event.remove(self.services.engine, "before_cursor_execute", noted)
 
     def launch(self, environment: str, **body: Any) -> dict[str, Any]:
         response = self.http.post("/api/endpoints", json={"environment": environment, **body})

@@ -3,7 +3,6 @@ off it (hosting.routing.Routes), so a slow database never stalls the sessions be
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from openenv.core.generic_client import GenericEnvClient
-from sqlalchemy import event
 from websockets.sync.client import connect
 
 from app.settings import Settings
@@ -20,27 +18,18 @@ from tests.serving import Envhub
 
 
 @pytest.fixture
-def watched(settings: Settings, tmp_path: Any, count_template: str) -> Iterator[tuple[Envhub, list[str]]]:
+def watched(settings: Settings, tmp_path: Any, count_template: str) -> Iterator[tuple[Envhub, list[tuple[str, Any]]]]:
     """envhub, and the SQL statements run on its event loop's thread from the moment the fixture yields."""
     envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
-    on_the_loop: list[str] = []
-    watching = threading.Event()
-
-    def noted(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-        if watching.is_set() and threading.get_ident() == envhub.thread.ident:
-            on_the_loop.append(statement.split("\n")[0][:200])
-
-    event.listen(envhub.services.engine, "before_cursor_execute", noted)
     try:
         envhub.running("template:count", options={"replicas": {"min": 1, "max": 2}})
-        watching.set()
-        yield envhub, on_the_loop
+        with envhub.sql_on_the_loop() as on_the_loop:
+            yield envhub, on_the_loop
     finally:
-        event.remove(envhub.services.engine, "before_cursor_execute", noted)
         envhub.stop()
 
 
-def test_the_gateways_traffic_runs_no_sql_on_the_event_loop(watched: tuple[Envhub, list[str]]) -> None:
+def test_the_gateways_traffic_runs_no_sql_on_the_event_loop(watched: tuple[Envhub, list[tuple[str, Any]]]) -> None:
     envhub, on_the_loop = watched
     endpoint = envhub.endpoint(envhub.http.get("/api/endpoints").json()["data"][0]["id"])
     base = endpoint["url"]

@@ -1,5 +1,6 @@
 """The environment page: header, README, schemas and tools, its quality report, status, and the Connect panel."""
 
+import asyncio
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ async def current_status(engine: Engine, live: Live, environment_id: str, reques
     environment = await read_environment(engine, environment_id)
     if environment is None:
         return ""
-    urls = live.urls(environment, request)
+    urls = await live.read_urls(environment, request)
     return status_html(environment, urls[0] if urls else None)
 
 
@@ -170,7 +171,7 @@ async def refresh(
     environment = await read_environment(engine, environment_id) if environment_id else None
     if environment is None:
         return {output: gr.skip() for output in [*detail.live_outputs, *menus]}
-    urls = live.urls(environment, request)
+    urls = await live.read_urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
     missing = info.schema is None or (not info.tools and not info.splits)
@@ -199,5 +200,5 @@ async def refresh(
             detail.tasks: tasks,
             detail.status: await current_status(engine, live, environment_id, request),
         }
-        | connect_updates(live, detail, url, environment, info)
+        | await asyncio.to_thread(connect_updates, live, detail, url, environment, info)
     )

@@ -4,6 +4,7 @@ What the environment says about itself is read through it (protocol.interface); 
 request and WebSocket of the session then goes to that address.
 """
 
+import asyncio
 from dataclasses import dataclass
 
 import gradio as gr
@@ -46,6 +47,10 @@ class Live:
         if environment.host:
             urls.append(environment.host.rstrip("/"))
         return urls
+
+    async def read_urls(self, environment: EnvironmentDetail, request: gr.Request | None) -> list[str]:
+        """`urls`, for an async handler: the endpoints are read off the event loop."""
+        return await asyncio.to_thread(self.urls, environment, request)
 
     def running_pool(self, environment_id: str) -> tuple[PoolPublic | None, bool]:
         """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that

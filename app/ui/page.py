@@ -161,7 +161,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             url = visitors.endpoint_url(request, endpoint.id)
             shown = await asyncio.to_thread(open_environment, endpoint.environment, request)
             shown[tabs] = gr.Tabs(selected="play")
-            menu = play.url_menu(live, await read_environment(engine, endpoint.environment), request, url)
+            menu = await play.url_menu(live, await read_environment(engine, endpoint.environment), request, url)
             return shown | {p.url: menu} | await played.connect(request, endpoint.environment, url)
 
         my_endpoints.wire(endpoints, visitors, mine, endpoints_tab, play_endpoint, opened).then(

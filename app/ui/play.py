@@ -259,7 +259,7 @@ def wire(
         environment = await read_environment(engine, environment_id) if environment_id else None
         if not url:
             return {play.status: "Type an OpenEnv server's URL above, pick one of this environment's, or launch it."}
-        listed = environment if environment and url in live.urls(environment, request) else None
+        listed = environment if environment and url in await live.read_urls(environment, request) else None
         # One outbound session for the probe and the play socket: both reach the address checked here.
         outbound = await live.outbound_for(listed, request)
         address = live.connection_url(url, request)
@@ -340,7 +340,7 @@ def wire(
                 f"Connected to your endpoint `{endpoint.id}`, which was running already: `{url}`. Press **Reset** to "
                 "start an episode. (To run another, launch it from the Launch tab.)"
             )
-        yield {play.url: url_menu(live, environment, request, url)} | connected
+        yield {play.url: await url_menu(live, environment, request, url)} | connected
 
     async def reset(request: gr.Request, seed: str, split: str | None, index: str, more: str) -> dict[Any, Any]:
         session = session_of(request)
@@ -463,7 +463,7 @@ def wire(
             return unchanged
         url = visitors.endpoint_url(request, endpoint.id)
         connected = await connect(request, environment_id, url)
-        return {play.url: url_menu(live, environment, request, url)} | connected
+        return {play.url: await url_menu(live, environment, request, url)} | connected
 
     autoplay.wire(
         engine,
@@ -476,9 +476,9 @@ def wire(
     return Wired([connected, launched], connect, reopen)
 
 
-def url_menu(live: Live, environment: EnvironmentDetail | None, request: gr.Request, url: str) -> gr.Dropdown:
+async def url_menu(live: Live, environment: EnvironmentDetail | None, request: gr.Request, url: str) -> gr.Dropdown:
     """The Live URL menu: the environment's live URLs, `url` chosen."""
-    return gr.Dropdown(choices=live.urls(environment, request) if environment else [], value=url)
+    return gr.Dropdown(choices=await live.read_urls(environment, request) if environment else [], value=url)
 
 
 def prepare(
