@@ -98,21 +98,24 @@ def test_wordle_is_played_on_coloured_tiles(envhub: Envhub, page: Any) -> None:
 
 
 def test_the_pages_handlers_run_no_sql_on_the_event_loop(envhub: Envhub, page: Any) -> None:
-    """Opening an environment, launching it, connecting, playing, and opening it again: the page's async handlers
-    read the catalog and the endpoints off the event loop, on which the gateway relays every session."""
+    """Opening an environment that runs, playing it, launching it (which finds it running) and connecting again: the
+    page's async handlers read the catalog and the endpoints off the event loop, on which the gateway relays every
+    session."""
+    envhub.running("template:wordle")
     with envhub.sql_on_the_loop() as on_the_loop:
-        open_page(page, envhub.url + "/?env=template:wordle")
-        launch_and_connect(page)
-        reset(page)
-        field(page, "field-guess").fill("crane")
-        page.locator("#play-step").click()
-        steps_become(page, 1)
         open_page(page, envhub.url + "/?env=template:wordle")
         expect(page.locator(".env-header h1")).to_contain_text("Wordle")
         page.locator("#open-play").click()  # this tab plays nothing yet: it connects to the running endpoint
         expect(page.locator("#play-status")).to_contain_text("Connected to")
         expect(page.locator("#play-url input")).to_have_value(re.compile(r"/endpoints/"))
+        reset(page)
+        field(page, "field-guess").fill("crane")
+        page.locator("#play-step").click()
+        steps_become(page, 1)
+        page.locator("#play-launch").click()
+        expect(page.locator("#play-status")).to_contain_text("which was running already")
         page.locator("#play-connect").click()
+        expect(page.locator("#play-status")).not_to_contain_text("running already")
         expect(page.locator("#play-status")).to_contain_text("Connected to")
     assert [statement for statement, _ in on_the_loop] == []
 
