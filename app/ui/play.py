@@ -255,6 +255,11 @@ def wire(
 
     async def connect(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
         """Connect this tab to a URL: one of the open environment's, or any OpenEnv server's typed in."""
+        async with sessions.connecting(request.session_hash):
+            return await connect_now(request, environment_id, url)
+
+    async def connect_now(request: gr.Request, environment_id: str, url: str | None) -> dict[Any, Any]:
+        """`connect`, for a caller that holds the tab's connecting lock."""
         url = (url or "").strip().rstrip("/")
         environment = await read_environment(engine, environment_id) if environment_id else None
         if not url:
@@ -308,7 +313,8 @@ def wire(
         } | cleared(play)  # fmt: skip
 
     async def launch(request: gr.Request, environment_id: str) -> AsyncIterator[dict[Any, Any]]:
-        """Connect to the caller's endpoint of this environment and revision, launching one only when there is none."""
+        """Connect to the caller's endpoint of this environment and revision, launching one only when there is none; a
+        tab that plays that endpoint already goes on with its episode."""
         environment = await read_environment(engine, environment_id) if environment_id else None
         if environment is None:
             yield {play.status: "Open an environment first."}
@@ -334,8 +340,16 @@ def wire(
             yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
             return
         url = visitors.endpoint_url(request, endpoint.id)
-        connected = await connect(request, environment_id, url)
-        if reused and play.form in connected:
+        async with sessions.connecting(request.session_hash):  # after the tab's auto-connect, if one is under way
+            session = session_of(request)
+            playing = session is not None and session.url == url
+            connected = {} if playing else await connect_now(request, environment_id, url)
+        if playing:
+            connected[play.status] = (
+                f"This tab plays your endpoint `{endpoint.id}`, which was running already: `{url}`. The episode goes "
+                "on; press **Reset** for a new one. (To run another, launch it from the Launch tab.)"
+            )
+        elif reused and play.form in connected:
             connected[play.status] = (
                 f"Connected to your endpoint `{endpoint.id}`, which was running already: `{url}`. Press **Reset** to "
                 "start an episode. (To run another, launch it from the Launch tab.)"
@@ -452,6 +466,10 @@ def wire(
     async def reopen(request: gr.Request, environment_id: str) -> dict[Any, Any]:
         """Play opened on an environment this tab does not play yet: connect to the caller's running endpoint of it,
         if there is one (a Space's host is left alone: a request would wake it)."""
+        async with sessions.connecting(request.session_hash):
+            return await reopen_now(request, environment_id)
+
+    async def reopen_now(request: gr.Request, environment_id: str) -> dict[Any, Any]:
         session = session_of(request)
         environment = await read_environment(engine, environment_id) if environment_id else None
         unchanged = {play.title: gr.skip()}
@@ -462,7 +480,7 @@ def wire(
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING:
             return unchanged
         url = visitors.endpoint_url(request, endpoint.id)
-        connected = await connect(request, environment_id, url)
+        connected = await connect_now(request, environment_id, url)
         return {play.url: await url_menu(live, environment, request, url)} | connected
 
     autoplay.wire(

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,7 @@ class PlaySessions:
     def __init__(self, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[str, PlaySession] = {}
+        self._connecting: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -143,6 +145,14 @@ class PlaySessions:
         if session is not None:
             session.last_used = time.monotonic()
         return session
+
+    def connecting(self, key: str | None) -> asyncio.Lock:
+        """The lock a tab's connects take in turn, so that each sees the session the one before it opened (kept
+        while a connect holds or awaits it)."""
+        lock = self._connecting.get(key or "")
+        if lock is None:
+            lock = self._connecting[key or ""] = asyncio.Lock()
+        return lock
 
     def find_by_token(self, token: str) -> PlaySession | None:
         return next((s for s in self._sessions.values() if secrets.compare_digest(s.token, token)), None)

@@ -112,8 +112,12 @@ def test_the_pages_handlers_run_no_sql_on_the_event_loop(envhub: Envhub, page: A
         field(page, "field-guess").fill("crane")
         page.locator("#play-step").click()
         steps_become(page, 1)
-        page.locator("#play-launch").click()
+        page.locator("#play-launch").click()  # the endpoint this tab plays: the episode goes on
         expect(page.locator("#play-status")).to_contain_text("which was running already")
+        expect(page.locator("#play-status")).to_contain_text("The episode goes on")
+        field(page, "field-guess").fill("slate")
+        page.locator("#play-step").click()
+        steps_become(page, 2)
         page.locator("#play-connect").click()
         expect(page.locator("#play-status")).not_to_contain_text("running already")
         expect(page.locator("#play-status")).to_contain_text("Connected to")
