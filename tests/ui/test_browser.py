@@ -283,14 +283,22 @@ def test_a_model_plays_in_the_play_tab_and_a_person_takes_over(envhub: Envhub, p
     try:
         open_page(page, envhub.url + "/?env=template:wordle")
         launch_and_connect(page)
+        # An episode under way, its word one the model never guesses (a random word is now and then "crane"): the
+        # model goes on from it.
+        page.get_by_text("More reset options (JSON)").click()
+        fill_code(page, "play-reset-options", '{"answer": "ghost"}')
+        reset(page)
         page.get_by_text("Let a model play").click()
         choose(page, "play-model-policy", "model")
         field(page, "play-model-url").fill(fake.url)
         field(page, "play-model-name").fill("fake-player")
         page.locator("#play-model-start").click()
-        # It resets, then plays: its reply beside the move, an invalid reply asked again.
+        # It plays: its reply beside the move, an invalid reply asked again.
         expect(page.locator("#play-model-reply")).to_contain_text("slate", timeout=30_000)
         expect(page.locator("#play-history")).to_contain_text("crane")
+        resets = history_rows(page).filter(has_text="reset")
+        expect(resets).to_have_count(1)  # it played on in the episode it found
+        expect(resets).to_contain_text("ghost")
         screenshot(page, "play-model")
         page.locator("#play-model-stop").click()
         expect(page.locator("#play-model-reply")).to_contain_text("the controls are yours")
