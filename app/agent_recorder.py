@@ -65,6 +65,7 @@ class AgentRecorder:
             protocol_version=session.protocol_version,
             owner=session.user,
             tools=list(session.tools),
+            holder=session.holder,
         )
         await asyncio.to_thread(self.store.open, row)
 

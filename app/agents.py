@@ -33,7 +33,7 @@ class PoolPlacement:
         self, pool: Pool, endpoints: EndpointManager, check_soon: Callable[[str], None], queue_s: float, client: str
     ) -> None:
         self.pool, self.endpoints, self.check_soon, self.queue_s = pool, endpoints, check_soon, queue_s
-        self.endpoint_id = pool.endpoint_id
+        self.endpoint_id, self.client = pool.endpoint_id, client
         self.traffic: Traffic = endpoints.traffic.of(pool.endpoint_id)
         self.waiter = Waiter(client, active=True)
 

@@ -240,7 +240,12 @@ class Services:
             timeout_s=settings.health_timeout_s,
             hub_token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         )
-        agents = AgentSessions(engine, leases.instance)
+        agents = AgentSessions(
+            engine,
+            leases.instance,
+            session_bytes=settings.recording_session_bytes,
+            budget_bytes=settings.recording_budget_bytes,
+        )
         tasksets = Tasksets(
             settings.hf_endpoint,
             settings.hf_token.get_secret_value() if settings.hf_token else None,

@@ -88,6 +88,17 @@ class Settings(BaseSettings):
         description="an MCP session made over HTTP that nobody calls (and no socket is attached to) this long is "
         "closed on its server, so that its slot frees",
     )
+    recording_session_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="bytes of episodes one agent session's recording keeps; past them, its oldest episodes go first",
+    )
+    recording_budget_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="bytes of episodes the agent sessions of one client (a signed-in user, else an address) keep "
+        "together; past them, the oldest episodes go first",
+    )
     gateway_max_body_bytes: int = Field(
         default=32 * 1024 * 1024, gt=0, description="the largest request body the gateway passes on to a server"
     )

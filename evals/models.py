@@ -69,6 +69,7 @@ class EpisodeBase(SQLModel):
 
 class Episode(EpisodeBase, table=True):
     records: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON, description="the reset, then each step")
+    size: int = Field(default=0, description="an agent session's: bytes of the episode as JSON, which budgets count")
 
 
 class EpisodePublic(EpisodeBase):
@@ -125,12 +126,14 @@ class AgentSessionBase(SQLModel):
     episode_count: int = 0
     reward: float = Field(default=0.0, description="the reward of its episodes, summed")
     steps: int = 0
+    dropped: int = Field(default=0, description="episodes let go, the oldest first, to keep within recording budgets")
     created_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
 
 
 class AgentSession(AgentSessionBase, table=True):
     instance: str = Field(default="", description="the envhub process whose door holds it")
+    holder: str = Field(default="", index=True, description="whose recording budget it counts: user:..., address:...")
 
 
 class AgentSessionPublic(AgentSessionBase):

@@ -9,12 +9,12 @@ model's text between calls never reach the door, so they are not there.
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from evals.models import AgentSession, Episode
+from evals.models import AgentSession, AgentSessionBase, Episode, EpisodePublic
 
-__all__ = ["collect_line", "episodes_jsonl", "messages_jsonl"]
+__all__ = ["collect_line", "episodes_jsonl", "messages_jsonl", "session_json"]
 
 
 def _metadata(session: AgentSession) -> dict[str, Any]:
@@ -28,14 +28,22 @@ def _metadata(session: AgentSession) -> dict[str, Any]:
     }
 
 
-def episodes_jsonl(session: AgentSession, episodes: Sequence[Episode]) -> str:
+def session_json(session: AgentSession, episodes: Iterable[Episode]) -> Iterator[str]:
+    """The session with every episode and its records, as one JSON object (an `AgentSessionPublic`), written an
+    episode at a time."""
+    fields = AgentSessionBase.model_validate(session.model_dump()).model_dump_json()
+    yield fields[:-1] + ',"episodes":['
+    for n, episode in enumerate(episodes):
+        yield ("," if n else "") + EpisodePublic.model_validate(episode.model_dump()).model_dump_json()
+    yield "]}"
+
+
+def episodes_jsonl(session: AgentSession, episodes: Iterable[Episode]) -> Iterator[str]:
     """One episode per line, with every record and the session's metadata, as an evaluation's export has them."""
     metadata = _metadata(session)
-    lines = [
-        json.dumps({"session": metadata, **e.model_dump(mode="json")}, ensure_ascii=False, default=str)
-        for e in episodes
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
+    for e in episodes:
+        line = {"session": metadata, **EpisodePublic.model_validate(e.model_dump()).model_dump(mode="json")}
+        yield json.dumps(line, ensure_ascii=False, default=str) + "\n"
 
 
 def _data(record: dict[str, Any]) -> Any:
@@ -101,6 +109,6 @@ def collect_line(session: AgentSession, episode: Episode) -> dict[str, Any]:
     }
 
 
-def messages_jsonl(session: AgentSession, episodes: Sequence[Episode]) -> str:
-    lines = [json.dumps(collect_line(session, e), ensure_ascii=False, default=str) for e in episodes]
-    return "\n".join(lines) + ("\n" if lines else "")
+def messages_jsonl(session: AgentSession, episodes: Iterable[Episode]) -> Iterator[str]:
+    for e in episodes:
+        yield json.dumps(collect_line(session, e), ensure_ascii=False, default=str) + "\n"

@@ -4,11 +4,13 @@ and an observation as a record keeps it."""
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from typing import Any
 
 __all__ = [
+    "KEPT_START",
     "LEGAL_ACTION_KEYS",
     "MAX_IMAGE_BYTES",
     "image_data_uri",
@@ -22,6 +24,7 @@ __all__ = [
 SUCCESS_KEYS = ("success", "solved", "won", "is_success")
 LEGAL_ACTION_KEYS = ("legal_actions", "valid_actions", "available_actions", "legal_moves", "valid_moves")
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
+KEPT_START = 4096  # characters of a cut value's JSON that its record keeps
 _MAGIC = {
     b"\x89PNG\r\n\x1a\n": "image/png",
     b"\xff\xd8\xff": "image/jpeg",
@@ -91,9 +94,15 @@ def success(observation: Any) -> bool | None:
     return None
 
 
-def kept(observation: Any, limit: int) -> Any:
-    """The observation as a record keeps it: whole up to `limit` characters of JSON, else its start."""
-    text = json.dumps(observation, ensure_ascii=False, default=str)
+def kept(value: Any, limit: int) -> Any:
+    """A value as a record keeps it (an observation, or what a client sent): whole up to `limit` characters of JSON,
+    else its start and the sha256 of its whole JSON (UTF-8, as `json.dumps(value, ensure_ascii=False)` writes it),
+    which tells apart values that start alike."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
     if len(text) <= limit:
-        return observation
-    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}
+        return value
+    return {
+        "cut": f"the value was {len(text):,} characters of JSON; its start is kept",
+        "start": text[:KEPT_START],
+        "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+    }

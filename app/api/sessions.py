@@ -2,12 +2,12 @@
 observations, rewards, done), and their exports. A private endpoint's are its owner's and the admin's only."""
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import StreamingResponse
 
 from app.api.deps import AgentsDep, CallerDep, EndpointsDep
 from app.usecases.evaluations import ensure_sessions_visible
 from evals.models import AgentSessionPublic, AgentSessionsPublic
-from evals.transcripts import episodes_jsonl, messages_jsonl
+from evals.transcripts import episodes_jsonl, messages_jsonl, session_json
 
 router = APIRouter(prefix="/api/endpoints", tags=["agent sessions"])
 
@@ -22,23 +22,25 @@ def list_sessions(
     return AgentSessionsPublic(data=listed, count=len(listed))
 
 
-@router.get("/{endpoint_id}/sessions/{session_id}")
+@router.get("/{endpoint_id}/sessions/{session_id}", response_model=AgentSessionPublic)
 def read_session(
     endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
-) -> AgentSessionPublic:
-    """One agent session with every episode and its records; each episode opens in the viewer at /?episode=ID."""
+) -> StreamingResponse:
+    """One agent session with every episode and its records; each episode opens in the viewer at /?episode=ID.
+    It is written as it is read, a few episodes at a time."""
     ensure_sessions_visible(endpoints, caller, endpoint_id)
-    return agents.public(endpoint_id, session_id)
+    session = agents.get(endpoint_id, session_id)
+    return StreamingResponse(session_json(session, agents.episodes(session_id)), media_type="application/json")
 
 
 @router.get("/{endpoint_id}/sessions/{session_id}/episodes.jsonl")
 def export_episodes(
     endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
-) -> Response:
+) -> StreamingResponse:
     """The session's episodes, one JSON object per line with the session's metadata, as a run's export has them."""
     ensure_sessions_visible(endpoints, caller, endpoint_id)
     session = agents.get(endpoint_id, session_id)
-    return Response(
+    return StreamingResponse(
         episodes_jsonl(session, agents.episodes(session_id)),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{session_id}-episodes.jsonl"'},
@@ -48,12 +50,12 @@ def export_episodes(
 @router.get("/{endpoint_id}/sessions/{session_id}/messages.jsonl")
 def export_messages(
     endpoint_id: str, session_id: str, endpoints: EndpointsDep, agents: AgentsDep, caller: CallerDep
-) -> Response:
+) -> StreamingResponse:
     """The session's episodes as chat transcripts, one per line, as `openenv collect` writes results.jsonl: its
     `messages` column is what TRL's SFTTrainer reads."""
     ensure_sessions_visible(endpoints, caller, endpoint_id)
     session = agents.get(endpoint_id, session_id)
-    return Response(
+    return StreamingResponse(
         messages_jsonl(session, agents.episodes(session_id)),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{session_id}-messages.jsonl"'},

@@ -2,7 +2,8 @@
 
 An episode begins at a reset (the generated `reset` tool, or the reset the door sends when a session of an MCP
 environment opens) and ends when the environment says done, or is cut when the session resets or ends first.
-What is kept is bounded: observations past a size are cut to their start, and an episode keeps its first
+What is kept is bounded: observations, and what the client sent (arguments, actions, reset options, and the
+refusals that may quote them), past a size are cut to their start and digest, and an episode keeps its first
 records only, so a long session costs the door a bounded amount of memory.
 """
 
@@ -14,9 +15,9 @@ from typing import Any
 from gateway.mcp.ports import EpisodeRecord
 from protocol.observations import kept, reward_number, success
 
-__all__ = ["MAX_KEPT_OBSERVATION", "MAX_RECORDS", "EpisodeLog"]
+__all__ = ["MAX_KEPT", "MAX_RECORDS", "EpisodeLog"]
 
-MAX_KEPT_OBSERVATION = 64 * 1024  # characters of one observation kept in a record
+MAX_KEPT = 64 * 1024  # characters of JSON of one value (an observation, the arguments, ...) kept whole in a record
 MAX_RECORDS = 512  # records one episode keeps; its figures count every step
 
 
@@ -67,13 +68,13 @@ class EpisodeLog:
             {
                 "kind": kind,
                 "index": len(self.records),
-                **fields,
-                "observation": kept(observation, MAX_KEPT_OBSERVATION),
+                **{name: kept(value, MAX_KEPT) for name, value in fields.items()},
+                "observation": kept(observation, MAX_KEPT),
                 "reward": reward,
                 "done": done,
                 "env_ms": round(env_ms, 3),
                 "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                **({"refused": refused} if refused is not None else {}),
+                **({"refused": kept(refused, MAX_KEPT)} if refused is not None else {}),
             }
         )
 
@@ -90,7 +91,7 @@ class EpisodeLog:
             session=self.session,
             index=self.index,
             seed=self.seed,
-            task=self.task,
+            task=kept(self.task, MAX_KEPT),  # a split's name is the client's
             status=status,
             error=error,
             reward=self.reward,

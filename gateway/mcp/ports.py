@@ -41,6 +41,7 @@ class Placement(Protocol):
     """An endpoint's pool as the door takes sessions from it: the same slots, queue and capacity as for /ws."""
 
     endpoint_id: str
+    client: str  # whom the session counts against: user:<name>, else address:<ip> (gateway.gate.client_of)
 
     @property
     def traffic(self) -> Counters:
@@ -92,6 +93,7 @@ class SessionRecord:
     protocol_version: str
     user: str | None  # who its bearer proved to be, if anyone
     tools: tuple[str, ...]
+    holder: str = ""  # whose recording budget its episodes count against: the placement's client
 
 
 @dataclass(frozen=True)

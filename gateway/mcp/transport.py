@@ -384,6 +384,7 @@ class Door:
             protocol_version=version,
             user=user,
             tools=tuple(tool.name for tool in surface.tools),
+            holder=placement.client,
         )
         session = EnvironmentSession(
             endpoint_id, placement, seat, socket, surface, self.recorder, record, self.call_timeout_s
