@@ -20,7 +20,6 @@ from sqlmodel import Session, select
 
 from app.settings import Settings
 from evals.models import AgentSession, Episode
-from protocol.observations import KEPT_START
 from tests.conftest import wait_until
 from tests.mcpclients import mcp
 from tests.serving import Envhub
@@ -94,7 +93,7 @@ def test_an_anonymous_client_sending_large_arguments_over_many_episodes_keeps_wi
     sent = json.dumps(last_arguments, ensure_ascii=False)
     for field in ("arguments", "action"):
         assert last_step[field]["sha256"] == hashlib.sha256(sent.encode()).hexdigest()
-        assert last_step[field]["start"] == sent[:KEPT_START]
+        assert sent.startswith(last_step[field]["start"]) and 0 < len(last_step[field]["start"]) < len(sent) // 8
     reset = newest["episodes"][-1]["records"][0]
     assert set(reset["options"]) == {"cut", "start", "sha256"} and reset["options"]["start"].startswith('{"pad": "')
 
