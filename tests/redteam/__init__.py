@@ -7,6 +7,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   endpoint ids cost no SQL on the event loop; a foreign web page's sockets are refused, idle or junk-sending
   sockets wait without growing a pool, one client may have only so many sessions waiting, and a waiting one
   parks only so many bytes (test_gateway).
+- Recordings: an anonymous client's large tool arguments and reset options over many episodes are kept as a
+  start and a sha256, within a budget per session and per client, the oldest episodes going first; reading a
+  large recording back costs envhub a bounded amount of memory (test_recordings).
 - Access: a private endpoint answers only its owner's Hub token or its own token, on HTTP, /ws and /mcp;
   listings show strangers nothing of an endpoint's variables, log or servers; a Space's own server never
   receives the Hub token it was launched with (test_access).
