@@ -4,6 +4,7 @@ and an observation as a record keeps it."""
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from typing import Any
@@ -92,8 +93,13 @@ def success(observation: Any) -> bool | None:
 
 
 def kept(observation: Any, limit: int) -> Any:
-    """The observation as a record keeps it: whole up to `limit` characters of JSON, else its start."""
+    """The observation as a record keeps it: whole up to `limit` characters of JSON, else its start and the
+    digest of the whole (observations cut alike compare alike)."""
     text = json.dumps(observation, ensure_ascii=False, default=str)
     if len(text) <= limit:
         return observation
-    return {"cut": f"the observation was {len(text):,} characters; its start is kept", "start": text[:4096]}
+    return {
+        "cut": f"the observation was {len(text):,} characters; its start is kept",
+        "start": text[:4096],
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
