@@ -255,7 +255,7 @@ class Services:
         )
         evaluations = EvaluationStore(engine, leases.instance)
         door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
-        runner = Runner(evaluations)
+        runner = Runner(evaluations, settings.evaluation_budget_bytes)
         presets = ModelPresets(engine, sessions.sealer)
         return cls(
             settings=settings,

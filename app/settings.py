@@ -161,6 +161,12 @@ class Settings(BaseSettings):
         default=16, ge=1, description="episodes one evaluation plays at once, but the admin's"
     )
     max_evaluation_steps: int = Field(default=1000, ge=1, description="steps of one episode, but the admin's")
+    evaluation_budget_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="bytes one evaluation stores of its episodes' steps with their observations whole; past them, "
+        "each observation is stored as its digest and start",
+    )
 
     hf_endpoint: str = Field(
         default="https://huggingface.co",

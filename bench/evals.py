@@ -34,7 +34,8 @@ from bench.report import load_average, machine_line, percentile, table, verdict
 from core.db import create_db_engine
 from evals.models import Evaluation, EvaluationStatus
 from evals.runs import new_evaluation_id
-from evals.store import EvaluationStore
+from evals.steps import Budget
+from evals.store import EvaluationStore, episode_id
 from rollout.episodes import EpisodeResult, EpisodeSpec
 from tests.fakemodel import FakeModel, Reply
 
@@ -84,7 +85,7 @@ def stored(url: str, database: Path, count: int) -> dict[str, list[float]]:
     real = httpx.get(f"{url}/api/evaluations", timeout=30).json()[0]
     sample = httpx.get(f"{url}/api/evaluations/{real['id']}/episodes.jsonl", timeout=30).text.splitlines()[0]
     records = json.loads(sample)["records"]
-    records = (records * 4)[:21]
+    records = [{**r, "index": n} for n, r in enumerate((records * 4)[:21])]
     runs = []
     for r in range(20):
         row = store.create(
@@ -101,7 +102,11 @@ def stored(url: str, database: Path, count: int) -> dict[str, list[float]]:
             )
         )
         for i in range(count // 20):
-            result = EpisodeResult(EpisodeSpec(i, seed=i), steps=records, reward=float(i % 2), done=True)
+            budget = Budget(len(json.dumps(records)) + 1)  # every record whole, as the real one had them
+            for record in records:
+                store.steps.write(episode_id(row.id, i), record, budget)
+            steps = sum(r["kind"] == "step" for r in records)
+            result = EpisodeResult(EpisodeSpec(i, seed=i), len(records), steps, reward=float(i % 2), done=True)
             store.record(row, result, wall_s=1.0)
         runs.append(row.id)
     times: dict[str, list[float]] = {"leaderboard": [], "run with its episodes": [], "one episode (20 steps)": []}

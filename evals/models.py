@@ -1,5 +1,5 @@
-"""Evaluations' tables (runs and their episodes, the model presets runs may name, and agent sessions, whose episodes
-are kept as a run's are) and the public shapes the API returns of them."""
+"""Evaluations' tables (runs, their episodes and those episodes' steps, the model presets runs may name, and agent
+sessions, whose episodes are kept as a run's are) and the public shapes the API returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -68,8 +68,20 @@ class EpisodeBase(SQLModel):
 
 
 class Episode(EpisodeBase, table=True):
-    records: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON, description="the reset, then each step")
+    records: list[dict[str, Any]] = Field(
+        default_factory=list,
+        sa_type=JSON,
+        description="an agent session's episode: the reset, then each step; a run's are its EpisodeStep rows",
+    )
     size: int = Field(default=0, description="an agent session's: bytes of the episode as JSON, which budgets count")
+
+
+class EpisodeStep(SQLModel, table=True):
+    """One record of a run's episode, stored as it was played: the reset (index 0), then each step."""
+
+    episode: str = Field(primary_key=True, description="the episode's id")
+    index: int = Field(primary_key=True)
+    record: dict[str, Any] = Field(sa_type=JSON)
 
 
 class EpisodePublic(EpisodeBase):

@@ -1,16 +1,19 @@
-"""A run's rollouts leave envhub: as JSONL (one episode per line, each with the run's metadata), and as a
-dataset repo on the Hub, pushed with the user's own token, with a card naming the environment, its
+"""A run's rollouts leave envhub: as JSONL (one episode per line, each with the run's metadata, written a step at a
+time), and as a dataset repo on the Hub, pushed with the user's own token, with a card naming the environment, its
 revision, the policy and the summary."""
 
 import io
 import json
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from core.errors import ForbiddenError, InvalidInputError, UpstreamError
-from evals.models import Evaluation
+from evals.models import EpisodeBase, Evaluation
+from evals.steps import streamed
 from evals.store import EvaluationStore
 
 __all__ = ["dataset_card", "push_rollouts", "rollouts_jsonl"]
@@ -29,14 +32,18 @@ def _metadata(run: Evaluation) -> dict[str, Any]:
     }
 
 
-def rollouts_jsonl(store: EvaluationStore, evaluation_id: str) -> str:
-    run = store.get(evaluation_id)
+def rollouts_jsonl(store: EvaluationStore, evaluation_id: str) -> Iterator[str]:
+    """The run's episodes, a line each with every record, in pieces: a run's steps may be more than fit in memory.
+    An unknown run is refused here, before the first piece."""
+    return _lines(store, store.get(evaluation_id))
+
+
+def _lines(store: EvaluationStore, run: Evaluation) -> Iterator[str]:
     metadata = _metadata(run)
-    lines = [
-        json.dumps({"run": metadata, **episode.model_dump(mode="json")}, ensure_ascii=False, default=str)
-        for episode in store.episodes(evaluation_id)
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
+    for episode in store.episodes(run.id):
+        head = {"run": metadata, **EpisodeBase.model_validate(episode.model_dump()).model_dump(mode="json")}
+        yield from streamed(head, store.steps.records(episode))
+        yield "\n"
 
 
 def _figure(value: Any) -> str:
@@ -89,22 +96,27 @@ def push_rollouts(
         raise InvalidInputError(f"name the dataset as namespace/name, not {repo_id!r}")
     run = store.get(evaluation_id)
     api = HfApi(endpoint=endpoint, token=token, library_name="envhub")
-    try:
-        url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        for path, content in ((DATA_FILE, rollouts_jsonl(store, evaluation_id)), ("README.md", dataset_card(run))):
-            api.upload_file(
-                path_or_fileobj=io.BytesIO(content.encode()),
-                path_in_repo=path,
-                repo_id=repo_id,
-                repo_type="dataset",
-                commit_message=f"Rollouts of envhub evaluation {run.id}",
-            )
-    except HfHubHTTPError as exc:
-        status = getattr(exc.response, "status_code", None)
-        if status in (401, 403):
-            raise ForbiddenError(
-                f"the Hub refused to write {repo_id} with your token (HTTP {status}); "
-                "push to your own namespace, or use a token that may write there"
-            ) from exc
-        raise UpstreamError(f"pushing to {repo_id} on {endpoint} failed: HTTP {status}") from exc
+    with tempfile.TemporaryFile() as rollouts:  # written to disk a piece at a time, then sent
+        for piece in rollouts_jsonl(store, evaluation_id):
+            rollouts.write(piece.encode())
+        rollouts.seek(0)
+        files: dict[str, BinaryIO] = {DATA_FILE: rollouts, "README.md": io.BytesIO(dataset_card(run).encode())}
+        try:
+            url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+            for path, content in files.items():
+                api.upload_file(
+                    path_or_fileobj=content,
+                    path_in_repo=path,
+                    repo_id=repo_id,
+                    repo_type="dataset",
+                    commit_message=f"Rollouts of envhub evaluation {run.id}",
+                )
+        except HfHubHTTPError as exc:
+            status = getattr(exc.response, "status_code", None)
+            if status in (401, 403):
+                raise ForbiddenError(
+                    f"the Hub refused to write {repo_id} with your token (HTTP {status}); "
+                    "push to your own namespace, or use a token that may write there"
+                ) from exc
+            raise UpstreamError(f"pushing to {repo_id} on {endpoint} failed: HTTP {status}") from exc
     return str(url)

@@ -1,5 +1,6 @@
-"""Evaluation runs under way: a policy plays a run's episodes through the harness, K at a time, and each episode
-is stored as it finishes, with the run's summary, so a crash loses at most the episodes in flight.
+"""Evaluation runs under way: a policy plays a run's episodes through the harness, K at a time; each episode's steps
+are stored as they are played, within the run's storage budget, and the episode as it finishes, with the run's
+summary, so a crash loses at most the episodes in flight.
 
 The caller (the API or the CLI) resolves where the run plays (a URL and the outbound session to
 reach it) and what to do afterwards (stop an endpoint it launched); the runner only plays, and
@@ -13,12 +14,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from core.clock import utcnow
 from core.errors import TooManyRequestsError
 from core.outbound import OutboundSession
 from evals.models import Evaluation, EvaluationStatus
-from evals.store import INTERRUPTED, EvaluationStore
+from evals.steps import Budget
+from evals.store import INTERRUPTED, EvaluationStore, episode_id
 from rollout.episodes import EpisodeResult, EpisodeSpec, Limits, play_episode
 from rollout.harness import Brief
 from rollout.players import Policy
@@ -53,10 +56,12 @@ class PrepareError(Exception):
 
 
 class Runner:
-    """The runs under way in this envhub process; their rows are the store's."""
+    """The runs under way in this envhub process; their rows are the store's. Each run may store `budget_bytes` of
+    its episodes' steps with their observations whole (ENVHUB_EVALUATION_BUDGET_BYTES)."""
 
-    def __init__(self, store: EvaluationStore) -> None:
+    def __init__(self, store: EvaluationStore, budget_bytes: int) -> None:
         self.store = store
+        self.budget_bytes = budget_bytes
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self._starting: Counter[str | None] = Counter()  # runs being started, by owner, not yet on record
@@ -112,8 +117,14 @@ class Runner:
         started = loop.time()
         self.store.update(evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message="")
         slots = asyncio.Semaphore(play.concurrency)
+        budget = Budget(self.budget_bytes)
 
         async def one(spec: EpisodeSpec) -> None:
+            named = episode_id(evaluation.id, spec.index)
+
+            async def keep(record: dict[str, Any]) -> None:
+                await asyncio.to_thread(self.store.steps.write, named, record, budget)
+
             async with slots:
                 result = await play_episode(
                     play.url,
@@ -122,6 +133,7 @@ class Runner:
                     play.brief,
                     spec,
                     play.limits,
+                    keep=keep,
                     player_name=f"envhub evaluation {evaluation.id}",
                 )
             evaluation.summary = await asyncio.to_thread(self.store.record, evaluation, result, loop.time() - started)

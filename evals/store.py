@@ -1,5 +1,6 @@
-"""Evaluation runs and their episodes as rows: what a run is, what it played, and its summary over the episodes
-stored so far. The runs under way in a process are its runner's (evals/runs.py)."""
+"""Evaluation runs and their episodes as rows: what a run is, what it played (each episode's steps are stored as
+they are played: evals/steps.py), and its summary over the episodes stored so far. The runs under way in a process
+are its runner's (evals/runs.py)."""
 
 from collections.abc import Collection
 from typing import Any
@@ -10,17 +11,23 @@ from sqlmodel import Session, col, select
 from core.clock import utcnow
 from core.errors import NotFoundError
 from evals.models import UNDER_WAY, Episode, EpisodeBase, Evaluation, EvaluationBase, EvaluationPublic, EvaluationStatus
+from evals.steps import EpisodeSteps
 from evals.summary import EpisodeFigures, summarize
 from rollout.episodes import EpisodeResult
 
-__all__ = ["INTERRUPTED", "EvaluationStore"]
+__all__ = ["INTERRUPTED", "EvaluationStore", "episode_id"]
 
 INTERRUPTED = "envhub stopped while this ran; the episodes that finished are kept"
 
 
+def episode_id(evaluation_id: str, index: int) -> str:
+    return f"{evaluation_id}-{index}"
+
+
 def _episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
+    """The episode's figures; its records are its steps' rows, stored as it was played."""
     return Episode(
-        id=f"{evaluation_id}-{result.spec.index}",
+        id=episode_id(evaluation_id, result.spec.index),
         evaluation=evaluation_id,
         index=result.spec.index,
         seed=result.spec.seed,
@@ -30,11 +37,10 @@ def _episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
         reward=result.reward,
         final_reward=result.final_reward,
         success=result.success,
-        steps=result.step_count,
+        steps=result.steps,
         invalid=result.invalid,
         tokens=result.tokens,
         wall_s=round(result.wall_s, 3),
-        records=result.steps,
     )
 
 
@@ -61,11 +67,12 @@ def _episodes_without_steps(session: Session, evaluation_id: str) -> list[Episod
 
 
 class EvaluationStore:
-    """The runs on record, and their episodes; the rows this process writes name it (`instance`)."""
+    """The runs on record, and their episodes with their steps; the rows this process writes name it (`instance`)."""
 
     def __init__(self, engine: Engine, instance: str = "") -> None:
         self.engine = engine
         self.instance = instance
+        self.steps = EpisodeSteps(engine)
 
     def create(self, row: Evaluation) -> Evaluation:
         row.instance = self.instance

@@ -1,16 +1,18 @@
 """One episode of an evaluation, played by the episode loop (rollout/loop.py) and recorded step by step with
 the model's reply, the tries before it, its tokens and times, under the evaluation's limits (steps, tokens,
-wall clock). An environment whose
-actions are tool calls is played through the endpoint's MCP door (rollout/door.py); others over its `/ws`."""
+wall clock). Each record goes to the caller as it is made (a run stores it, evals/steps.py); the episode keeps
+only its figures. An environment whose actions are tool calls is played through the endpoint's MCP door
+(rollout/door.py); others over its `/ws`."""
 
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
-from protocol.observations import kept, refusal, reward_number, success
+from protocol.observations import refusal, reward_number, success
 from rollout.harness import Brief
 from rollout.loop import RETRIES, RefusedReset, Reset, Stepped, Tried, Turn, episode
 from rollout.model import ModelError
@@ -20,11 +22,12 @@ if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays
     from protocol.client import PinnedClient
     from rollout.door import DoorClient
 
-__all__ = ["EpisodeResult", "EpisodeSpec", "Limits", "play_episode"]
+__all__ = ["EpisodeResult", "EpisodeSpec", "Keep", "Limits", "play_episode"]
 
 CONNECT_TIMEOUT_S = 10.0
 MESSAGE_TIMEOUT_S = 60.0
-MAX_STORED_OBSERVATION = 256 * 1024  # characters of one observation kept in the record
+
+Keep = Callable[[dict[str, Any]], Awaitable[None]]  # takes each record as it is made: the reset, then each step
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class EpisodeSpec:
 @dataclass
 class EpisodeResult:
     spec: EpisodeSpec
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    records: int = 0  # the records made: the reset, each step, each refused action
+    steps: int = 0  # the steps the environment took (refused actions are not steps)
     reward: float = 0.0
     final_reward: float | None = None
     success: bool | None = None
@@ -62,11 +66,6 @@ class EpisodeResult:
     @property
     def status(self) -> str:
         return "done" if self.done else ("cut" if self.cut else "failed")
-
-    @property
-    def step_count(self) -> int:
-        """The steps the environment took (refused actions are not steps)."""
-        return sum(1 for s in self.steps if s.get("kind") == "step" and not s.get("refused"))
 
 
 class _End(Exception):
@@ -110,8 +109,9 @@ class _Episode:
     player: Player
     limits: Limits
     result: EpisodeResult
+    keep: Keep
 
-    def _record(self, kind: str, turn: Turn, **fields: Any) -> None:
+    async def _record(self, kind: str, turn: Turn, **fields: Any) -> None:
         observation = turn.observation if isinstance(turn.observation, dict) else {"value": turn.observation}
         reward = reward_number(turn.reward)
         if kind == "step" and reward is not None:
@@ -119,17 +119,17 @@ class _Episode:
         self.result.final_reward = reward if kind == "step" else self.result.final_reward
         self.result.done = turn.done
         self.result.success = success(observation)
-        self.result.steps.append(
-            {
-                "kind": kind,
-                "index": len(self.result.steps),
-                **fields,
-                "observation": kept(observation, MAX_STORED_OBSERVATION),
-                "reward": turn.reward,
-                "done": turn.done,
-                "env_ms": round(turn.env_ms, 3),
-            }
-        )
+        record = {
+            "kind": kind,
+            "index": self.result.records,
+            **fields,
+            "observation": observation,
+            "reward": turn.reward,
+            "done": turn.done,
+            "env_ms": round(turn.env_ms, 3),
+        }
+        self.result.records += 1
+        await self.keep(record)
 
     async def play(self, spec: EpisodeSpec) -> None:
         options = spec.reset_options()
@@ -138,12 +138,12 @@ class _Episode:
         try:
             async for event in events:
                 if isinstance(event, Reset):
-                    self._record("reset", event.turn, options=options)
+                    await self._record("reset", event.turn, options=options)
                 elif isinstance(event, Tried):
                     self.result.tokens += event.move.tokens
                     self.result.invalid += 1
                 elif isinstance(event, Stepped):
-                    self._stepped(event)
+                    await self._stepped(event)
                     if not event.turn.done and self._over_tokens():
                         raise _Cut(f"the episode used {self.result.tokens:,} tokens, "
                                    f"its limit is {self.limits.max_tokens:,}")  # fmt: skip
@@ -157,13 +157,17 @@ class _Episode:
     def _over_tokens(self) -> bool:
         return self.limits.max_tokens is not None and self.result.tokens >= self.limits.max_tokens
 
-    def _stepped(self, event: Stepped) -> None:
+    async def _stepped(self, event: Stepped) -> None:
         """Record a step with the tries before it. An action the environment answers with an error observation
         is a step it refused: an invalid move, kept in the episode (it answered) but not counted among its steps."""
         moves = [*(t.move for t in event.tries), event.move]
         self.result.tokens += event.move.tokens
         refused = refusal(event.turn.observation)
-        self._record(
+        if refused:
+            self.result.invalid += 1
+        else:
+            self.result.steps += 1
+        await self._record(
             "step",
             event.turn,
             reply=event.move.reply,
@@ -174,8 +178,6 @@ class _Episode:
             model_ms=round(sum(m.model_ms for m in moves), 3),
             **({"refused": refused} if refused else {}),
         )
-        if refused:
-            self.result.invalid += 1
 
 
 def _client(url: str, outbound: OutboundSession, brief: Brief, player_name: str) -> "PinnedClient | DoorClient":
@@ -196,13 +198,15 @@ async def play_episode(
     spec: EpisodeSpec,
     limits: Limits,
     *,
+    keep: Keep,
     player_name: str = "envhub",
 ) -> EpisodeResult:
-    """Play one episode to its end; what went wrong is the result's error, never an exception. `player_name` is
-    the MCP client's name an agent session through the door is recorded under."""
+    """Play one episode to its end, each record handed to `keep` as it is made; what went wrong is the result's
+    error, never an exception. `player_name` is the MCP client's name an agent session through the door is recorded
+    under."""
     result = EpisodeResult(spec)
     client = _client(url, outbound, brief, player_name)
-    played = _Episode(_Env(client), policy.player(brief, spec.seed), limits, result)
+    played = _Episode(_Env(client), policy.player(brief, spec.seed), limits, result, keep)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(limits.episode_s):

@@ -144,8 +144,10 @@ class _ModelPlayer:
         self.messages = [{"role": "system", "content": system_prompt(self.brief)}]
 
     def _window(self) -> list[dict[str, Any]]:
-        """The system prompt and the recent turns, starting at a user message (never at a tool answer)."""
-        recent = self.messages[1:][-HISTORY_MESSAGES:]
+        """The system prompt and the recent turns, starting at a user message (never at a tool answer). Older turns
+        are dropped: the model never sees them again, and a long episode would hold them all."""
+        del self.messages[1:-HISTORY_MESSAGES]
+        recent = self.messages[1:]
         while recent and recent[0]["role"] != "user":
             recent = recent[1:]
         return [self.messages[0], *recent]

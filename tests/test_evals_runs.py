@@ -25,8 +25,7 @@ def test_each_stored_episode_updates_the_summary(engine: Engine) -> None:
     store = EvaluationStore(engine, "here")
     run = evaluation(store, EvaluationStatus.RUNNING)
     for index, reward in enumerate([1.0, 0.0]):
-        result = EpisodeResult(EpisodeSpec(index, seed=index), reward=reward, final_reward=reward, done=True)
-        result.steps = [{"kind": "reset"}, {"kind": "step"}]
+        result = EpisodeResult(EpisodeSpec(index, seed=index), 2, 1, reward=reward, final_reward=reward, done=True)
         summary = store.record(run, result, wall_s=1.5)
     assert summary["episodes"] == 2 and summary["mean_reward"] == 0.5 and summary["success_rate"] == 0.5
     assert store.get(run.id).summary == summary

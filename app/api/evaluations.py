@@ -4,7 +4,7 @@ episodes, export them, cancel it."""
 import asyncio
 
 from fastapi import APIRouter, Request, status
-from fastapi.responses import Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import (
@@ -20,8 +20,9 @@ from app.api.deps import (
 from app.urls import own_gateway
 from app.usecases.evaluations import EvaluationRequest, visible_episode
 from core.errors import ConflictError, ForbiddenError
-from evals.models import UNDER_WAY, EpisodePublic, EvaluationBase, EvaluationPublic
+from evals.models import UNDER_WAY, EpisodeBase, EpisodePublic, EvaluationBase, EvaluationPublic
 from evals.rollouts import push_rollouts, rollouts_jsonl
+from evals.steps import streamed
 
 router = APIRouter(prefix="/api/evaluations", tags=["evaluations"])
 
@@ -47,9 +48,9 @@ def read_evaluation(evaluation_id: str, evaluations: EvaluationsDep) -> Evaluati
 
 
 @router.get("/{evaluation_id}/episodes.jsonl")
-def export_episodes(evaluation_id: str, evaluations: EvaluationsDep) -> Response:
+def export_episodes(evaluation_id: str, evaluations: EvaluationsDep) -> StreamingResponse:
     """Every finished episode, one JSON object per line, each with the run's metadata."""
-    return Response(
+    return StreamingResponse(
         rollouts_jsonl(evaluations, evaluation_id),
         media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{evaluation_id}-episodes.jsonl"'},
@@ -79,14 +80,15 @@ async def push_to_hub(
     return {"url": url, "repo": body.repo}
 
 
-@router.get("/episodes/{episode_id}")
+@router.get("/episodes/{episode_id}", response_model=EpisodePublic)
 def read_episode(
     episode_id: str, evaluations: EvaluationsDep, agents: AgentsDep, endpoints: EndpointsDep, caller: CallerDep
-) -> EpisodePublic:
-    """One episode with every step: what the share link `/?episode=ID` opens (an agent session's of a private
-    endpoint: for its owner and the admin only)."""
+) -> StreamingResponse:
+    """One episode with every step, written a step at a time: what the share link `/?episode=ID` opens (an agent
+    session's of a private endpoint: for its owner and the admin only)."""
     episode = visible_episode(evaluations, agents, endpoints, caller, episode_id)
-    return EpisodePublic.model_validate(episode.model_dump())
+    head = EpisodeBase.model_validate(episode.model_dump()).model_dump(mode="json")
+    return StreamingResponse(streamed(head, evaluations.steps.records(episode)), media_type="application/json")
 
 
 @router.delete("/{evaluation_id}")

@@ -27,6 +27,7 @@ from evals.presets import ModelPresets, preset_owner
 from evals.rollouts import push_rollouts
 from evals.runs import Runner
 from evals.sessions import AgentSessions
+from evals.steps import EpisodeSteps
 from evals.store import EvaluationStore
 from hosting.endpoints import EndpointManager
 from rollout.model import ModelConfig
@@ -230,16 +231,17 @@ def leaderboard_html(board: Leaderboard) -> str:
     return "".join(parts) + "</div>"
 
 
-def step_html(episode: Episode, index: int, share: str) -> str:
-    """One record of an episode: what the model replied, the action sent, and what came back."""
-    records = episode.records
-    if not records:
+def step_html(steps: EpisodeSteps, episode: Episode, index: int, share: str) -> str:
+    """One record of an episode: what the model replied, the action sent, and what came back (read alone, with the
+    first, which the observation is shown against)."""
+    last = steps.count(episode) - 1
+    if last < 0:
         return "<p>This episode has no steps.</p>"
-    index = max(0, min(index, len(records) - 1))
-    record = records[index]
+    index = max(0, min(index, last))
+    first, record = steps.page(episode, 0, 1)[0], steps.page(episode, index, 1)[0]
     head = (
         f'<div class="eval-step"><p><code>{html.escape(episode.id)}</code> · {html.escape(episode.status)} · '
-        f"reward {episode.reward:g} · {record['kind']} {index} of {len(records) - 1} · "
+        f"reward {episode.reward:g} · {record['kind']} {index} of {last} · "
         f'<a href="{html.escape(share)}" target="_blank">share link</a></p>'
     )
     body = ""
@@ -252,9 +254,9 @@ def step_html(episode: Episode, index: int, share: str) -> str:
         body += f" → reward {html.escape(str(record.get('reward')))}, done {record.get('done')}</p>"
     else:
         body += f"<p><b>Reset</b> <code>{html.escape(json.dumps(record.get('options'), ensure_ascii=False))}</code></p>"
-    if index == len(records) - 1 and episode.error:
+    if index == last and episode.error:
         body += f'<p class="eval-problem">{html.escape(episode.error)}</p>'
-    view = observation_view(record.get("observation"), records[0].get("observation"))
+    view = observation_view(record.get("observation"), first.get("observation"))
     return head + body + render_view(view) + "</div>"
 
 
@@ -273,12 +275,12 @@ def open_episode(runs: Runs, evaluate: Evaluate, episode_id: str, request: gr.Re
     except EnvhubError as exc:
         return {evaluate.viewer: f"<p>{html.escape(exc.message)}</p>", evaluate.episode: None}
     share = runs.share_link(request, episode.id)
-    last = max(len(episode.records) - 1, 0)
+    last = max(runs.store.steps.count(episode) - 1, 0)
     return {
         evaluate.episode_id: episode.id,
         evaluate.episode: episode.id,
         evaluate.step: gr.Slider(0, max(last, 1), value=0, step=1),
-        evaluate.viewer: step_html(episode, 0, share),
+        evaluate.viewer: step_html(runs.store.steps, episode, 0, share),
     }
 
 
@@ -446,9 +448,9 @@ def wire(
         if not episode_id:
             return {}
         episode = runs.episode(request, episode_id)
-        index = max(0, min(int(index) + delta, len(episode.records) - 1))
+        index = max(0, min(int(index) + delta, runs.store.steps.count(episode) - 1))
         share = runs.share_link(request, episode.id)
-        return {evaluate.step: index, evaluate.viewer: step_html(episode, index, share)}
+        return {evaluate.step: index, evaluate.viewer: step_html(runs.store.steps, episode, index, share)}
 
     def previous(request: gr.Request, episode_id: str | None, index: float) -> dict[Any, Any]:
         return move(request, episode_id, index, -1)
@@ -463,7 +465,7 @@ def wire(
         """Play the episode from this step (from the start when at its end), or pause it."""
         if label == PAUSE or not episode_id:
             return {evaluate.replay: gr.Button(PLAY), evaluate.replay_timer: gr.Timer(active=False)}
-        last = len(runs.episode(request, episode_id).records) - 1
+        last = runs.store.steps.count(runs.episode(request, episode_id)) - 1
         start = 0 if int(index) >= last else int(index)
         return move(request, episode_id, start, 0) | {
             evaluate.replay: gr.Button(PAUSE),

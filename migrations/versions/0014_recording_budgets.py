@@ -6,7 +6,7 @@ Sessions recorded before this share the empty holder's budget; their episodes' s
 
 Revision ID: 0014
 Revises: 0013
-Create Date: 2026-12-14
+Create Date: 2026-12-06
 """
 
 from collections.abc import Sequence

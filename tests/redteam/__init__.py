@@ -26,7 +26,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   many it sends (test_quality_memory).
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more
   episodes, concurrency or steps than the caps, or start more runs at once than allowed
-  (test_evaluation_limits).
+  (test_evaluation_limits); an evaluation on her own server whose observations are large, over many steps and
+  episodes at once, costs envhub a bounded amount of memory, and the database what the run's storage budget allows
+  (test_evaluation_memory).
 - Process servers: a signed-in user's launch variables cannot make a process server run code of their own
   (PYTHONWARNINGS with BROWSER, UVICORN_LOG_CONFIG, PYTHONSTARTUP and BASH_ENV, MPLBACKEND and GTK_MODULES are
   refused with a 422 naming them, and nothing runs); a server's own code runs as an unprivileged user, forked or
