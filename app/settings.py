@@ -139,6 +139,14 @@ class Settings(BaseSettings):
     taskset_downloads_per_hour: int = Field(
         default=200, ge=1, description="dataset files envhub downloads in an hour, all requests together"
     )
+    taskset_downloads_per_client_hour: int = Field(
+        default=50,
+        ge=1,
+        description="of those, how many one client's requests (a signed-in user, else an address) may download",
+    )
+    taskset_downloads_per_dataset_hour: int = Field(
+        default=100, ge=1, description="of those, how many may be one dataset's files"
+    )
     max_evaluations_per_owner: int = Field(
         default=2,
         ge=1,

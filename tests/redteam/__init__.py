@@ -18,7 +18,8 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Tasksets: a linked dataset whose files are small and huge once read (one long string every row shares, one
   huge value, one huge line) costs envhub a bounded amount of memory: it is read a few rows at a time, or what
   it passes is that dataset's problem; an evaluation's rows are capped; dataset downloads are capped per request
-  and per hour (test_tasksets).
+  and per hour, and one client asking again and again, or one dataset of many files, spends only its own share
+  of the hour: another client still reads another dataset (test_tasksets).
 - Quality reports: a server whose observations are large costs the report a bounded amount of memory, however
   many it sends (test_quality_memory).
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more
