@@ -10,6 +10,8 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Access: a private endpoint answers only its owner's Hub token or its own token, on HTTP, /ws and /mcp;
   listings show strangers nothing of an endpoint's variables, log or servers; a Space's own server never
   receives the Hub token it was launched with (test_access).
+- Shared Spaces: stopping one of two endpoints launched on one Space (same namespace and name) neither pauses
+  it nor makes the other replace its replica; the last one to stop pauses it (tests/test_spaces.py).
 - Hub code: a Space's Dockerfile that copies from outside its repo cannot make the process backend serve from
   outside the Space's snapshot (test_snapshots).
 - Model calls: a model server that redirects an evaluation's requests to an internal address reaches nothing
