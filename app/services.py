@@ -252,6 +252,7 @@ class Services:
                 per_client_hour=settings.taskset_downloads_per_client_hour,
                 per_dataset_hour=settings.taskset_downloads_per_dataset_hour,
             ),
+            max_json_depth=settings.taskset_max_json_depth,
         )
         evaluations = EvaluationStore(engine, leases.instance)
         door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)

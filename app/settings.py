@@ -147,6 +147,13 @@ class Settings(BaseSettings):
     taskset_downloads_per_dataset_hour: int = Field(
         default=100, ge=1, description="of those, how many may be one dataset's files"
     )
+    taskset_max_json_depth: int = Field(
+        default=64,
+        ge=1,
+        le=200,  # deeper, an answer holding the row could not be written as JSON
+        description="how deep a dataset row's arrays and objects (or its openenv_reset JSON text) may nest; a "
+        "split with a deeper row is that split's problem",
+    )
     max_evaluations_per_owner: int = Field(
         default=2,
         ge=1,

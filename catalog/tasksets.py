@@ -24,7 +24,7 @@ from huggingface_hub import HfApi, RepoFile, try_to_load_from_cache
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from sqlmodel import Session
 
-from catalog.datafiles import count_rows, read_rows
+from catalog.datafiles import count_rows, parse_json, read_rows
 from catalog.downloads import Allowance, Downloads
 from catalog.models import Dataset, EnvironmentDetail
 from catalog.splits import split_files
@@ -84,13 +84,14 @@ class DatasetTaskset:
         raise InvalidInputError(f"dataset {self.dataset} has no split {name!r}; its splits are {named}")
 
 
-def reset_options(row: dict[str, Any], reset_key: str | None) -> dict[str, Any] | None:
-    """The reset options one row stands for, or None when it names none."""
+def reset_options(row: dict[str, Any], reset_key: str | None, max_depth: int = 64) -> dict[str, Any] | None:
+    """The reset options one row stands for, or None when it names none; ValueError when its `openenv_reset`
+    text nests over `max_depth` deep."""
     value = row.get(RESET_COLUMN)
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = parse_json(value, max_depth, f"its `{RESET_COLUMN}`")
+        except json.JSONDecodeError:
             value = None
     if isinstance(value, dict):
         return value
@@ -128,6 +129,7 @@ class Tasksets:
         token: str | None,
         cache_dir: Path,
         downloads: Downloads | None = None,
+        max_json_depth: int = 64,
     ) -> None:
         self._api = HfApi(endpoint=endpoint, token=token or False, library_name="envhub")
         self._cache_dir = cache_dir
@@ -135,6 +137,7 @@ class Tasksets:
         self._sizes: dict[tuple[str, str], int] = {}  # (dataset, path) → bytes
         self._lock = threading.Lock()
         self.downloads = downloads or Downloads()
+        self.max_json_depth = max_json_depth  # how deep a row may nest: deeper, it could not be served as JSON
 
     def read(
         self,
@@ -181,17 +184,21 @@ class Tasksets:
         wanted = set(indices)
         held = 0
         rows = self._split_rows(taskset.dataset, taskset.revision, chosen, allowance or self.downloads.allowance())
-        for number, row in enumerate(rows):
-            if number in wanted:
-                found[number] = _plain(row)
-                held += len(json.dumps(found[number]))
-                if held > MAX_RESETS_CHARS:
-                    raise InvalidInputError(
-                        f"the rows asked of {taskset.dataset} split {split} hold over "
-                        f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
-                    )
-            if number >= last:
-                break
+        try:
+            for number, row in enumerate(rows):
+                if number in wanted:
+                    found[number] = _plain(row)
+                    held += len(json.dumps(found[number]))
+                    if held > MAX_RESETS_CHARS:
+                        raise InvalidInputError(
+                            f"the rows asked of {taskset.dataset} split {split} hold over "
+                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
+                        )
+                if number >= last:
+                    break
+        except (ValueError, pa.ArrowException) as exc:  # past the rows counted and previewed when it was read
+            message = f"{taskset.dataset} split {split} could not be read up to row {last}: {exc}"
+            raise InvalidInputError(message, code="unreadable_split") from exc
         return [found[i] for i in indices]
 
     def _current(self, dataset_id: str) -> str:
@@ -283,7 +290,7 @@ class Tasksets:
 
     def _count(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> int:
         try:
-            return count_rows(self._download(dataset_id, revision, path, allowance))
+            return count_rows(self._download(dataset_id, revision, path, allowance), self.max_json_depth)
         except (ValueError, pa.ArrowException) as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
@@ -297,7 +304,7 @@ class Tasksets:
             if size > MAX_FILE_BYTES:
                 return
             try:
-                yield from read_rows(self._download(dataset_id, revision, path, allowance))
+                yield from read_rows(self._download(dataset_id, revision, path, allowance), self.max_json_depth)
             except (ValueError, pa.ArrowException) as exc:
                 raise ValueError(f"{path}: {exc}") from exc
 
@@ -379,7 +386,12 @@ def dataset_resets(
         raise InvalidInputError(f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}")
     resets = []
     for index, row in zip(indices, tasksets.rows(taskset, split, indices, allowance), strict=True):
-        options = reset_options(row, reset_key_of(environment))
+        try:
+            options = reset_options(row, reset_key_of(environment), tasksets.max_json_depth)
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"row {index} of {dataset_id} split {split}: {exc}", code="nested_too_deep"
+            ) from exc
         if options is None:
             raise InvalidInputError(f"row {index} of {dataset_id} split {split} has no `{RESET_COLUMN}` object")
         resets.append(options)

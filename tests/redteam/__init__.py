@@ -21,7 +21,8 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   huge value, one huge line) costs envhub a bounded amount of memory: it is read a few rows at a time, or what
   it passes is that dataset's problem; an evaluation's rows are capped; dataset downloads are capped per request
   and per hour, and one client asking again and again, or one dataset of many files, spends only its own share
-  of the hour: another client still reads another dataset (test_tasksets).
+  of the hour: another client still reads another dataset; a row nested 100,000 deep is its split's problem (the
+  other splits read) or a 422 when played, never a traceback (test_tasksets).
 - Quality reports: a server whose observations are large costs the report a bounded amount of memory, however
   many it sends (test_quality_memory).
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more

@@ -208,3 +208,40 @@ def test_one_client_or_one_dataset_cannot_spend_the_hours_downloads_for_everyone
         mallory.close()
         bob.close()
         envhub.stop()
+
+
+def test_rows_nested_too_deep_are_their_splits_problem_and_a_422(
+    settings: Settings, hub: FakeHub, tmp_path: Path
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # 200 KB, under a row's bound; Python's parser gives up past 1000
+    fine = "".join(json.dumps(row) + "\n" for row in fine_rows(3))
+    hub.add_dataset(
+        "mallory/deep", files={"train.jsonl": fine + '{"openenv_reset": ' + deep + "}\n", "test.jsonl": fine}
+    )
+    # Past the rows counted (from metadata) and previewed: row 5's reset is read only when played.
+    resets = [json.dumps({"index": i}) for i in range(8)]
+    resets[5] = '{"x": ' + deep + "}"
+    hub.add_dataset("mallory/deep-reset", files={"train.parquet": parquet(pa.table({"openenv_reset": resets}))})
+    templates = tmp_path / "templates"
+    card = "title: Deep\ntags: [openenv]\ndatasets:\n  - mallory/deep\n  - mallory/deep-reset"
+    make_template(templates, "deep", card)
+    envhub = Envhub(settings.model_copy(update={"templates_dir": templates, "data_dir": tmp_path / "data"}))
+    try:
+        assert envhub.http.post("/api/sync", headers=ADMIN).status_code in (200, 202, 409)
+        wait_until(lambda: envhub.http.get("/api/datasets/mallory/deep-reset").status_code == 200, 30)
+
+        answer = envhub.http.get("/api/environments/template:deep/tasksets")
+        played = envhub.http.post(
+            "/api/evaluations",
+            json={"environment": "template:deep", "dataset": "mallory/deep-reset", "split": "train", "indices": [5]},
+        )
+
+        assert answer.status_code == 200, answer.text
+        datasets = {d["dataset"]: d for d in answer.json()["datasets"]}
+        assert datasets["mallory/deep"]["problem_code"] == "unreadable_split", datasets["mallory/deep"]
+        assert [(s["name"], s["rows"]) for s in datasets["mallory/deep"]["splits"]] == [("test", 3)]  # the rest reads
+        assert datasets["mallory/deep-reset"]["problem"] is None and datasets["mallory/deep-reset"]["splits"]
+        assert played.status_code == 422 and played.json()["code"] == "nested_too_deep", played.text
+        assert envhub.http.get("/api/health").status_code == 200
+    finally:
+        envhub.stop()
