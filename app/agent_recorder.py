@@ -48,7 +48,8 @@ class AgentRecorder:
             try:
                 with Session(self.endpoints.engine) as session:
                     environment = get_environment(session, endpoint.environment)
-                    resets, _ = dataset_resets(session, self.tasksets, environment, dataset, split, [index])
+                    # The door's session names no client here: its rows count against the dataset and the hour.
+                    resets, _ = dataset_resets(session, self.tasksets, environment, dataset, split, [index], None)
             except EnvhubError as exc:
                 raise ValueError(exc.message) from exc
             return resets[0]

@@ -38,6 +38,7 @@ from app.settings import Preload, Settings
 from app.usecases.evaluations import Evaluator
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
+from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.tasksets import Tasksets
@@ -250,8 +251,13 @@ class Services:
             settings.hf_endpoint,
             settings.hf_token.get_secret_value() if settings.hf_token else None,
             settings.data_dir / "datasets",
-            downloads_per_request=settings.taskset_downloads_per_request,
-            downloads_per_hour=settings.taskset_downloads_per_hour,
+            Downloads(
+                per_request=settings.taskset_downloads_per_request,
+                per_hour=settings.taskset_downloads_per_hour,
+                per_client_hour=settings.taskset_downloads_per_client_hour,
+                per_dataset_hour=settings.taskset_downloads_per_dataset_hour,
+            ),
+            max_json_depth=settings.taskset_max_json_depth,
         )
         evaluations = EvaluationStore(engine, leases.instance)
         door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)

@@ -150,6 +150,21 @@ class Settings(BaseSettings):
     taskset_downloads_per_hour: int = Field(
         default=200, ge=1, description="dataset files envhub downloads in an hour, all requests together"
     )
+    taskset_downloads_per_client_hour: int = Field(
+        default=50,
+        ge=1,
+        description="of those, how many one client's requests (a signed-in user, else an address) may download",
+    )
+    taskset_downloads_per_dataset_hour: int = Field(
+        default=100, ge=1, description="of those, how many may be one dataset's files"
+    )
+    taskset_max_json_depth: int = Field(
+        default=64,
+        ge=1,
+        le=200,  # deeper, an answer holding the row could not be written as JSON
+        description="how deep a dataset row's arrays and objects (or its openenv_reset JSON text) may nest; a "
+        "split with a deeper row is that split's problem",
+    )
     max_evaluations_per_owner: int = Field(
         default=2,
         ge=1,

@@ -8,8 +8,9 @@ uncompressed size in total and per column of a row group), its rows are read a f
 dictionaries kept as such, and each batch's size as it would be read out is measured before any of it
 becomes Python values. JSONL is read a line at a time, with a bound on a line; CSV by pyarrow, a block of at
 most a row's bound at a time (a longer row is refused), its columns typed as pyarrow infers them (numbers,
-booleans, dates and nulls, not text). Every bound that is passed is a `ValueError` naming the file's problem
-and what to do.
+booleans, dates and nulls, not text). A row may nest arrays and objects only so deep (a caller's bound): JSON
+nested deeper than Python's own limit cannot even be parsed, and less deep still it cannot be served as JSON.
+Every bound that is passed is a `ValueError` naming the file's problem and what to do.
 """
 
 import json
@@ -31,6 +32,8 @@ __all__ = [
     "MAX_UNCOMPRESSED_BYTES",
     "MAX_VALUE_BYTES",
     "count_rows",
+    "nesting",
+    "parse_json",
     "read_rows",
 ]
 
@@ -150,13 +153,42 @@ class _Lines:
             yield line
 
 
-def _jsonl_rows(path: Path) -> Iterator[dict[str, object]]:
+def nesting(value: object) -> int:
+    """How deep a value's lists and dicts nest (a scalar: 0), found without recursion."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            level.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse_json(text: str, max_depth: int, what: str) -> object:
+    """JSON text nested at most `max_depth` deep; ValueError, naming `what`, when it is not."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None  # nested deeper than Python parses, so deeper than any bound
+        depth = max_depth + 1
+    else:
+        depth = nesting(value)
+    if depth > max_depth:
+        raise ValueError(
+            f"{what} nests arrays and objects over {max_depth} deep, the most envhub reads "
+            "(ENVHUB_TASKSET_MAX_JSON_DEPTH)"
+        )
+    return value
+
+
+def _jsonl_rows(path: Path, max_depth: int) -> Iterator[dict[str, object]]:
     with path.open(encoding="utf-8") as text:
         lines = _Lines(text)
         for number, line in enumerate(lines, 1):
             lines.row_chars = 0
             if line.strip():
-                row = json.loads(line)
+                row = parse_json(line, max_depth, f"line {number}")
                 if not isinstance(row, dict):
                     raise ValueError(f"line {number} is not a JSON object")
                 yield row
@@ -207,38 +239,47 @@ def _csv_rows(path: Path) -> Iterator[dict[str, object]]:
         yield from batch.to_pylist()
 
 
-def _json_rows(path: Path) -> Iterator[dict[str, object]]:
+def _json_rows(path: Path, max_depth: int) -> Iterator[dict[str, object]]:
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
         raise ValueError(
             f"a .json file is read whole, and this one is {_mib(size)}, over {_mib(MAX_JSON_BYTES)}: "
             "publish it as JSONL or parquet"
         )
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = parse_json(path.read_text(encoding="utf-8"), max_depth + 2, "the file")  # {"data": [row, ...]}
     data = data.get("data", data) if isinstance(data, dict) else data
     if not isinstance(data, list):
         raise ValueError("holds neither a list of rows nor {'data': [...]}")
-    yield from (row for row in data if isinstance(row, dict))
+    yield from _nested_within((row for row in data if isinstance(row, dict)), max_depth)
 
 
-def read_rows(path: Path) -> Iterator[dict[str, object]]:
-    """The rows of one data file, in order; ValueError (or an ArrowException) when it cannot be read within the
-    bounds."""
+def read_rows(path: Path, max_depth: int) -> Iterator[dict[str, object]]:
+    """The rows of one data file, in order, each nested at most `max_depth` deep; ValueError (or an
+    ArrowException) when it cannot be read within the bounds."""
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return _parquet_rows(path)
     if suffix == ".jsonl":
-        return _jsonl_rows(path)
+        return _jsonl_rows(path, max_depth)
     if suffix == ".json":
-        return _json_rows(path)
-    return _csv_rows(path)
+        return _json_rows(path, max_depth)
+    return _nested_within(_parquet_rows(path) if suffix == ".parquet" else _csv_rows(path), max_depth)
 
 
-def count_rows(path: Path) -> int:
+def _nested_within(rows: Iterator[dict[str, object]], max_depth: int) -> Iterator[dict[str, object]]:
+    """The rows, refusing one nested over `max_depth` (a parquet file's lists and structs nest too)."""
+    for number, row in enumerate(rows):
+        if nesting(row) > max_depth:
+            raise ValueError(
+                f"row {number} nests lists and objects over {max_depth} deep, the most envhub reads "
+                "(ENVHUB_TASKSET_MAX_JSON_DEPTH)"
+            )
+        yield row
+
+
+def count_rows(path: Path, max_depth: int) -> int:
     """How many rows the file holds: a parquet file's from its metadata, once that is within the bounds."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return int(_check_parquet(path).metadata.num_rows)
     if suffix == ".csv":
         return sum(batch.num_rows for batch in _csv_batches(path, _csv_types(path)))
-    return sum(1 for _ in read_rows(path))
+    return sum(1 for _ in read_rows(path, max_depth))

@@ -6,15 +6,13 @@ an object or its JSON text; else, when the environment's README front matter nam
 the whole row under that key. Files are the dataset's parquet, JSONL, JSON or CSV data, split as the Hub's
 dataset viewer splits them (catalog.splits). A file too large to read here leaves its split's row count
 unknown; one that would expand past the bounds of catalog.datafiles once read is its split's problem.
-Downloads are capped per request and per hour (files already on disk are free), so a catalog of hostile
-datasets cannot keep envhub fetching.
+Downloads are capped per request, and per hour for each client, each dataset and envhub in all (files already
+on disk are free; catalog.downloads), so a catalog of hostile datasets cannot keep envhub fetching, nor one
+client spend the hour for everyone.
 """
 
 import json
-import math
 import threading
-import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -26,15 +24,15 @@ from huggingface_hub import HfApi, RepoFile, try_to_load_from_cache
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from sqlmodel import Session
 
-from catalog.datafiles import count_rows, read_rows
+from catalog.datafiles import count_rows, parse_json, read_rows
+from catalog.downloads import Allowance, Downloads
 from catalog.models import Dataset, EnvironmentDetail
 from catalog.splits import split_files
-from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError, TooManyRequestsError
+from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
 from protocol.interface import Interface, Split
 
 __all__ = [
     "RESET_COLUMN",
-    "Allowance",
     "DatasetSplit",
     "DatasetTaskset",
     "EnvironmentTasksets",
@@ -56,7 +54,6 @@ PREVIEW_ROWS = 3
 PREVIEW_COLUMNS = 50
 PREVIEW_VALUE_CHARS = 300
 MAX_RESETS_CHARS = 16 * 2**20  # the rows one evaluation plays, as JSON
-HOUR_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +74,7 @@ class DatasetTaskset:
     columns: tuple[str, ...] = ()
     resets_by: str | None = None  # how a row becomes reset options; None: it cannot
     problem: str | None = None
+    problem_code: str | None = None  # the problem's stable code: an error's (core.errors), or one named here
 
     def split(self, name: str) -> DatasetSplit:
         for split in self.splits:
@@ -86,13 +84,14 @@ class DatasetTaskset:
         raise InvalidInputError(f"dataset {self.dataset} has no split {name!r}; its splits are {named}")
 
 
-def reset_options(row: dict[str, Any], reset_key: str | None) -> dict[str, Any] | None:
-    """The reset options one row stands for, or None when it names none."""
+def reset_options(row: dict[str, Any], reset_key: str | None, max_depth: int = 64) -> dict[str, Any] | None:
+    """The reset options one row stands for, or None when it names none; ValueError when its `openenv_reset`
+    text nests over `max_depth` deep."""
     value = row.get(RESET_COLUMN)
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = parse_json(value, max_depth, f"its `{RESET_COLUMN}`")
+        except json.JSONDecodeError:
             value = None
     if isinstance(value, dict):
         return value
@@ -120,13 +119,6 @@ def _shortened(row: dict[str, Any]) -> dict[str, Any]:
     return {key: cut(value) for key, value in islice(row.items(), PREVIEW_COLUMNS)}
 
 
-@dataclass
-class Allowance:
-    """The downloads one request may still make."""
-
-    left: int
-
-
 class Tasksets:
     """Reads linked datasets from the Hub (or anything speaking its API at `endpoint`); a revision read once
     is kept, since a pinned revision never changes."""
@@ -136,22 +128,16 @@ class Tasksets:
         endpoint: str,
         token: str | None,
         cache_dir: Path,
-        *,
-        downloads_per_request: int = 20,
-        downloads_per_hour: int = 200,
+        downloads: Downloads | None = None,
+        max_json_depth: int = 64,
     ) -> None:
         self._api = HfApi(endpoint=endpoint, token=token or False, library_name="envhub")
         self._cache_dir = cache_dir
         self._read: dict[tuple[str, str], DatasetTaskset] = {}
         self._sizes: dict[tuple[str, str], int] = {}  # (dataset, path) → bytes
         self._lock = threading.Lock()
-        self.downloads_per_request = downloads_per_request
-        self.downloads_per_hour = downloads_per_hour
-        self._downloads: deque[float] = deque()  # when each download of the last hour began
-
-    def allowance(self) -> Allowance:
-        """What one request (a page of tasksets, an evaluation's rows) may download."""
-        return Allowance(self.downloads_per_request)
+        self.downloads = downloads or Downloads()
+        self.max_json_depth = max_json_depth  # how deep a row may nest: deeper, it could not be served as JSON
 
     def read(
         self,
@@ -168,7 +154,7 @@ class Tasksets:
         with self._lock:
             taskset = self._read.get((dataset_id, revision))
         if taskset is None:
-            taskset = self._load(dataset_id, revision, card, allowance or self.allowance())
+            taskset = self._load(dataset_id, revision, card, allowance or self.downloads.allowance())
             with self._lock:
                 self._read[(dataset_id, revision)] = taskset
         resets_by = _resets_by(taskset.columns, reset_key)
@@ -177,7 +163,7 @@ class Tasksets:
                 f"its rows have no `{RESET_COLUMN}` column and the environment's README names no `reset_key`, "
                 "so envhub cannot tell what to reset with"
             )
-            return replace(taskset, problem=problem)
+            return replace(taskset, problem=problem, problem_code="no_reset_column")
         return replace(taskset, resets_by=resets_by)
 
     def rows(
@@ -197,18 +183,22 @@ class Tasksets:
         found: dict[int, dict[str, Any]] = {}
         wanted = set(indices)
         held = 0
-        rows = self._split_rows(taskset.dataset, taskset.revision, chosen, allowance or self.allowance())
-        for number, row in enumerate(rows):
-            if number in wanted:
-                found[number] = _plain(row)
-                held += len(json.dumps(found[number]))
-                if held > MAX_RESETS_CHARS:
-                    raise InvalidInputError(
-                        f"the rows asked of {taskset.dataset} split {split} hold over "
-                        f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
-                    )
-            if number >= last:
-                break
+        rows = self._split_rows(taskset.dataset, taskset.revision, chosen, allowance or self.downloads.allowance())
+        try:
+            for number, row in enumerate(rows):
+                if number in wanted:
+                    found[number] = _plain(row)
+                    held += len(json.dumps(found[number]))
+                    if held > MAX_RESETS_CHARS:
+                        raise InvalidInputError(
+                            f"the rows asked of {taskset.dataset} split {split} hold over "
+                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
+                        )
+                if number >= last:
+                    break
+        except (ValueError, pa.ArrowException) as exc:  # past the rows counted and previewed when it was read
+            message = f"{taskset.dataset} split {split} could not be read up to row {last}: {exc}"
+            raise InvalidInputError(message, code="unreadable_split") from exc
         return [found[i] for i in indices]
 
     def _current(self, dataset_id: str) -> str:
@@ -222,36 +212,13 @@ class Tasksets:
             raise HubUnavailableError(f"the Hub gave no revision for dataset {dataset_id}; try again")
         return sha
 
-    def _draw(self, allowance: Allowance, dataset_id: str) -> None:
-        """Count one download against the request's allowance and the hour's; TooManyRequestsError past either."""
-        if allowance.left <= 0:
-            raise TooManyRequestsError(
-                f"not all of dataset {dataset_id} was read: envhub downloads at most {self.downloads_per_request} "
-                "dataset files per request (ENVHUB_TASKSET_DOWNLOADS_PER_REQUEST); ask again to read the rest "
-                "(the files read so far are kept)",
-                code="downloads_per_request",
-            )
-        with self._lock:
-            now = time.monotonic()
-            while self._downloads and now - self._downloads[0] >= HOUR_S:
-                self._downloads.popleft()
-            if len(self._downloads) >= self.downloads_per_hour:
-                wait_min = math.ceil((HOUR_S - (now - self._downloads[0])) / 60)
-                raise TooManyRequestsError(
-                    f"dataset {dataset_id} was not read: envhub has downloaded {self.downloads_per_hour} dataset "
-                    f"files in the last hour (ENVHUB_TASKSET_DOWNLOADS_PER_HOUR); try again in {wait_min} min",
-                    code="downloads_per_hour",
-                )
-            self._downloads.append(now)
-        allowance.left -= 1
-
     def _download(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> Path:
         cached = try_to_load_from_cache(
             dataset_id, path, cache_dir=self._cache_dir, revision=revision, repo_type="dataset"
         )
         if isinstance(cached, str):
             return Path(cached)
-        self._draw(allowance, dataset_id)
+        self.downloads.draw(allowance, dataset_id)
         try:
             return Path(
                 self._api.hf_hub_download(
@@ -283,16 +250,18 @@ class Tasksets:
     def _load(self, dataset_id: str, revision: str, card: dict[str, Any], allowance: Allowance) -> DatasetTaskset:
         sizes = self._data_files(dataset_id, revision)
         if not sizes:
-            return DatasetTaskset(dataset_id, revision, problem="it holds no parquet, JSONL, JSON or CSV files")
+            problem = "it holds no parquet, JSONL, JSON or CSV files"
+            return DatasetTaskset(dataset_id, revision, problem=problem, problem_code="no_data_files")
         with self._lock:
             self._sizes.update({(dataset_id, path): size for path, size in sizes.items()})
         try:
             grouped = split_files(card, list(sizes))
         except ValueError as exc:
-            return DatasetTaskset(dataset_id, revision, problem=f"its card's `configs` cannot be read: {exc}")
+            problem = f"its card's `configs` cannot be read: {exc}"
+            return DatasetTaskset(dataset_id, revision, problem=problem, problem_code="unreadable_configs")
         if not grouped:
             problem = "none of its data files is in a split: its card's `configs` name data_files that match none"
-            return DatasetTaskset(dataset_id, revision, problem=problem)
+            return DatasetTaskset(dataset_id, revision, problem=problem, problem_code="no_split_files")
         splits, columns, problems = [], [], []
         for name, files in grouped.items():
             split = DatasetSplit(name, tuple(files))
@@ -310,11 +279,18 @@ class Tasksets:
                 continue
             columns += [c for row in first for c in row if c not in columns]
             splits.append(DatasetSplit(name, tuple(files), rows, tuple(first)))
-        return DatasetTaskset(dataset_id, revision, tuple(splits), tuple(columns), problem="; ".join(problems) or None)
+        return DatasetTaskset(
+            dataset_id,
+            revision,
+            tuple(splits),
+            tuple(columns),
+            problem="; ".join(problems) or None,
+            problem_code="unreadable_split" if problems else None,
+        )
 
     def _count(self, dataset_id: str, revision: str, path: str, allowance: Allowance) -> int:
         try:
-            return count_rows(self._download(dataset_id, revision, path, allowance))
+            return count_rows(self._download(dataset_id, revision, path, allowance), self.max_json_depth)
         except (ValueError, pa.ArrowException) as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
@@ -328,7 +304,7 @@ class Tasksets:
             if size > MAX_FILE_BYTES:
                 return
             try:
-                yield from read_rows(self._download(dataset_id, revision, path, allowance))
+                yield from read_rows(self._download(dataset_id, revision, path, allowance), self.max_json_depth)
             except (ValueError, pa.ArrowException) as exc:
                 raise ValueError(f"{path}: {exc}") from exc
 
@@ -368,17 +344,17 @@ def read_linked(
 
 
 def environment_tasksets(
-    session: Session, tasksets: Tasksets, environment: EnvironmentDetail, interface: Interface
+    session: Session, tasksets: Tasksets, environment: EnvironmentDetail, interface: Interface, client: str | None
 ) -> EnvironmentTasksets:
     """Read every linked dataset (a failure is that dataset's problem, not the answer's) beside the Task API
-    splits `interface` lists."""
+    splits `interface` lists; what is downloaded counts against `client`."""
     datasets = []
-    allowance = tasksets.allowance()
+    allowance = tasksets.downloads.allowance(client)
     for dataset_id in environment.datasets[:MAX_DATASETS]:
         try:
             datasets.append(read_linked(session, tasksets, environment, dataset_id, allowance))
         except EnvhubError as exc:
-            datasets.append(DatasetTaskset(dataset_id, "", problem=exc.message))
+            datasets.append(DatasetTaskset(dataset_id, "", problem=exc.message, problem_code=exc.code))
     takes = bool(interface.splits) or any(d.resets_by for d in datasets)
     note = None
     if not takes:
@@ -400,15 +376,22 @@ def dataset_resets(
     dataset_id: str,
     split: str,
     indices: list[int],
+    client: str | None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """The reset options of rows `indices` of a linked dataset's split, and the revision they were read at."""
-    allowance = tasksets.allowance()
+    """The reset options of rows `indices` of a linked dataset's split, and the revision they were read at; what
+    is downloaded counts against `client` (None: nobody in particular)."""
+    allowance = tasksets.downloads.allowance(client)
     taskset = read_linked(session, tasksets, environment, dataset_id, allowance)
     if taskset.resets_by is None:
         raise InvalidInputError(f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}")
     resets = []
     for index, row in zip(indices, tasksets.rows(taskset, split, indices, allowance), strict=True):
-        options = reset_options(row, reset_key_of(environment))
+        try:
+            options = reset_options(row, reset_key_of(environment), tasksets.max_json_depth)
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"row {index} of {dataset_id} split {split}: {exc}", code="nested_too_deep"
+            ) from exc
         if options is None:
             raise InvalidInputError(f"row {index} of {dataset_id} split {split} has no `{RESET_COLUMN}` object")
         resets.append(options)

@@ -18,6 +18,7 @@ from core.clock import utcnow
 from gateway.pools import Pool
 from hosting.models import (
     LIVE,
+    Backend,
     Endpoint,
     PoolEvent,
     PoolEventPublic,
@@ -55,6 +56,16 @@ class ReplicaStore:
             statement = statement.where(col(Replica.status) == ReplicaStatus.READY)
         elif live_only:
             statement = statement.where(col(Replica.status).in_(LIVE))
+        with Session(self.engine) as session:
+            return list(session.exec(statement).all())
+
+    def live_on(self, backend: Backend, *, besides: str) -> list[Replica]:
+        """The live replicas of every endpoint on `backend`, but replica `besides`."""
+        statement = (
+            select(Replica)
+            .join(Endpoint, col(Endpoint.id) == col(Replica.endpoint))
+            .where(col(Endpoint.backend) == backend, col(Replica.status).in_(LIVE), col(Replica.id) != besides)
+        )
         with Session(self.engine) as session:
             return list(session.exec(statement).all())
 

@@ -92,7 +92,7 @@ class Replicas:
             started_at=utcnow(),
         )
         if ready is None or ready.status != ReplicaStatus.READY:  # stopped while it started
-            runtime.stop(launched.handle)
+            self._stop_server(endpoint, row.id, launched.handle)
             raise LaunchError(f"replica {row.id} was stopped while it started")
         self.routes.refresh(endpoint.id)
         return ready, launched.note
@@ -106,9 +106,22 @@ class Replicas:
         handle = self.handle(endpoint, replica)
         if handle is not None and not endpoint.handle:  # a service's tasks are stopped by scaling the service
             try:
-                self.runtimes[endpoint.backend].stop(handle)
+                self._stop_server(endpoint, replica.id, handle)
             except EnvhubError as exc:
                 log.warning("could not stop replica %s: %s", replica.id, exc.message)
+
+    def _stop_server(self, endpoint: Endpoint, replica_id: str, handle: Handle) -> None:
+        """Stop a replica's server, unless another live replica is served by it too (one Space, two endpoints): the
+        last of them stops it. The rows say which are live, so this holds across restarts and instances."""
+        runtime = self.runtimes[endpoint.backend]
+        shared = handle.shared()
+        if shared is not None:
+            for row in self.store.live_on(endpoint.backend, besides=replica_id):
+                other = handle_of(runtime, row.handle)
+                if other is not None and other.shared() == shared:
+                    log.info("replica %s stopped; %s serves replica %s too, and runs on", replica_id, shared, row.id)
+                    return
+        runtime.stop(handle)
 
     def is_running(self, endpoint: Endpoint, replica: Replica) -> bool:
         handle = self.handle(endpoint, replica)

@@ -53,6 +53,34 @@ def test_template_becomes_a_space_that_plays_through_the_gateway(
     assert hub.settings("alice/count").stage == "PAUSED"
 
 
+def test_stopping_one_of_two_endpoints_on_one_space_leaves_the_other_serving(
+    space_envhub: Envhub, hub: FakeHub, space_app: str
+) -> None:
+    first = space_envhub.launch("template:count", backend="space", options={"namespace": "alice"})
+    wait_until(lambda: "server/app.py" in _files(hub, "alice/count"))
+    hub.set_host("alice/count", space_app)
+    assert space_envhub.wait_status(first["id"], "running", "failed")["status"] == "running"
+    # A second launch with the same namespace and name is served by the same Space.
+    second = space_envhub.running("template:count", backend="space", options={"namespace": "alice"})
+    [serving] = space_envhub.ready_replicas(second["id"])
+
+    stopped = space_envhub.http.delete(f"/api/endpoints/{first['id']}")
+    space_envhub.services.keeper.watch()  # a watch of the endpoints, as every 2 s: it replaces dead replicas
+
+    assert stopped.status_code == 200 and stopped.json()["status"] == "stopped", stopped.text
+    assert not any(w.action == "pause" for w in hub.writes), hub.writes
+    assert hub.settings("alice/count").stage == "RUNNING"
+    after = space_envhub.endpoint(second["id"])
+    assert after["status"] == "running", after["message"]
+    assert [r["id"] for r in after["pool"]["replicas"]] == [serving["id"]], after["pool"]  # none lost, none new
+    with GenericEnvClient(base_url=second["url"]).sync() as client:
+        client.reset(episode_id="after-the-other-stopped")
+        assert client.step({"add": 10}).done is True
+    # The last endpoint on the Space pauses it.
+    space_envhub.http.delete(f"/api/endpoints/{second['id']}")
+    assert hub.settings("alice/count").stage == "PAUSED"
+
+
 def test_hub_environment_is_duplicated_and_deleted_on_stop(space_envhub: Envhub, hub: FakeHub, space_app: str) -> None:
     hub.add_space("openenv/count", files=space_files("Count"))
     synced = space_envhub.http.post("/api/sync?wait=true", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})

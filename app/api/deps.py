@@ -31,6 +31,7 @@ from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
+from gateway.gate import client_of
 from gateway.ports import Gateway
 from hosting.endpoints import EndpointManager
 from hosting.publish import Publisher
@@ -116,6 +117,16 @@ def get_caller(request: Request) -> Caller:
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_client(request: Request, caller: CallerDep, gateway: GatewayDep) -> str:
+    """Whom a request's share of a limit counts against: the signed-in user, else its address, as for the gateway's
+    queue."""
+    peer = request.client.host if request.client else ""
+    return client_of(request.headers, peer, caller.name, gateway.settings.behind_proxy)
+
+
+ClientDep = Annotated[str, Depends(get_client)]
 
 
 _admin_bearer = HTTPBearer(auto_error=False)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
-from app.api.deps import CheckerDep, EngineDep, SessionDep, SettingsDep, SpacesDep, TasksetsDep
+from app.api.deps import CheckerDep, ClientDep, EngineDep, SessionDep, SettingsDep, SpacesDep, TasksetsDep
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
 from catalog.revisions import RevisionPublic, RevisionsPublic, revisions_of
 from catalog.search import EnvironmentQuery, Sort, search_environments
@@ -97,14 +97,17 @@ def read_revisions(session: SessionDep, environment_id: str) -> RevisionsPublic:
 
 
 @router.get("/{environment_id:path}/tasksets")
-async def read_tasksets(engine: EngineDep, tasksets: TasksetsDep, environment_id: str) -> EnvironmentTasksets:
+async def read_tasksets(
+    engine: EngineDep, tasksets: TasksetsDep, client: ClientDep, environment_id: str
+) -> EnvironmentTasksets:
     """What it can be evaluated on: its Task API splits (as last read from its server) and its linked
-    datasets at their pinned revisions, with row counts and a preview of rows."""
+    datasets at their pinned revisions, with row counts and a preview of rows; the dataset files it downloads
+    count against the caller's hourly allowance."""
 
     def read() -> EnvironmentTasksets:
         with Session(engine) as session:
             environment = get_environment(session, environment_id)
-            return environment_tasksets(session, tasksets, environment, cached_interface(environment))
+            return environment_tasksets(session, tasksets, environment, cached_interface(environment), client)
 
     return await asyncio.to_thread(read)
 

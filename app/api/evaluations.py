@@ -11,6 +11,7 @@ from app.api.deps import (
     AccessDep,
     AgentsDep,
     CallerDep,
+    ClientDep,
     EndpointsDep,
     EvaluationsDep,
     EvaluatorDep,
@@ -29,10 +30,10 @@ router = APIRouter(prefix="/api/evaluations", tags=["evaluations"])
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_evaluation(
-    body: EvaluationRequest, request: Request, evaluator: EvaluatorDep, caller: CallerDep
+    body: EvaluationRequest, request: Request, evaluator: EvaluatorDep, caller: CallerDep, client: ClientDep
 ) -> EvaluationBase:
     """Start a run; it is `queued` until its endpoint answers, then `running`, then `finished`."""
-    row = await evaluator.start(body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
+    row = await evaluator.start(body, caller, client, lambda endpoint_id: own_gateway(request, endpoint_id))
     return EvaluationBase.model_validate(row.model_dump())
 
 

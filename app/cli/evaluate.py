@@ -70,7 +70,7 @@ async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool
     try:
         try:
             run = await services.evaluator.start(
-                body, Caller(admin=True), lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
+                body, Caller(admin=True), None, lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
             )
         except EnvhubError as exc:
             print(f"envhub: {exc.message}", file=sys.stderr)

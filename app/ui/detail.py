@@ -187,7 +187,7 @@ async def refresh(
     elif info.schema is None and can_introspect(environment):  # envhub has the source: no launch needed
         info = info.or_else(await template_interface(engine, environment))
     try:
-        linked = await read_tasksets(engine, tasksets, environment, info)
+        linked = await read_tasksets(engine, tasksets, environment, info, live.visitors, request)
         tasks = tasksets_html(linked, hf_endpoint)
         listed = choices(linked, seeds=True)
     except EnvhubError as exc:

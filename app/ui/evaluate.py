@@ -407,7 +407,9 @@ def wire(
             )
             if connection is None:
                 raise ValueError("this page has no connection to the server; reload it")
-            run = await evaluator.start(body, visitors.acting_caller(request), lambda e: own_gateway(connection, e))
+            caller = visitors.acting_caller(request)
+            client = visitors.client(request, caller)
+            run = await evaluator.start(body, caller, client, lambda e: own_gateway(connection, e))
         except ValidationError as exc:
             return {evaluate.message: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
         except (EnvhubError, ValueError) as exc:

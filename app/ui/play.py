@@ -297,7 +297,8 @@ def wire(
         tasks = [(s.name, s.name) for s in info.splits]
         if listed is not None:
             try:
-                tasks = choices(await asyncio.wait_for(read_tasksets(engine, tasksets, listed, info), 15), seeds=False)
+                linked = read_tasksets(engine, tasksets, listed, info, visitors, request)
+                tasks = choices(await asyncio.wait_for(linked, 15), seeds=False)
             except TimeoutError:
                 note += "\n\nThe linked datasets took too long to read; their splits are not listed."
         return {
@@ -380,7 +381,9 @@ def wire(
                 return refusal(play, f"{session.environment} is no longer in the catalog")
             row = int(index) if index and index.strip() else None
             try:
-                options |= await dataset_reset(engine, tasksets, environment, str(split), row, options.get("seed"))
+                client = visitors.client(request, await asyncio.to_thread(visitors.caller, request))
+                drawn = options.get("seed")
+                options |= await dataset_reset(engine, tasksets, environment, str(split), row, drawn, client)
             except EnvhubError as exc:
                 return refusal(play, exc.message)
         elif index and index.strip() and session.info.splits:

@@ -11,6 +11,7 @@ from app.settings import Settings
 from app.urls import connection_base, endpoint_url, public_base
 from core.callers import ANONYMOUS, Caller
 from core.errors import ForbiddenError
+from gateway.gate import client_of
 
 __all__ = ["Visitors", "connection_of"]
 
@@ -42,6 +43,13 @@ class Visitors:
             return ANONYMOUS
         cookies = dict(getattr(request, "cookies", {}) or {})
         return self.identities.resolve(_headers(request), cookies)
+
+    def client(self, request: gr.Request | None, caller: Caller) -> str:
+        """Whom the visitor's share of a limit counts against, as for the gateway's queue: the signed-in user (the
+        request's caller), else the address."""
+        connection = connection_of(request)
+        peer = connection.client.host if connection is not None and connection.client is not None else ""
+        return client_of(_headers(request), peer, caller.name, behind_proxy=self.settings.space_id is not None)
 
     def acting_caller(self, request: gr.Request | None) -> Caller:
         """The caller of a click that changes something: refused when another site's page sent it."""

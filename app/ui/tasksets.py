@@ -10,9 +10,11 @@ import json
 import random
 from typing import Any
 
+import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from app.ui.requests import Visitors
 from catalog.models import EnvironmentDetail
 from catalog.tasksets import (
     DatasetTaskset,
@@ -58,19 +60,34 @@ def choices(tasksets: EnvironmentTasksets, *, seeds: bool) -> list[tuple[str, st
 
 
 async def read_tasksets(
-    engine: Engine, tasksets: Tasksets, environment: EnvironmentDetail, info: Interface
+    engine: Engine,
+    tasksets: Tasksets,
+    environment: EnvironmentDetail,
+    info: Interface,
+    visitors: Visitors,
+    request: gr.Request | None,
 ) -> EnvironmentTasksets:
+    """The environment's tasksets, their downloads counted against the visitor who asked."""
+
     def read() -> EnvironmentTasksets:
+        client = visitors.client(request, visitors.caller(request))
         with Session(engine) as session:
-            return environment_tasksets(session, tasksets, environment, info)
+            return environment_tasksets(session, tasksets, environment, info, client)
 
     return await asyncio.to_thread(read)
 
 
 async def dataset_reset(
-    engine: Engine, tasksets: Tasksets, environment: EnvironmentDetail, choice: str, row: int | None, seed: int | None
+    engine: Engine,
+    tasksets: Tasksets,
+    environment: EnvironmentDetail,
+    choice: str,
+    row: int | None,
+    seed: int | None,
+    client: str,
 ) -> dict[str, Any]:
-    """The reset options of one row of the dataset split `choice` names: row `row`, or one drawn from `seed`."""
+    """The reset options of one row of the dataset split `choice` names: row `row`, or one drawn from `seed`;
+    its downloads counted against `client`."""
     named = dataset_choice(choice)
     assert named is not None, choice
     dataset, split = named
@@ -79,9 +96,10 @@ async def dataset_reset(
         with Session(engine) as session:
             chosen = row
             if chosen is None:
-                rows = read_linked(session, tasksets, environment, dataset).split(split).rows
+                allowance = tasksets.downloads.allowance(client)
+                rows = read_linked(session, tasksets, environment, dataset, allowance).split(split).rows
                 chosen = random.Random(seed).randrange(rows) if rows else 0
-            resets, _ = dataset_resets(session, tasksets, environment, dataset, split, [chosen])
+            resets, _ = dataset_resets(session, tasksets, environment, dataset, split, [chosen], client)
             return resets[0]
 
     return await asyncio.to_thread(read)

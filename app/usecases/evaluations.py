@@ -195,9 +195,12 @@ class Evaluator:
     runner: Runner
     tokens: EndpointTokens  # a private endpoint's bearer token, for the run's own session
 
-    async def start(self, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]) -> Evaluation:
+    async def start(
+        self, body: EvaluationRequest, caller: Caller, client: str | None, gateway: Callable[[str], str]
+    ) -> Evaluation:
         """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
-        server reaches an endpoint's gateway at."""
+        server reaches an endpoint's gateway at, and a dataset's files downloaded count against `client` (None: nobody's
+        but the dataset's and the hour's)."""
         access = self.endpoints.access
         access.ensure_may_launch(caller)
         capped = _capped(access, caller)
@@ -205,7 +208,7 @@ class Evaluator:
             _ensure_within_caps(self.settings, body)
         # The slot is held from before the first wait until the run is on record, so that requests at once count too.
         with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
-            return await self._start(body, caller, gateway)
+            return await self._start(body, caller, client, gateway)
 
     async def _running(self, endpoint_id: str) -> None:
         """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
@@ -220,7 +223,9 @@ class Evaluator:
                 raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
             await asyncio.sleep(0.5)
 
-    async def _start(self, body: EvaluationRequest, caller: Caller, gateway: Callable[[str], str]) -> Evaluation:
+    async def _start(
+        self, body: EvaluationRequest, caller: Caller, client: str | None, gateway: Callable[[str], str]
+    ) -> Evaluation:
         manager = self.endpoints
         endpoint: Endpoint | None = None
         if body.endpoint is not None:
@@ -247,7 +252,8 @@ class Evaluator:
             def read_rows() -> tuple[list[dict[str, Any]], str]:
                 with Session(self.engine) as session:
                     rows = body.task_indices()
-                    return dataset_resets(session, self.tasksets, environment, str(body.dataset), str(body.split), rows)
+                    dataset, split = str(body.dataset), str(body.split)
+                    return dataset_resets(session, self.tasksets, environment, dataset, split, rows, client)
 
             resets, dataset_revision = await asyncio.to_thread(read_rows)
         launched = None

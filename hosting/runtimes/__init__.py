@@ -55,6 +55,10 @@ class Handle(BaseModel):
     # ASGI root_path: the gateway then passes the client's host and scheme on, for pages that build URLs.
     root_path: str = ""
 
+    def shared(self) -> str | None:
+        """What names the server when other replicas may be served by it too; None: it is this replica's alone."""
+        return None
+
 
 class ProcessHandle(Handle):
     port: int
@@ -79,6 +83,9 @@ class SpaceHandle(Handle):
     delete_on_stop: bool = False
     token: str | None = Field(default=None, repr=False)  # the owner's Hub token, sealed: to pause or delete it
     private: bool = False  # reached with a Space JWT; a public Space is sent no credential
+
+    def shared(self) -> str | None:
+        return self.space  # endpoints launched with one namespace and name are served by one Space
 
 
 Options = TypeVar("Options", bound=BackendOptions)

@@ -4,8 +4,9 @@ A template folder becomes a new Docker Space (create_repo + upload_folder); a Hu
 environment is duplicated. A signed-in user's launch uses their own Hub token (sealed in
 the handle for stopping later); otherwise the server's HF_TOKEN. The endpoint runs once
 the Hub reports the Space RUNNING and its /health answers; stopping pauses the Space, or
-deletes it when asked. The token never reaches the Space's own server: a public Space is
-sent no credential, a private one a short-lived JWT for it alone (catalog.space_access).
+deletes it when asked (hosting.replicas stops it only once no other live replica, of another endpoint
+launched with the same namespace and name, uses it). The token never reaches the Space's own server: a
+public Space is sent no credential, a private one a short-lived JWT for it alone (catalog.space_access).
 """
 
 import logging
@@ -125,6 +126,7 @@ class SpaceRuntime:
             token=sealed,
             private=spec.options.private,
         )
+        spec.on_started(handle)  # on its row while the Space builds: another endpoint's stop then leaves it running
         url = self.follow(space_id, token, report)
         wait_healthy(
             url,

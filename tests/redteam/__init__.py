@@ -13,6 +13,8 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Access: a private endpoint answers only its owner's Hub token or its own token, on HTTP, /ws and /mcp;
   listings show strangers nothing of an endpoint's variables, log or servers; a Space's own server never
   receives the Hub token it was launched with (test_access).
+- Shared Spaces: stopping one of two endpoints launched on one Space (same namespace and name) neither pauses
+  it nor makes the other replace its replica; the last one to stop pauses it (tests/test_spaces.py).
 - Hub code: a Space's Dockerfile that copies from outside its repo cannot make the process backend serve from
   outside the Space's snapshot (test_snapshots).
 - Model calls: a model server that redirects an evaluation's requests to an internal address reaches nothing
@@ -21,7 +23,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
 - Tasksets: a linked dataset whose files are small and huge once read (one long string every row shares, one
   huge value, one huge line) costs envhub a bounded amount of memory: it is read a few rows at a time, or what
   it passes is that dataset's problem; an evaluation's rows are capped; dataset downloads are capped per request
-  and per hour (test_tasksets).
+  and per hour, and one client asking again and again, or one dataset of many files, spends only its own share
+  of the hour: another client still reads another dataset; a row nested 100,000 deep is its split's problem (the
+  other splits read) or a 422 when played, never a traceback (test_tasksets).
 - Quality reports: a server whose observations are large costs the report a bounded amount of memory, however
   many it sends (test_quality_memory).
 - Evaluations: a signed-in user cannot run evaluations on another user's private endpoint, ask for more

@@ -153,3 +153,95 @@ def test_downloads_are_capped_per_request_and_per_hour(settings: Settings, hub: 
         assert played.status_code == 429 and hourly in played.json()["detail"], played.text
     finally:
         envhub.stop()
+
+
+def test_one_client_or_one_dataset_cannot_spend_the_hours_downloads_for_everyone(
+    settings: Settings, hub: FakeHub, tmp_path: Path
+) -> None:
+    rows = parquet(pa.Table.from_pylist(fine_rows(4)))
+    hub.add_dataset("mallory/shards", files={f"train/part-{i}.parquet": rows for i in range(8)})
+    hub.add_dataset("alice/fine", files={"train.parquet": rows})
+    templates = tmp_path / "templates"
+    make_template(templates, "greedy", "title: Greedy\ntags: [openenv]\ndatasets:\n  - mallory/shards")
+    make_template(templates, "honest", "title: Honest\ntags: [openenv]\ndatasets:\n  - alice/fine")
+    capped = {
+        "taskset_downloads_per_request": 2,
+        "taskset_downloads_per_hour": 6,
+        "taskset_downloads_per_client_hour": 3,
+        "taskset_downloads_per_dataset_hour": 4,
+    }
+    envhub = Envhub(settings.model_copy(update={"templates_dir": templates, "data_dir": tmp_path / "data"} | capped))
+    # Two anonymous clients, each from an address of its own (the whole of 127/8 is loopback).
+    mallory, bob = (
+        httpx.Client(base_url=envhub.url, timeout=30, transport=httpx.HTTPTransport(local_address=address))
+        for address in ("127.0.0.2", "127.0.0.3")
+    )
+    try:
+        assert envhub.http.post("/api/sync", headers=ADMIN).status_code in (200, 202, 409)
+        wait_until(lambda: envhub.http.get("/api/datasets/alice/fine").status_code == 200, 30)
+
+        def problem(client: httpx.Client, environment: str) -> str | None:
+            """The code of the problem reading the environment's one dataset; None when it was read whole."""
+            answer = client.get(f"/api/environments/template:{environment}/tasksets")
+            assert answer.status_code == 200, answer.text
+            [dataset] = answer.json()["datasets"]
+            if [split["rows"] for split in dataset["splits"]] == [4 * (8 if environment == "greedy" else 1)]:
+                return None
+            return str(dataset.get("problem_code") or dataset["problem"])
+
+        # Mallory asks again and again: two files a request, until her own hour's three are spent.
+        spent = [problem(mallory, "greedy") for _ in range(4)]
+        played = mallory.post(
+            "/api/evaluations",
+            json={"environment": "template:greedy", "dataset": "mallory/shards", "split": "train", "indices": [0]},
+        )
+        # Bob still downloads: one more of Mallory's dataset, until that dataset's four are spent; then another
+        # dataset is read whole.
+        bob_greedy = problem(bob, "greedy")
+        bob_honest = problem(bob, "honest")
+
+        assert bob_honest is None, f"Bob's dataset was not read: {bob_honest}"
+        assert bob_greedy == "dataset_downloads_per_hour", bob_greedy
+        assert spent == ["downloads_per_request"] + ["client_downloads_per_hour"] * 3, spent
+        assert played.status_code == 429 and played.json()["code"] == "client_downloads_per_hour", played.text
+    finally:
+        mallory.close()
+        bob.close()
+        envhub.stop()
+
+
+def test_rows_nested_too_deep_are_their_splits_problem_and_a_422(
+    settings: Settings, hub: FakeHub, tmp_path: Path
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # 200 KB, under a row's bound; Python's parser gives up past 1000
+    fine = "".join(json.dumps(row) + "\n" for row in fine_rows(3))
+    hub.add_dataset(
+        "mallory/deep", files={"train.jsonl": fine + '{"openenv_reset": ' + deep + "}\n", "test.jsonl": fine}
+    )
+    # Past the rows counted (from metadata) and previewed: row 5's reset is read only when played.
+    resets = [json.dumps({"index": i}) for i in range(8)]
+    resets[5] = '{"x": ' + deep + "}"
+    hub.add_dataset("mallory/deep-reset", files={"train.parquet": parquet(pa.table({"openenv_reset": resets}))})
+    templates = tmp_path / "templates"
+    card = "title: Deep\ntags: [openenv]\ndatasets:\n  - mallory/deep\n  - mallory/deep-reset"
+    make_template(templates, "deep", card)
+    envhub = Envhub(settings.model_copy(update={"templates_dir": templates, "data_dir": tmp_path / "data"}))
+    try:
+        assert envhub.http.post("/api/sync", headers=ADMIN).status_code in (200, 202, 409)
+        wait_until(lambda: envhub.http.get("/api/datasets/mallory/deep-reset").status_code == 200, 30)
+
+        answer = envhub.http.get("/api/environments/template:deep/tasksets")
+        played = envhub.http.post(
+            "/api/evaluations",
+            json={"environment": "template:deep", "dataset": "mallory/deep-reset", "split": "train", "indices": [5]},
+        )
+
+        assert answer.status_code == 200, answer.text
+        datasets = {d["dataset"]: d for d in answer.json()["datasets"]}
+        assert datasets["mallory/deep"]["problem_code"] == "unreadable_split", datasets["mallory/deep"]
+        assert [(s["name"], s["rows"]) for s in datasets["mallory/deep"]["splits"]] == [("test", 3)]  # the rest reads
+        assert datasets["mallory/deep-reset"]["problem"] is None and datasets["mallory/deep-reset"]["splits"]
+        assert played.status_code == 422 and played.json()["code"] == "nested_too_deep", played.text
+        assert envhub.http.get("/api/health").status_code == 200
+    finally:
+        envhub.stop()
