@@ -26,8 +26,9 @@ __all__ = ["McpApp", "PoolPlacement", "PooledDoor"]
 
 
 class PoolPlacement:
-    """An endpoint's pool as the door takes slots from it: an MCP session is active work, as a `/ws` session that
-    sent something is (it may grow the pool), and waits in the same queue, counted against the same client."""
+    """An endpoint's pool as the door takes slots from it, for one MCP session: it waits in the same queue as `/ws`
+    sessions, counted against the same client, and is load that may grow the pool once its client calls a tool
+    (as a `/ws` session is once it sends something), not for having opened."""
 
     def __init__(
         self, pool: Pool, endpoints: EndpointManager, check_soon: Callable[[str], None], queue_s: float, client: str
@@ -35,7 +36,7 @@ class PoolPlacement:
         self.pool, self.endpoints, self.check_soon, self.queue_s = pool, endpoints, check_soon, queue_s
         self.endpoint_id, self.client = pool.endpoint_id, client
         self.traffic: Traffic = endpoints.traffic.of(pool.endpoint_id)
-        self.waiter = Waiter(client, active=True)
+        self.waiter = Waiter(client)  # active once the session's client calls a tool; its slot is then activated
 
     @property
     def replicas(self) -> int:
@@ -51,31 +52,37 @@ class PoolPlacement:
                 slot = await acquiring
             except (asyncio.CancelledError, SlotsTaken):
                 return None
-            self.pool.release(slot)
+            self.pool.release(slot, client=self.waiter.client)
             return None
         try:
             slot = acquiring.result()
         except SlotsTaken as full:
-            raise PoolFull(full.message, full.sessions, full.capacity) from full
-        self.pool.activate(slot)
+            raise PoolFull(full.message, full.sessions, full.capacity, full.limit) from full
+        if self.waiter.active:
+            self.pool.activate(slot)
         return Seat(slot.id, slot.upstream.url, slot.upstream.headers, slot)
 
     def accepted(self, seat: Seat) -> None:
         self.pool.accepted(_slot(seat))
 
+    def activate(self, seat: Seat) -> None:
+        if not self.waiter.active:
+            self.waiter.active = True
+            self.pool.activate(_slot(seat))
+
     async def refused(self, seat: Seat, max_sessions: int | None) -> None:
         slot = _slot(seat)
-        self.pool.refused(slot, max_sessions, active=True)
+        self.pool.refused(slot, max_sessions, active=self.waiter.active, client=self.waiter.client)
         if slot.said:
             await asyncio.to_thread(self.endpoints.replica_store.note_capacity, slot.id, slot.capacity)
 
     def unreachable(self, seat: Seat) -> None:
-        self.pool.release(_slot(seat), active=True)
+        self.release(seat)
         self.traffic.request(failed=True)
         self.check_soon(self.endpoint_id)
 
     def release(self, seat: Seat) -> None:
-        self.pool.release(_slot(seat), active=True)
+        self.pool.release(_slot(seat), active=self.waiter.active, client=self.waiter.client)
 
     def watch_loss(self, seat: Seat, tell: Callable[[str], None]) -> Callable[[], None]:
         return self.pool.watch_loss(_slot(seat), tell)

@@ -54,6 +54,7 @@ from evals.runs import Runner
 from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.mcp import Door
+from gateway.mcp.sessions import free_idle_slots
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
 from hosting.endpoints import EndpointManager
@@ -146,6 +147,7 @@ def gateway_settings(settings: Settings) -> GatewaySettings:
     return GatewaySettings(
         pool_queue_s=settings.pool_queue_s,
         ws_ping_s=settings.ws_ping_s,
+        ws_idle_s=settings.ws_idle_s,
         header_timeout_s=settings.header_timeout_s,
         max_body_bytes=settings.gateway_max_body_bytes,
         allowed_hosts=frozenset(origins),
@@ -213,6 +215,7 @@ class Services:
                 pool_idle_s=settings.pool_idle_s,
                 queue=settings.pool_queue_max,
                 queue_per_client=settings.pool_queue_per_client,
+                held_per_client=settings.sessions_per_client(),
             ),
             leases,
             access,
@@ -336,6 +339,11 @@ class Services:
                 "closing idle agent sessions",
                 lambda: self.mcp.reap(settings.mcp_session_idle_s),
                 min(30, settings.mcp_session_idle_s),
+            ),
+            periodically(
+                "freeing idle agent sessions' slots",
+                lambda: free_idle_slots(list(self.mcp.sessions.values()), settings.mcp_slot_idle_s),
+                min(30, settings.mcp_slot_idle_s / 2),  # a slot frees within 1.5 times the idle time
             ),
             periodically(
                 "marking orphaned evaluations",

@@ -82,6 +82,13 @@ class Settings(BaseSettings):
         ge=0,
         description="of those, how many one client (a signed-in user, else an address) may have waiting at once",
     )
+    pool_sessions_per_client: int | None = Field(
+        default=None,
+        ge=0,
+        description="sessions one client (an address; a signed-in user on a private endpoint) may hold on one "
+        "public endpoint at once, /ws and MCP alike; more are refused at once. Default: 64 with sign-in on, no cap "
+        "without (envhub is then its user's own machine); 0: no cap",
+    )
     mcp_session_idle_s: float = Field(
         default=900,
         gt=0,
@@ -98,6 +105,18 @@ class Settings(BaseSettings):
         gt=0,
         description="bytes of episodes the agent sessions of one client (a signed-in user, else an address) keep "
         "together; past them, the oldest episodes go first",
+    )
+    mcp_slot_idle_s: float = Field(
+        default=60,
+        gt=0,
+        description="an MCP session (the standard door's) nobody calls this long gives its environment slot back; "
+        "its id stays valid, and its next call takes a slot again (its episode lost: the answer says episode_lost)",
+    )
+    ws_idle_s: float = Field(
+        default=300,
+        gt=0,
+        description="a /ws session whose client and server have sent no message this long is closed (4000) when "
+        "another session waits for a slot in its pool, so that the slot goes to the waiting one",
     )
     gateway_max_body_bytes: int = Field(
         default=32 * 1024 * 1024, gt=0, description="the largest request body the gateway passes on to a server"
@@ -239,6 +258,12 @@ class Settings(BaseSettings):
         if self.oauth_client_id and self.oauth_client_secret:
             return "oauth"
         return "dev" if self.dev_login else "off"
+
+    def sessions_per_client(self) -> int:
+        """The cap on one client's sessions on one public endpoint; 0: none."""
+        if self.pool_sessions_per_client is not None:
+            return self.pool_sessions_per_client
+        return 0 if self.auth_mode == "off" else 64
 
     def anonymous_may_launch(self) -> bool:
         return self.auth_mode == "off" if self.anonymous_launch is None else self.anonymous_launch

@@ -10,8 +10,8 @@ it has shown (one, then two, four...): a burst of sessions on a new one-session 
 not a burst of refusals. When every slot is taken the
 session waits for one to free or for the pool to grow; the pool tells whoever scales it
 that sessions are waiting. Only active sessions (ones that sent the server something) press it to
-grow, so idle sockets cannot grow someone's pool; the queue is bounded in all and per client. The
-state is this envhub's: what its gateway routed.
+grow, so idle sockets cannot grow someone's pool; the queue is bounded in all and per client, and so
+are the sessions one client holds on a public endpoint. The state is this envhub's: what its gateway routed.
 """
 
 import asyncio
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter", "acquire_unless_gone"]
+__all__ = ["HeldFull", "Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter", "acquire_unless_gone"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,8 @@ class Slot:
 class PoolFull(Exception):
     """Every slot stayed taken while the session waited."""
 
+    limit: str | None = None  # which limit refused it, for clients to tell (None: the pool's slots)
+
     def __init__(self, sessions: int, capacity: int, replicas: int, most: int, waited_s: float) -> None:
         self.sessions, self.capacity, self.replicas, self.most, self.waited_s = (
             sessions, capacity, replicas, most, waited_s
@@ -108,6 +110,23 @@ class QueueFull(PoolFull):
         )
 
 
+class HeldFull(PoolFull):
+    """The client holds as many sessions on the endpoint as one client may: its numbers, not the pool's."""
+
+    limit = "sessions_per_client"
+
+    def __init__(self, endpoint_id: str, held: int, most: int) -> None:
+        self.endpoint_id = endpoint_id
+        super().__init__(held, most, 0, 0, 0)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"you hold {self.sessions} sessions on endpoint {self.endpoint_id}, the most one client may hold on a "
+            "public endpoint (ENVHUB_POOL_SESSIONS_PER_CLIENT); close one first, or launch an endpoint of your own"
+        )
+
+
 @dataclass(eq=False)
 class Waiter:
     """A session waiting for a slot: whose it is (a user, else an address), and whether it has sent anything yet."""
@@ -119,11 +138,21 @@ class Waiter:
 class Pool:
     """One endpoint's slots, its waiting sessions, and the MCP sessions pinned to replicas."""
 
-    def __init__(self, endpoint_id: str, *, most: int = 1, queue: int = 512, queue_per_client: int = 128) -> None:
+    def __init__(
+        self,
+        endpoint_id: str,
+        *,
+        most: int = 1,
+        queue: int = 512,
+        queue_per_client: int = 128,
+        held_per_client: int = 0,
+    ) -> None:
         self.endpoint_id = endpoint_id
         self.most = most  # the replicas it may grow to
         self.queue = queue  # sessions that may wait at once
         self.queue_per_client = queue_per_client
+        self.held_per_client = held_per_client  # sessions one client may hold on it when public; 0: no cap
+        self._held: dict[str, int] = {}  # client -> sessions it holds now
         self.owner: str | None = None  # who launched the endpoint
         self.private = False  # its URL needs the owner's (or the endpoint's) bearer token
         self.slots: dict[str, Slot] = {}
@@ -131,6 +160,7 @@ class Pool:
         self._closing: set[str] = set()  # pinned sessions the server closes when their attached socket goes
         self._used: dict[str, float] = {}  # pinned session -> when it was last used (monotonic)
         self._attached: dict[str, int] = {}  # pinned session -> sockets attached to it now
+        self._pinned_by: dict[str, str] = {}  # pinned session -> the client that made it
         self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -150,7 +180,7 @@ class Pool:
             for replica_id in set(self.slots) - set(replicas):
                 gone = self.slots.pop(replica_id)
                 losses += gone._losses
-                self.pinned = {sid: rid for sid, rid in self.pinned.items() if rid != replica_id}
+                self._unpin_all(replica_id)
             said = [s.capacity for s in self.slots.values() if s.said]
             for replica_id, (upstream, capacity, accepting) in replicas.items():
                 slot = self.slots.get(replica_id)
@@ -173,7 +203,7 @@ class Pool:
                 return
             slot.lost, slot.accepting = reason, False
             losses, slot._losses = slot._losses, []
-            self.pinned = {sid: rid for sid, rid in self.pinned.items() if rid != replica_id}
+            self._unpin_all(replica_id)
         for tell in losses:
             tell(reason)
 
@@ -201,7 +231,7 @@ class Pool:
         try:
             while True:
                 event.clear()
-                slot = self._take(avoid)
+                slot = self._take(avoid, waiter.client)
                 if slot is not None:
                     return slot
                 if not waited:
@@ -234,8 +264,12 @@ class Pool:
         sessions, capacity, replicas = self.load()
         raise QueueFull(sessions, capacity, replicas, self.most, why)
 
-    def _take(self, avoid: frozenset[str]) -> Slot | None:
+    def _take(self, avoid: frozenset[str], client: str) -> Slot | None:
+        """A slot, counted against the client; HeldFull when it holds all one client may."""
         with self._lock:
+            held = self._held.get(client, 0)
+            if client and self.held_per_client and not self.private and held >= self.held_per_client:
+                raise HeldFull(self.endpoint_id, held, self.held_per_client)
             open_ = [s for s in self.slots.values() if s.accepting and s.id not in avoid]
             free = [s for s in open_ if s.free > 0]
             if free:
@@ -251,6 +285,8 @@ class Pool:
                     return None
                 slot = min(untold, key=lambda s: s.sessions)
             slot.sessions += 1
+            if client:
+                self._held[client] = held + 1
         return slot
 
     def accepted(self, slot: Slot) -> None:
@@ -263,12 +299,10 @@ class Pool:
         if grew:
             self._wake()
 
-    def refused(self, slot: Slot, max_sessions: int | None, *, active: bool = False) -> None:
+    def refused(self, slot: Slot, max_sessions: int | None, *, active: bool = False, client: str = "") -> None:
         """The server refused the session (CAPACITY_REACHED): now it has said what it holds."""
         with self._lock:
-            slot.sessions -= 1
-            if active:
-                slot.active -= 1
+            self._let_go(slot, active, client)
             if max_sessions is not None and max_sessions > 0:
                 slot.capacity, slot.said = max_sessions, True
         self._wake()
@@ -281,15 +315,25 @@ class Pool:
         if nearly_full:
             self.on_pressure()
 
-    def release(self, slot: Slot, *, active: bool = False) -> None:
-        """A session ended (`active`: it had been activated)."""
+    def release(self, slot: Slot, *, active: bool = False, client: str = "") -> None:
+        """A session ended (`active`: it had been activated; `client`: whose it was, as it was acquired)."""
         with self._lock:
-            slot.sessions -= 1
-            if active:
-                slot.active -= 1
+            self._let_go(slot, active, client)
             if slot.sessions == 0:
                 slot.idle_since = time.monotonic()
         self._wake()
+
+    def _let_go(self, slot: Slot, active: bool, client: str) -> None:
+        slot.sessions -= 1
+        if active:
+            slot.active -= 1
+        self._unheld(client)
+
+    def _unheld(self, client: str) -> None:
+        if client in self._held:
+            self._held[client] -= 1
+            if self._held[client] <= 0:
+                del self._held[client]
 
     def watch_loss(self, slot: Slot, tell: Callable[[str], None]) -> Callable[[], None]:
         """Be told (from any thread) when the slot's replica is lost; the returned function stops that."""
@@ -311,10 +355,17 @@ class Pool:
 
     # -- MCP sessions made over HTTP
 
-    def pin(self, session_id: str, slot: Slot) -> None:
+    def pin(self, session_id: str, slot: Slot, client: str = "") -> None:
         with self._lock:
             self.pinned[session_id] = slot.id
             self._used[session_id] = time.monotonic()
+            self._pinned_by[session_id] = client
+
+    def _unpin_all(self, replica_id: str) -> None:
+        """A replica went: its pinned sessions went with it, and no longer count against their clients."""
+        for session_id in [sid for sid, rid in self.pinned.items() if rid == replica_id]:
+            del self.pinned[session_id]
+            self._unheld(self._pinned_by.pop(session_id, ""))
 
     def pinned_slot(self, session_id: str) -> Slot | None:
         """The replica a pinned session lives on; asking counts as using the session."""
@@ -363,9 +414,10 @@ class Pool:
             replica_id = self.pinned.pop(session_id, None)
             self._closing.discard(session_id)
             self._used.pop(session_id, None)
+            client = self._pinned_by.pop(session_id, "")
             slot = self.slots.get(replica_id) if replica_id else None
         if slot is not None:
-            self.release(slot, active=True)
+            self.release(slot, active=True, client=client)
         return slot
 
     # -- stateless HTTP
@@ -459,5 +511,5 @@ async def acquire_unless_gone(
         slot = await acquiring
     except (asyncio.CancelledError, PoolFull):
         return None
-    pool.release(slot)
+    pool.release(slot, client=waiter.client)
     return None

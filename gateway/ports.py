@@ -72,6 +72,7 @@ class GatewaySettings:
 
     pool_queue_s: float = 60
     ws_ping_s: float = 20
+    ws_idle_s: float = 300  # a /ws session quiet this long gives its slot to a session waiting for one
     header_timeout_s: float = 10
     max_body_bytes: int = 32 * 1024 * 1024
     allowed_hosts: frozenset[str] = frozenset()  # hosts of origins whose pages may open sessions, besides envhub's

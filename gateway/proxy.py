@@ -365,7 +365,7 @@ async def _create_mcp_session(
             try:
                 slot = await acquire_unless_gone(pool, gateway.settings.pool_queue_s, avoid, left, waiter)
             except PoolFull as full:
-                refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity)
+                refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity, full.limit)
                 return Response(json.dumps(refusal), media_type="application/json")
             if slot is None:
                 return Response(status_code=499)  # nobody is there to read it
@@ -373,25 +373,25 @@ async def _create_mcp_session(
                 answer = await _send(request, gateway, pool, slot, "mcp", body, traffic)
                 content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
             except BaseException:
-                pool.release(slot)
+                pool.release(slot, client=client)
                 raise
             parsed = _json(content)
             refused = rpc_capacity(parsed)
             if refused is not None:
-                pool.refused(slot, as_int(refused.get("max_sessions")))
+                pool.refused(slot, as_int(refused.get("max_sessions")), client=client)
                 await note_capacity(gateway, slot)
                 avoid.add(slot.id)
                 continue
             result = parsed.get("result")
             if not isinstance(result, dict) or not isinstance(result.get("session_id"), str):
-                pool.release(slot)
+                pool.release(slot, client=client)
             elif left.done():
                 await close_on_replica(gateway.http, slot, result["session_id"])
-                pool.release(slot)
+                pool.release(slot, client=client)
             else:
                 pool.accepted(slot)
                 pool.activate(slot)
-                pool.pin(result["session_id"], slot)
+                pool.pin(result["session_id"], slot, client)
             return _passed_on(answer, gateway, slot, pool.endpoint_id, "mcp", traffic, content)
     finally:
         left.cancel()

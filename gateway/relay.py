@@ -6,7 +6,9 @@ replica has answered something, the client's bytes are also held, and the replic
 message is read whole: a capacity refusal then goes no further, and the held bytes are
 played to the next replica. After that every chunk is passed on as it arrives; only frame
 headers are read. The relay pings a leg that has been quiet (a client that stopped
-answering, a replica that hung) and closes the session when a ping goes unanswered.
+answering, a replica that hung) and closes the session when a ping goes unanswered; a
+session in which neither side has sent a message for its idle time is closed (IDLE_CLOSE)
+when another session waits for its slot.
 """
 
 import asyncio
@@ -35,6 +37,7 @@ _WAITING_HELD = 64 * 1024  # the same while the session waits in the queue for a
 _REFUSAL_MAX = 64 * 1024
 _BEFORE_FIRST_MAX = 1024 * 1024
 CLOSE_TIMEOUT_S = 2.0  # how long a leg has to answer a close before its socket is shut
+IDLE_CLOSE = 4000  # the close code of a session that was idle while another waited for its slot
 
 
 class HandshakeError(Exception):
@@ -267,6 +270,10 @@ class Session:
     traffic: Traffic
     ping_s: float
     on_active: Callable[[], None] = lambda: None  # told once, when the client first asks for work
+    # Idle this long (no message either way, none unanswered) while another session waits for the slot (`wanted`),
+    # the session gives its slot up: 0 never does.
+    idle_s: float = 0
+    wanted: Callable[[], bool] = lambda: False
     active: bool = False  # the client sent a message (a reset, a step, an MCP call)
     confirmed: bool = False  # a replica answered something other than a refusal
     refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when the replica refused
@@ -284,6 +291,7 @@ class Session:
     _refusing: asyncio.Future[None] | None = None
     _ticking: asyncio.TimerHandle | None = None
     _on_confirmed: Callable[[], None] = lambda: None
+    _spoke: float = 0.0  # when the last message went either way (monotonic), since a replica took the session
 
     def __post_init__(self) -> None:
         self.client.listen(self._from_client)
@@ -300,6 +308,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._refusing = loop.create_future()
         self._upstream, self.refused, self._first, self._on_confirmed = upstream, None, FirstReply(), on_confirmed
+        self._spoke = time.monotonic()
         self.client.partner, upstream.partner = upstream, self.client
         self.client.resume_reading()
         for held in self._held:
@@ -366,6 +375,7 @@ class Session:
                 self._step_begun = head.is_step()
             if head.is_message_end:
                 self._unanswered.append((self._step_begun, time.perf_counter()))
+                self._spoke = time.monotonic()
         if not self.confirmed:
             self._held.append(data)
             self._held_size += len(data)
@@ -401,17 +411,29 @@ class Session:
                 continue
             if head.opcode in (TEXT, BINARY):
                 self._reply_error = head.is_error()
-            if head.is_message_end and self._unanswered:
-                step, sent = self._unanswered.popleft()
-                if step:
-                    self.traffic.step(time.perf_counter() - sent, failed=self._reply_error)
+            if head.is_message_end:
+                self._spoke = time.monotonic()
+                if self._unanswered:
+                    step, sent = self._unanswered.popleft()
+                    if step:
+                        self.traffic.step(time.perf_counter() - sent, failed=self._reply_error)
         self.client.write(data)
         if closing:
             self.client.close_now()
 
     def _tick(self) -> None:
-        """Ping a leg quiet for half an interval; one that leaves a ping unanswered for an interval is gone."""
+        """Ping a leg quiet for half an interval; one that leaves a ping unanswered for an interval is gone. An idle
+        session gives its slot to one waiting for it."""
         now = time.monotonic()
+        if self._idle(now) and self.wanted():
+            self.client.close(
+                IDLE_CLOSE,
+                f"this session sent no message for {self.idle_s:g} s while another waited for its slot on endpoint "
+                f"{self.endpoint_id}; connect again to start a new one",
+            )
+            if self._upstream is not None:
+                self._upstream.close(1000, "")
+            return
         for leg in (self.client, self._upstream):
             if leg is None or leg.closed:
                 continue
@@ -422,6 +444,12 @@ class Session:
                     self._replica_gone(self._lost_reason("stopped answering pings"))
                 return
         self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
+
+    def _idle(self, now: float) -> bool:
+        """Whether a replica holds the session and no message has gone either way for idle_s, none unanswered.
+        A trainer's socket is quiet while its model generates: only a wait for the slot makes that idleness cost."""
+        held = self._upstream is not None and self.confirmed
+        return bool(self.idle_s) and held and not self._unanswered and now - self._spoke >= self.idle_s
 
 
 class FirstReply:

@@ -96,7 +96,7 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
 
         def let_go(slot: Slot = slot) -> None:
             placed.clear()
-            pool.release(slot, active=session.active)
+            pool.release(slot, active=session.active, client=waiter.client)
 
         try:
             upstream = await open_upstream(slot.upstream.url, path, query, slot.upstream.headers, _CONNECT_S)
@@ -125,6 +125,9 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
         outcome = "ended"
         if not holds:
             pool.attached(attach, +1)
+        # A session holding its own slot gives it to a waiting one once idle; one attached to an MCP session does not.
+        session.idle_s = gateway.settings.ws_idle_s if holds else 0
+        session.wanted = lambda: pool.waiting > 0
         try:
             on_confirmed = functools.partial(pool.accepted, slot) if holds else (lambda: None)
             outcome = await session.run(upstream, lost, on_confirmed)
@@ -145,7 +148,7 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
         refused = session.refused or {}
         if holds:
             placed.clear()
-            pool.refused(slot, as_int(refused.get("max_sessions")), active=session.active)
+            pool.refused(slot, as_int(refused.get("max_sessions")), active=session.active, client=waiter.client)
             await note_capacity(gateway, slot)
         avoid.add(slot.id)
         pinned = None
@@ -154,8 +157,8 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
 def _refuse(client: Leg, path: str, full: PoolFull) -> None:
     """Every slot stayed taken: refuse as a server at capacity does, with the pool's numbers."""
     if path == "mcp":
-        refusal = rpc_capacity_error(None, full.message, full.sessions, full.capacity)
+        refusal = rpc_capacity_error(None, full.message, full.sessions, full.capacity, full.limit)
     else:
-        refusal = capacity_frame(full.message, full.sessions, full.capacity)
+        refusal = capacity_frame(full.message, full.sessions, full.capacity, full.limit)
     client.write(frame(TEXT, json.dumps(refusal).encode(), masked=False))
     client.close(1000, "")

@@ -24,6 +24,7 @@ class EndpointLimits:
     pool_idle_s: float = 300  # a pool shrinks by replicas without sessions this long
     queue: int = 512  # sessions that may wait for a slot in one pool
     queue_per_client: int = 128  # of those, one client's
+    held_per_client: int = 0  # sessions one client may hold on one public endpoint; 0: no cap
 
 
 def _owned_by(owner: str | None) -> ColumnElement[bool]:

@@ -139,7 +139,12 @@ class Routes:
             pool = (
                 known[0]
                 if known is not None
-                else Pool(endpoint_id, queue=limits.queue, queue_per_client=limits.queue_per_client)
+                else Pool(
+                    endpoint_id,
+                    queue=limits.queue,
+                    queue_per_client=limits.queue_per_client,
+                    held_per_client=limits.held_per_client,
+                )
             )
             self._pools[endpoint_id] = (pool, time.monotonic())
             self._absent.pop(endpoint_id, None)

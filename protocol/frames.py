@@ -81,10 +81,12 @@ def capacity(frame: Any) -> dict[str, Any] | None:
     return data
 
 
-def capacity_frame(message: str, active_sessions: int, max_sessions: int) -> dict[str, Any]:
-    """A CAPACITY_REACHED error frame, as a server sends it before it closes."""
-    data = {"message": message, "code": ErrorCode.CAPACITY_REACHED.value}
-    return {"type": "error", "data": data | {"active_sessions": active_sessions, "max_sessions": max_sessions}}
+def capacity_frame(message: str, active_sessions: int, max_sessions: int, limit: str | None = None) -> dict[str, Any]:
+    """A CAPACITY_REACHED error frame, as a server sends it before it closes (`limit`: envhub's limit that refused
+    it, when not the pool's slots)."""
+    data: dict[str, Any] = {"message": message, "code": ErrorCode.CAPACITY_REACHED.value}
+    data |= {"active_sessions": active_sessions, "max_sessions": max_sessions} | ({"limit": limit} if limit else {})
+    return {"type": "error", "data": data}
 
 
 RPC_SERVER_ERROR = -32000  # JSON-RPC's server error: a capacity or factory error on /mcp
@@ -103,9 +105,12 @@ def rpc_capacity(response: Any) -> dict[str, Any] | None:
     return data
 
 
-def rpc_capacity_error(request_id: Any, message: str, active_sessions: int, max_sessions: int) -> dict[str, Any]:
-    """A JSON-RPC capacity error, as a server answers /mcp at capacity."""
-    data = {"active_sessions": active_sessions, "max_sessions": max_sessions}
+def rpc_capacity_error(
+    request_id: Any, message: str, active_sessions: int, max_sessions: int, limit: str | None = None
+) -> dict[str, Any]:
+    """A JSON-RPC capacity error, as a server answers /mcp at capacity (`limit`: as capacity_frame's)."""
+    data: dict[str, Any] = {"active_sessions": active_sessions, "max_sessions": max_sessions}
+    data |= {"limit": limit} if limit else {}
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": RPC_SERVER_ERROR, "message": message, "data": data}}
 
 

@@ -22,9 +22,10 @@ class Seat:
 class PoolFull(Exception):
     """Every slot stayed taken while the session waited, or the session could not even wait."""
 
-    def __init__(self, message: str, sessions: int, capacity: int) -> None:
+    def __init__(self, message: str, sessions: int, capacity: int, limit: str | None = None) -> None:
         super().__init__(message)
         self.message, self.sessions, self.capacity = message, sessions, capacity
+        self.limit = limit  # the limit that refused it (the pool's own: None), for clients to tell
 
 
 class Counters(Protocol):
@@ -56,6 +57,9 @@ class Placement(Protocol):
 
     def accepted(self, seat: Seat) -> None:
         """The server took the session."""
+
+    def activate(self, seat: Seat) -> None:
+        """The session's client asked for work: it is load that may grow the pool (it was not, since it opened)."""
 
     async def refused(self, seat: Seat, max_sessions: int | None) -> None:
         """The server refused the session at capacity; it says what it holds."""

@@ -5,7 +5,9 @@ steps, so that their rewards and done come back) and a schema-action environment
 server's capacity refusal arrives on it as on any `/ws` session, so a refused session moves to another replica
 unseen; and each call is one frame on an open socket rather than an HTTP request. A slot is taken from the pool
 when the session opens (waiting in its queue as a `/ws` session does) and given back when it closes: by DELETE,
-after `idle_s` without a call, when the replica is lost, or when envhub stops.
+after `idle_s` without a call, when the replica is lost, or when envhub stops. A session nobody calls for a shorter
+while gives its slot back and keeps its id (`free_idle_slots`): its next call takes a slot again, and says so
+(`episode_lost`) when an episode was under way, so that a client gone quiet holds no environment.
 """
 
 import asyncio
@@ -21,7 +23,7 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from gateway.mcp.episodes import EpisodeLog
-from gateway.mcp.ports import Placement, Recorder, Seat, SessionRecord
+from gateway.mcp.ports import Placement, PoolFull, Recorder, Seat, SessionRecord
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
 from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
@@ -31,13 +33,24 @@ from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, s
 from protocol.observations import refusal
 from protocol.tools import tool_call
 
-__all__ = ["Closed", "EnvironmentSession", "Unavailable", "open_socket", "reset_arguments"]
+__all__ = [
+    "EPISODE_LOST",
+    "PROBE",
+    "Closed",
+    "EnvironmentSession",
+    "Unavailable",
+    "free_idle_slots",
+    "open_socket",
+    "reset_arguments",
+]
 
 log = logging.getLogger("envhub.mcp")
 
 MAX_MESSAGE = 16 * 1024 * 1024  # the largest answer a replica may send the door
 FLUSH_S = 5.0  # an episode under way is written at most this often (and whenever it ends)
 _OVER = "The episode is over: call reset to play another."
+PROBE = mcp_frame(rpc("tools/list", {}, "envhub-tools"))  # a session's first frame: an MCP environment lists its tools
+EPISODE_LOST = "episode_lost"  # the code of a call's answer when the session gave its slot back mid-episode
 
 
 class Unavailable(Exception):
@@ -104,11 +117,16 @@ class EnvironmentSession:
     recorder: Recorder
     record: SessionRecord
     call_timeout_s: float
+    connect_s: float = 10
+    ping_s: float = 20
     id: str = field(default_factory=lambda: secrets.token_urlsafe(24))  # the Mcp-Session-Id: its credential
     last_used: float = field(default_factory=time.monotonic)
     ended: str | None = None  # why it closed, once it has
     episode: EpisodeLog | None = None
     episodes: int = 0
+    seated: bool = True  # it holds its slot and socket (else it gave them back, idle, and takes them at its next call)
+    _opening: dict[str, Any] = field(default_factory=dict)  # its first reset's arguments, to begin again with
+    _lost: str | None = None  # why the episode under way went with the slot it gave back
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _writing: "asyncio.Task[None] | None" = None
     _flushed: float = field(default_factory=time.monotonic)
@@ -136,6 +154,14 @@ class EnvironmentSession:
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         self.last_used = time.monotonic()
         try:
+            try:
+                lost = await self._seat()
+            except (PoolFull, Unavailable) as exc:
+                why = exc.message if isinstance(exc, PoolFull) else str(exc)
+                return error_result(f"this session gave its slot back while idle, and {why}")
+            self.placement.activate(self.seat)  # it works: its session is load that may grow the pool
+            if lost is not None and not (self.surface.generated and name == RESET):
+                return error_result(lost, observation={"error": lost, "code": EPISODE_LOST})
             if self.surface.generated:
                 if name == RESET:
                     return await self._reset(arguments)
@@ -154,6 +180,7 @@ class EnvironmentSession:
         environment whose tool calls are steps is reset, as an evaluation's episode is, and so is a schema-action
         environment given reset arguments; other sessions wait for the agent's own reset. The reset's answer, when
         one was sent."""
+        self._opening = arguments
         if self.surface.generated and not arguments:
             return None
         if not self.surface.generated and not self.surface.tool_steps:
@@ -322,6 +349,55 @@ class EnvironmentSession:
             answer = None
         return (answer if isinstance(answer, dict) else {"type": "error", "data": {"message": str(raw)[:200]}}), elapsed
 
+    # -- the slot
+
+    async def give_back(self, idle_s: float) -> None:
+        """Nobody called for idle_s: the environment session ends on its replica and the slot is free; the MCP
+        session stays, and its next call takes a slot again."""
+        async with self._lock:
+            if self.ended is not None or not self.seated or time.monotonic() - self.last_used <= idle_s:
+                return  # a call came meanwhile
+            self.seated = False
+            self._forget()
+            under_way = self.episode is not None and not self.episode.done
+            self._end_episode(f"the session gave its slot back after {idle_s:g} s without a call")
+            if under_way:
+                self._lost = (
+                    f"the episode is lost: nobody called this session for {idle_s:g} s, so it gave its environment "
+                    "slot back; "
+                    + ("call reset to start a new one" if self.surface.generated else "a new one has begun, call again")
+                )
+            await self._let_go()
+
+    async def _seat(self) -> str | None:
+        """Take a slot and socket again after giving them back (waiting in the pool's queue as any session does); why
+        the episode under way was lost with them, once."""
+        async with self._lock:
+            if self.seated or self.ended is not None:
+                return None
+            nobody_leaves: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.seat, self.socket, _ = await open_socket(
+                self.placement, nobody_leaves, PROBE, connect_s=self.connect_s, ping_s=self.ping_s
+            )
+            self.seated = True
+            self.placement.traffic.session_opened()
+            if self.ended is not None:  # closed while it waited for the slot
+                self.seated = False
+                await self._let_go()
+                raise Closed(self.ended)
+            self.watch()
+            lost, self._lost = self._lost, None
+        if not self.surface.generated:  # an MCP environment's tools need an episode under way
+            await self.begin(self._opening)
+        return lost
+
+    async def _let_go(self) -> None:
+        """Close the environment session's socket (its server ends the session) and free the slot."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.socket.close(), timeout=5)
+        self.placement.release(self.seat)
+        self.placement.traffic.session_closed()
+
     # -- recording
 
     def _save(self, *, ended: str | None = None, force: bool = False) -> None:
@@ -358,10 +434,9 @@ class EnvironmentSession:
         self.ended = reason
         self._forget()
         self._end_episode(f"the session ended before the episode was done: {reason}")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.socket.close(), timeout=5)
-        self.placement.release(self.seat)
-        self.placement.traffic.session_closed()
+        if self.seated:
+            self.seated = False
+            await self._let_go()
         if self._writing is not None:
             with contextlib.suppress(Exception):
                 await self._writing
@@ -369,6 +444,14 @@ class EnvironmentSession:
             await self.recorder.closed(self.record.id, reason)
         except Exception:
             log.exception("recording the end of agent session %s failed", self.record.id)
+
+
+async def free_idle_slots(sessions: list[EnvironmentSession], idle_s: float) -> None:
+    """Sessions nobody has called for idle_s (none with a call under way) give their slots back."""
+    now = time.monotonic()
+    for session in sessions:
+        if session.seated and not session.busy and now - session.last_used > idle_s:
+            await session.give_back(idle_s)
 
 
 def _message(answer: dict[str, Any]) -> str:

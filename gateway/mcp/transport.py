@@ -49,9 +49,9 @@ from pydantic_core import to_json
 
 from gateway.mcp.ports import Card, Placement, PoolFull, Recorder, SessionRecord
 from gateway.mcp.results import text_of
-from gateway.mcp.sessions import Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
+from gateway.mcp.sessions import PROBE, Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
 from gateway.mcp.tools import Surface, action_surface, tools_surface
-from protocol.frames import RPC_SERVER_ERROR, mcp_frame, rpc
+from protocol.frames import RPC_SERVER_ERROR
 from protocol.tools import OPENING_META, parse_tools
 
 __all__ = ["Door", "HttpReply", "HttpRequest", "is_standard"]
@@ -320,7 +320,9 @@ class Door:
         try:
             session, opening = await self.open(placement, gone, params.clientInfo, version, request.user, arguments)
         except PoolFull as full:
-            data = {"active_sessions": full.sessions, "max_sessions": full.capacity}
+            data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | (
+                {"limit": full.limit} if full.limit else {}
+            )
             return _error(request_id, RPC_SERVER_ERROR, full.message, data), None
         except Unavailable as exc:
             return _error(request_id, RPC_SERVER_ERROR, str(exc)), None
@@ -362,8 +364,7 @@ class Door:
         card = self._cards.get(endpoint_id)
         if card is None:
             card = self._cards[endpoint_id] = await self.recorder.card(endpoint_id)
-        probe = mcp_frame(rpc("tools/list", {}, "envhub-tools"))
-        seat, socket, first = await open_socket(placement, gone, probe, connect_s=self.connect_s, ping_s=self.ping_s)
+        seat, socket, first = await open_socket(placement, gone, PROBE, connect_s=self.connect_s, ping_s=self.ping_s)
         try:
             interface = await self._interface(endpoint_id, seat.url, dict(seat.headers))
             surface = _surface(first, interface, card)
@@ -387,8 +388,9 @@ class Door:
             holder=placement.client,
         )
         session = EnvironmentSession(
-            endpoint_id, placement, seat, socket, surface, self.recorder, record, self.call_timeout_s
-        )
+            endpoint_id, placement, seat, socket, surface, self.recorder, record, self.call_timeout_s,
+            self.connect_s, self.ping_s,
+        )  # fmt: skip
         placement.traffic.session_opened()
         self.sessions[session.id] = session
         session.watch()
