@@ -143,7 +143,7 @@ def _memory_file(name: str, content: bytes) -> int:
 
 
 def _system(tmp_bytes: int) -> list[str]:
-    """The system's own folders, read-only; a /proc, /dev and /tmp of the view's own."""
+    """The system's own folders, read-only; a /proc (its own when its processes are), /dev and /tmp of the view's."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in SYSTEM_LINKS:
         path = Path(name)
