@@ -65,6 +65,7 @@ from hosting.publish import Publisher
 from hosting.reconcile import Keeper
 from hosting.runtimes import AnyRuntime
 from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime
 from hosting.runtimes.swarm import SwarmRuntime
@@ -104,6 +105,7 @@ def runtimes_from_settings(
         closed=[settings.data_dir, *database_file],  # servers read none of envhub's data
         templates=settings.template_roots(),
         logs_dir=settings.data_dir / "endpoints",
+        limits=Limits(settings.process_memory, settings.process_pids, settings.process_disk, settings.process_nice),
     )
     return {
         Backend.PROCESS: process,

@@ -141,6 +141,27 @@ class Settings(BaseSettings):
         description="the unprivileged user process servers run as when envhub runs as root (a system user, made "
         "when missing); empty: envhub's own user",
     )
+    process_memory: int = Field(
+        default=4096 * 1024 * 1024,
+        gt=0,
+        description="bytes of heap and private memory each process of a process server may hold (RLIMIT_DATA); "
+        "past it, allocations fail (Python's MemoryError)",
+    )
+    process_pids: int = Field(
+        default=4096,
+        gt=0,
+        description="processes and threads a process server may start (RLIMIT_NPROC, which the kernel counts per "
+        "user: as root, all servers' together); past it, fork and new threads fail (EAGAIN)",
+    )
+    process_disk: int = Field(
+        default=1024 * 1024 * 1024,
+        gt=0,
+        description="bytes of the largest file a process server may write (RLIMIT_FSIZE; past it, writes fail with "
+        "EFBIG), and of its /tmp in a view",
+    )
+    process_nice: int = Field(
+        default=10, ge=0, le=19, description="the niceness process servers run at: envhub comes first on busy CPUs"
+    )
 
     allow_private_urls: bool = Field(
         default=False,

@@ -138,7 +138,7 @@ class Confinement:
             except PermissionError as exc:
                 who = user.name if user is not None else "envhub's user"
                 raise LaunchError(
-                    f"{who} may not run {argv[0]} in {cwd} ({exc.strerror}): let it read Python and the "
+                    f"{who} may not start the server in {cwd} ({exc.strerror}): let it read Python and the "
                     "environment's folder, or install bubblewrap, which shows them to it"
                 ) from exc
 

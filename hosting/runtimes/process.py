@@ -10,8 +10,10 @@ A server can instead be forked from a zygote that has imported uvicorn and opene
 virtualenv in use (the most recently used few), so a pool of a virtualenv's servers grows
 in forks too.
 Servers run as an unprivileged user of their own, each with a home of its own, and see none
-of envhub's data (confinement.py); a sandboxed one runs in a view of bubblewrap's with no
-network but its own loopback, and is handed its listening socket (views.py).
+of envhub's data (confinement.py); in a view, each has processes of its own and sees no other
+server's home or snapshot (views.py, isolation.py); a sandboxed one runs in a view of bubblewrap's
+with no network but its own loopback, and is handed its listening socket. Each is held to the
+limits of isolation.Limits.
 """
 
 import os
@@ -21,7 +23,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from catalog.models import EnvironmentDetail, Source
@@ -31,13 +33,14 @@ from hosting.options import ProcessOptions, interpreter_refusal, starts_the_inte
 from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
 from hosting.runtimes.confinement import SERVER_USER, Confinement
 from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_of
+from hosting.runtimes.isolation import Limits
 from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, root_names, template_layout
 from hosting.runtimes.logs import note_exit
 from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
 from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.venvs import Virtualenvs
 from hosting.runtimes.views import View
-from hosting.runtimes.zygote import SCRIPT, WS_MAX_SIZE, ServerRequest, Zygote, forkable
+from hosting.runtimes.zygote import ISOLATION, SCRIPT, WS_MAX_SIZE, ServerRequest, Zygote, forkable
 
 ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to recognise it later
 _PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # what servers run on: envhub's, or layered on it
@@ -73,6 +76,7 @@ class ProcessRuntime:
         closed: Sequence[Path] = (),
         templates: Sequence[Path] = (),
         logs_dir: Path | None = None,
+        limits: Limits = Limits(),  # noqa: B008 (frozen)
     ) -> None:
         """preload: fork servers that use envhub's interpreter from a zygote (see zygote.py).
 
@@ -81,14 +85,17 @@ class ProcessRuntime:
         user, closed: who servers run as when envhub is root, and envhub's folders and files they must not read
         (see confinement.py). templates, logs_dir: the folders a zygote in a view shows its servers beside this
         runtime's own (template roots, where their logs are written); a server from elsewhere starts from scratch.
+        limits: what each server may use.
         """
         self.work_dir = work_dir.resolve()  # servers run in their own folders: a relative path would point elsewhere
         self.virtualenvs = Virtualenvs(self.work_dir / "venvs", install_timeout_s=install_timeout_s)
         self.snapshots = Snapshots(self.work_dir / "spaces", hub_endpoint, hub_token)
         self.confinement = Confinement(self.work_dir, user, closed=closed)
         self.ready_timeout_s = ready_timeout_s
+        self.limits = limits
         self._zygote_read = [self.snapshots.root, self.work_dir / "packages", *(p.resolve() for p in templates)]
-        self._zygote_write = [self.confinement.homes, *([logs_dir.resolve()] if logs_dir is not None else [])]
+        self._logs = [logs_dir.resolve()] if logs_dir is not None else []
+        self._zygote_write = [self.confinement.homes, *self._logs]
         self._zygote_env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and k not in _OWN}
         self._zygote = self._new_zygote(sys.executable, "zygote") if preload else None
         # A virtualenv's servers fork from a zygote of its own interpreter: a pool of them grows in forks, not in
@@ -233,6 +240,8 @@ class ProcessRuntime:
                 spec.root_path,
                 uid=user.uid if user is not None else None,
                 gid=user.gid if user is not None else None,
+                limits=asdict(self.limits),
+                **self._own_view(python, [cwd, *imports, *([home] if home is not None else [])]),
             )
             pid = zygote.spawn(request)
         if pid is not None:
@@ -290,13 +299,23 @@ class ProcessRuntime:
         sandboxed server, which has a listener, always does). folders: the environment's, and its import path."""
         sandbox = listener is not None
         if not self.confinement.viewed(sandbox):
-            process = self.confinement.popen(argv, env, cwd, log_path)
+            process = self.confinement.popen(self.limits.command(argv), env, cwd, log_path)
             return _Child(process, process.pid)
         shown = (*self.confinement.python_folders(argv[0]), *folders)
-        view = View(read=shown, write=(home,) if home is not None else (), sandboxed=sandbox)
+        write = (home,) if home is not None else ()
+        view = View(read=shown, write=write, sandboxed=sandbox, tmp_bytes=self.limits.disk)
         keep = [listener.fileno()] if listener is not None else []
-        process, pid = self.confinement.start(view, argv, env, cwd, log_path, keep_fds=keep)
+        process, pid = self.confinement.start(view, self.limits.command(argv), env, cwd, log_path, keep_fds=keep)
         return _Child(process, pid, viewed=True)
+
+    def _own_view(self, python: str, folders: list[Path]) -> dict[str, list[str]]:
+        """What a server forked by a zygote in a view hides of it: the folders that hold every server's home,
+        snapshot and log, but for its own folders (and its interpreter's) among them."""
+        if not self.confinement.viewed(sandbox=False):
+            return {}  # the zygote runs on the machine itself, where a server cannot mount
+        hidden = [self.work_dir, *self._logs]
+        shown = [*self.confinement.python_folders(python), *folders]
+        return {"hidden": [str(path) for path in hidden], "shown": [str(path.resolve()) for path in shown]}
 
     def _forks(self, sandbox: bool, paths: list[Path]) -> bool:
         """Whether the zygote may fork this server: never a sandboxed one (each has a view of its own), and one
@@ -315,8 +334,10 @@ class ProcessRuntime:
         for folder in (self.snapshots.root, self.work_dir / "packages", *self._zygote_write):
             folder.mkdir(parents=True, exist_ok=True)  # a folder shown in a view must be there as it starts
         python = argv[0]  # envhub's interpreter or a virtualenv's
-        read = (*self.confinement.python_folders(python), Path(SCRIPT), *self._zygote_read)
-        wrapped = self.confinement.wrap_zygote(View(read=read, write=tuple(self._zygote_write)), argv, env)
+        read = (*self.confinement.python_folders(python), Path(SCRIPT), Path(ISOLATION), *self._zygote_read)
+        # Its processes are the machine's: each server it forks makes its own (isolation.own_view).
+        view = View(read=read, write=tuple(self._zygote_write), own_processes=False)
+        wrapped = self.confinement.wrap_zygote(view, argv, env)
         return (argv, env, []) if wrapped is None else (wrapped.argv, wrapped.env, wrapped.fds)
 
     def _folder(self, spec: LaunchSpec[ProcessOptions], report: Report) -> tuple[Path, Layout]:

@@ -1,12 +1,13 @@
 """A process server's view of the machine, built by bubblewrap: the folders it sees, its network, its processes.
 
-A view shows the system's folders (/usr and /etc, read-only), a /proc and /dev of its own, an empty /tmp (in
-memory, at most TMP_BYTES), and then only the folders it lists: read-only ones (Python's, the environment's)
-and writable ones (the server's home). The folders on the way to a listed one are made for the view and may be
-entered, so a server whose user could not enter them on the machine itself (Python installed under /root, say)
-still reaches what it needs, and nothing beside it: not envhub's data folder, its database or its logs. A
-sandboxed view also has a network of its own (only a loopback nobody else reaches; the server is handed its
-listening socket) and its own process tree.
+A view shows the system's folders (/usr and /etc, read-only), a /dev of its own, an empty /tmp (in memory, of
+the size it says), and then only the folders it lists: read-only ones (Python's, the environment's) and writable
+ones (the server's home). The folders on the way to a listed one are made for the view and may be entered, so a
+server whose user could not enter them on the machine itself (Python installed under /root, say) still reaches
+what it needs, and nothing beside it: not envhub's data folder, its database or its logs. A server's view has its
+own processes, and a /proc that shows them alone (the zygote's does not: each server it forks makes its own, see
+isolation.py). A sandboxed view also has a network of its own (only a loopback nobody else reaches; the server is
+handed its listening socket).
 
 bubblewrap reads its arguments from a memory file, so that what it is given (variables, secrets) is not on
 its command line for `ps` to show, and starts the command from a script in the view, so that the command's
@@ -25,7 +26,7 @@ from pathlib import Path
 __all__ = ["SYSTEM_LINKS", "TMP_BYTES", "View", "Wrapped", "bubblewrap", "wrap"]
 
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged into /usr on most systems now
-TMP_BYTES = 512 * 1024 * 1024  # of a view's /tmp
+TMP_BYTES = 512 * 1024 * 1024  # of a view's /tmp, unless it says
 _COMMAND = "/.envhub-command"  # in the view: the script that starts the command
 _TMP = Path("/tmp")  # noqa: S108 (a tmpfs of the view's own, not the machine's /tmp)
 
@@ -34,7 +35,9 @@ _TMP = Path("/tmp")  # noqa: S108 (a tmpfs of the view's own, not the machine's 
 class View:
     read: tuple[Path, ...] = ()  # shown read-only, at the same paths
     write: tuple[Path, ...] = ()  # shown writable (as far as their owners and modes let the server write)
-    sandboxed: bool = False  # a network (a loopback alone) and processes of its own
+    sandboxed: bool = False  # a network of its own (a loopback alone)
+    own_processes: bool = True  # a process tree, and a /proc that shows it alone (a sandboxed view always has)
+    tmp_bytes: int = TMP_BYTES
 
 
 @dataclass
@@ -73,11 +76,16 @@ def bubblewrap(*, as_root: bool) -> str | None:
 
 
 def _sandbox_flags(*, as_root: bool) -> list[str]:
+    return [*_own_users(as_root), "--unshare-net", *_OWN_PROCESSES, "--unshare-uts", "--unshare-cgroup-try"]
+
+
+def _own_users(as_root: bool) -> list[str]:
     # As root the server's user is changed inside (setpriv), which needs the machine's own users; otherwise a
     # user namespace is what lets bubblewrap make the others.
-    own_users = [] if as_root else ["--unshare-user"]
-    namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    return [*own_users, *namespaces, "--as-pid-1"]
+    return [] if as_root else ["--unshare-user"]
+
+
+_OWN_PROCESSES = ["--unshare-pid", "--unshare-ipc", "--as-pid-1"]  # the command is pid 1: it ends, all end
 
 
 def wrap(
@@ -103,11 +111,13 @@ def wrap(
     args = ["--new-session", "--clearenv"] if new_session else ["--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
-    args += _system()
+    args += _system(view.tmp_bytes)
     args += _listed(view)
     args += ["--chdir", str(cwd)]
     if view.sandboxed:
         args += _sandbox_flags(as_root=as_root)
+    elif view.own_processes:
+        args += [*_own_users(as_root), *_OWN_PROCESSES]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     inner = list(command)
@@ -132,8 +142,8 @@ def _memory_file(name: str, content: bytes) -> int:
     return fd
 
 
-def _system() -> list[str]:
-    """The system's own folders, read-only; a /proc, /dev and /tmp of the view's own."""
+def _system(tmp_bytes: int) -> list[str]:
+    """The system's own folders, read-only; a /proc (its own when its processes are), /dev and /tmp of the view's."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in SYSTEM_LINKS:
         path = Path(name)
@@ -143,7 +153,7 @@ def _system() -> list[str]:
             args += ["--ro-bind", name, name]
     args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
     # The view's own /tmp, empty, and as any /tmp writable by all; it is memory, so it is bounded.
-    return [*args, "--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", str(_TMP)]
+    return [*args, "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", str(_TMP)]
 
 
 def _listed(view: View) -> list[str]:

@@ -19,6 +19,7 @@ library at the top; envhub uses `Zygote`, the parent side, from the same module.
 import contextlib
 import gc
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -30,8 +31,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 PRELOAD = (
@@ -56,6 +58,7 @@ READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "OPENBLAS_", "OMP_", "MKL
 READ_LATER = {"HF_TOKEN"}  # huggingface_hub reads it on each call
 WS_MAX_SIZE = 100 * 1024 * 1024
 SCRIPT = os.path.abspath(__file__)  # what the zygote runs: this file
+ISOLATION = os.path.join(os.path.dirname(SCRIPT), "isolation.py")  # what it loads beside it (see that file)
 # A command and its variables as they are started (in a view, say), and the descriptors the process inherits.
 Wrapper = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], list[int]]]
 
@@ -99,12 +102,18 @@ class ServerRequest:
     root_path: str = ""  # the ASGI root_path: where the gateway serves it
     uid: int | None = None  # the user the server runs as (None: the zygote's own)
     gid: int | None = None
+    limits: dict[str, int] = field(default_factory=dict)  # isolation.Limits' fields (missing ones: its defaults)
+    # Folders of the zygote's view the server sees empty but for what of `shown` they hold, in processes and
+    # mounts of its own (isolation.own_view); empty: it runs in the zygote's.
+    hidden: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
 
 
 # -- the zygote process
 
 
 _LOGS: dict[int, str] = {}  # forked server pid -> its log, until it is reaped
+_isolation: ModuleType | None = None  # isolation.py, loaded as the zygote starts
 
 
 def _reap(_signum: int, _frame: object) -> None:
@@ -121,7 +130,19 @@ def _reap(_signum: int, _frame: object) -> None:
             note_exit(log_path, os.waitstatus_to_exitcode(status))
 
 
+def _load_isolation() -> ModuleType:
+    """isolation.py, loaded by its path: no folder of envhub's goes on the sys.path its servers inherit."""
+    spec = importlib.util.spec_from_file_location("envhub_isolation", ISOLATION)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
+    global _isolation
+    _isolation = _load_isolation()
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # envhub's Ctrl-C is for envhub; EOF ends the zygote
     for name in PRELOAD:
@@ -185,12 +206,14 @@ def _serve(request: ServerRequest) -> NoReturn:
         if request.name:
             with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
                 comm.write(request.name[:15])
-        if request.uid is not None and request.gid is not None:
-            # For good (real, effective and saved ids), with no other group, before anything of the environment
-            # runs: its log is open already, and what it reads it reads as that user.
-            os.setgroups([])
-            os.setgid(request.gid)
-            os.setuid(request.uid)
+        assert _isolation is not None
+        limits = _isolation.Limits(**request.limits)
+        if request.hidden:
+            _isolation.own_view(request.hidden, request.shown, limits.disk, lambda: _drop(request))
+        limits.apply()
+        _drop(request)
+        if request.hidden:
+            _isolation.die_with_parent()
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
@@ -211,6 +234,15 @@ def _serve(request: ServerRequest) -> NoReturn:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _drop(request: ServerRequest) -> None:
+    """Become the server's user for good (real, effective and saved ids), with no other group, before anything of
+    the environment runs: its log is open already, and what it reads it reads as that user."""
+    if request.uid is not None and request.gid is not None:
+        os.setgroups([])
+        os.setgid(request.gid)
+        os.setuid(request.uid)
 
 
 # -- envhub's side

@@ -40,6 +40,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   (PYTHONWARNINGS with BROWSER, UVICORN_LOG_CONFIG, PYTHONSTARTUP and BASH_ENV, MPLBACKEND and GTK_MODULES are
   refused with a 422 naming them, and nothing runs); a server's own code runs as an unprivileged user, forked or
   from scratch, and reads neither envhub's database, its data folder nor its process's secrets; a non-admin's
-  server is sandboxed: it sees none of envhub's folders or processes and reaches no network but its own loopback
+  server is sandboxed: it sees none of envhub's folders or processes and reaches no network but its own loopback;
+  a server out of the sandbox (the admin's, forked or not) sees only its own processes in /proc, reads no other
+  server's variables, and lists no other server's home nor the Spaces' snapshots; a server that forks endlessly,
+  holds memory or writes a file past its limits gets EAGAIN, MemoryError or EFBIG, and envhub serves on
   (test_process).
 """

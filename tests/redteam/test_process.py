@@ -20,25 +20,55 @@ from tests.serving import Envhub
 from tests.signin import Browsers, csrf, oauth_settings
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+MIB = 1024 * 1024
 SERVER_USER = "envhub-env"  # the default of ENVHUB_PROCESS_USER
 
 as_root = needs("root", os.geteuid() == 0, "process servers drop to a user of their own only when envhub is root")
 with_bubblewrap = needs("bubblewrap", shutil.which("bwrap") is not None, "apt-get install bubblewrap to run it")
 
 # A hostile server: at start it shells out (as environments that run commands do), then tries to read, list or
-# connect to what its variables name, and it tells what it got (a listing, "done", or the error) and who it ran
-# as at /spy.
+# connect to what its variables name, to write files (path=bytes), hold memory (bytes) or fork (how many times),
+# and it tells what it got (a listing, "done", or the error) and who it ran as, with which processes, at /spy.
 SPY_APP = """
 import errno
 import os
+import signal
 import socket
 import subprocess
+import time
 
 from fastapi import FastAPI
 
 
+def fork(times):
+    children = []
+    try:
+        for _ in range(times):
+            child = os.fork()
+            if child == 0:
+                time.sleep(600)
+                os._exit(0)
+            children.append(child)
+        return "done"
+    finally:
+        for child in children:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+
+
 def attempt(kind, target):
     try:
+        if kind == "FORK":
+            return fork(int(target))
+        if kind == "HOLD":
+            held = bytearray(int(target))
+            del held
+            return "done"
+        if kind == "WRITE":
+            path, size = target.rsplit("=", 1)
+            with open(os.path.expanduser(path), "wb") as handle:
+                handle.write(bytes(int(size)))
+            return "done"
         if kind == "LIST":
             return sorted(os.listdir(target))
         if kind == "CONNECT":
@@ -50,12 +80,14 @@ def attempt(kind, target):
         return "done"
     except OSError as exc:
         return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    except MemoryError:
+        return "MemoryError"
 
 
 subprocess.run(["bash", "-c", "true"], check=False)
 TRIED = {
     f"{kind.lower()} {target}": attempt(kind, target)
-    for kind in ("READ", "LIST", "CONNECT")
+    for kind in ("READ", "LIST", "CONNECT", "WRITE", "HOLD", "FORK")
     for target in os.environ.get(f"SPY_{kind}", "").split(",")
     if target
 }
@@ -84,6 +116,8 @@ def spy():
         "groups": os.getgroups(),
         "pid": os.getpid(),
         "ppid": os.getppid(),
+        "uids": next(line for line in open("/proc/self/status") if line.startswith("Uid:")).split()[1:],
+        "processes": sorted(int(name) for name in os.listdir("/proc") if name.isdigit()),
         "home": HOME,
         "home_writable": HOME_WRITABLE,
         "tried": TRIED,
@@ -145,6 +179,17 @@ def spy_report(envhub: Envhub, endpoint: dict[str, Any]) -> dict[str, Any]:
     assert envhub.http.get(f"/endpoints/{endpoint['id']}/health").json() == {"status": "healthy"}
     report: dict[str, Any] = envhub.http.get(f"/endpoints/{endpoint['id']}/spy").json()
     return report
+
+
+def server_pid(envhub: Envhub, endpoint: dict[str, Any]) -> int:
+    """The pid envhub holds for the endpoint's server, on the machine."""
+    return int(envhub.services.endpoints.replica_store.rows(endpoint["id"])[0].handle["pid"])
+
+
+def forked(envhub: Envhub, endpoint: dict[str, Any]) -> bool:
+    """Whether the endpoint's server was forked by the zygote (rather than started from scratch)."""
+    parent = Path(f"/proc/{server_pid(envhub, endpoint)}/status").read_text().split("PPid:\t")[1].split()[0]
+    return b"zygote.py" in Path(f"/proc/{parent}/cmdline").read_bytes()
 
 
 def envhubs_own(tmp_path: Path) -> dict[str, str]:
@@ -228,16 +273,14 @@ def test_a_servers_own_code_runs_as_an_unprivileged_user_that_reads_none_of_envh
     report = spy_report(public_envhub, endpoint)
 
     assert (report["uid"], report["gid"], report["groups"]) == (user.pw_uid, user.pw_gid, [])
-    status = Path(f"/proc/{report['pid']}/status").read_text()
-    assert f"Uid:\t{user.pw_uid}\t{user.pw_uid}\t{user.pw_uid}\t{user.pw_uid}" in status  # no way back to root
-    forked = b"zygote.py" in Path(f"/proc/{report['ppid']}/cmdline").read_bytes()
-    assert forked == (not start)
+    assert report["uids"] == [str(user.pw_uid)] * 4  # real, effective, saved, filesystem: no way back to root
+    assert forked(public_envhub, endpoint) == (not start)
     data = tmp_path / "data"
     tried = report["tried"]
     assert tried[f"read {data / 'envhub.db'}"] in ("ENOENT", "EACCES")  # out of its sight, or closed to it
-    assert tried[f"read /proc/{os.getpid()}/environ"] == "EACCES"  # envhub's secrets are another user's
+    assert tried[f"read /proc/{os.getpid()}/environ"] == "ENOENT"  # envhub is not among its processes
     assert "envhub.db" not in tried[f"list {data}"]
-    assert tried[f"list {data / 'endpoints'}"] in ("ENOENT", "EACCES")  # nor the servers' logs
+    assert tried[f"list {data / 'endpoints'}"] in ("ENOENT", "EACCES", [])  # nor the servers' logs (gone, shut, hidden)
     assert report["home_writable"] is True
     assert report["home"] not in ("", os.environ.get("HOME"))
 
@@ -266,3 +309,71 @@ def test_a_non_admins_server_is_sandboxed_away_from_envhub_its_data_and_the_netw
     assert report["home_writable"] is True
     if os.geteuid() == 0:
         assert report["uid"] == pwd.getpwnam(SERVER_USER).pw_uid
+
+
+FORKED_OR_NOT = pytest.mark.parametrize("start", [{}, {"PYTHONHASHSEED": "0"}], ids=["forked", "from scratch"])
+
+
+@as_root
+@with_bubblewrap
+@FORKED_OR_NOT
+def test_a_server_out_of_the_sandbox_sees_no_other_servers_processes_homes_or_snapshots(
+    public_envhub: Envhub, mallory: httpx.Client, tmp_path: Path, start: dict[str, str]
+) -> None:
+    sandboxed = running(public_envhub, launch(public_envhub, mallory, {}))
+    admins = running(public_envhub, launch(public_envhub, None, {}))
+    victims = [sandboxed, admins]
+    homes = tmp_path / "data" / "runtime" / "homes"
+    victim_homes = [spy_report(public_envhub, victim)["home"] for victim in victims]
+    environs = [f"/proc/{server_pid(public_envhub, victim)}/environ" for victim in victims]
+    snapshots = tmp_path / "data" / "runtime" / "spaces"
+    reach = {"SPY_READ": ",".join(environs), "SPY_LIST": ",".join([*victim_homes, str(snapshots), str(homes)])}
+
+    spy = running(public_envhub, launch(public_envhub, None, reach | start))
+    report = spy_report(public_envhub, spy)
+
+    assert forked(public_envhub, spy) == (not start)
+    assert report["processes"] == [report["pid"]]  # a /proc of its own, where it is alone
+    tried = report["tried"]
+    assert [tried[f"read {environ}"] for environ in environs] == ["ENOENT", "ENOENT"]
+    assert [tried[f"list {home}"] for home in victim_homes] == ["ENOENT", "ENOENT"]
+    assert tried[f"list {snapshots}"] == "ENOENT"
+    assert tried[f"list {homes}"] == [Path(report["home"]).name]  # its own home alone
+
+
+@as_root
+@with_bubblewrap
+@pytest.mark.parametrize(
+    ("start", "sandboxed"),
+    [({}, False), ({"PYTHONHASHSEED": "0"}, False), ({}, True)],
+    ids=["forked", "from scratch", "sandboxed"],
+)
+def test_a_server_that_forks_holds_memory_or_writes_past_its_limits_is_stopped_and_envhub_serves_on(
+    settings: Settings,
+    tmp_path: Path,
+    templates_dir: Path,
+    hub: FakeHub,
+    browsers: Browsers,
+    start: dict[str, str],
+    sandboxed: bool,
+) -> None:
+    write_spy_env(templates_dir / "spy")
+    limits = {"process_pids": 128, "process_memory": 1024 * MIB, "process_disk": MIB}
+    envhub = Envhub(oauth_settings(settings, data_dir=tmp_path / "data", **limits))
+    try:
+        browser = browsers.sign_in(envhub.url, hub, "mallory") if sandboxed else None
+        past = {"SPY_FORK": "4096", "SPY_HOLD": str(2048 * MIB), "SPY_WRITE": f"~/big={2 * MIB},/tmp/big={2 * MIB}"}
+        endpoint = running(envhub, launch(envhub, browser, past | start))
+
+        report = spy_report(envhub, endpoint)
+
+        assert endpoint["options"]["sandbox"] is sandboxed
+        tried = report["tried"]
+        assert tried["fork 4096"] == "EAGAIN"
+        assert tried[f"hold {2048 * MIB}"] == "MemoryError"
+        assert tried[f"write ~/big={2 * MIB}"] == "EFBIG"
+        assert tried[f"write /tmp/big={2 * MIB}"] in ("EFBIG", "ENOSPC")  # the file's limit, or the /tmp's size
+        assert envhub.http.get("/api/endpoints", headers=ADMIN).status_code == 200
+    finally:
+        envhub.end_endpoints()
+        envhub.stop()
