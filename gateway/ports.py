@@ -73,6 +73,8 @@ class GatewaySettings:
     pool_queue_s: float = 60
     ws_ping_s: float = 20
     header_timeout_s: float = 10
+    max_head_bytes: int = 64 * 1024
+    body_timeout_s: float = 30
     max_body_bytes: int = 32 * 1024 * 1024
     allowed_hosts: frozenset[str] = frozenset()  # hosts of origins whose pages may open sessions, besides envhub's
     behind_proxy: bool = False  # on a Space: a client's address is the last the Hub's proxy forwarded
