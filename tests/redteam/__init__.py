@@ -6,7 +6,12 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   that never arrives whole gets 408; a percent-encoded line break stays encoded on its way upstream; unknown
   endpoint ids cost no SQL on the event loop; a foreign web page's sockets are refused, idle or junk-sending
   sockets wait without growing a pool, one client may have only so many sessions waiting, and a waiting one
-  parks only so many bytes (test_gateway).
+  parks only so many bytes; a request head that never ends gets 431 and stalls no one else, a body that never
+  arrives whole gets 408 (test_gateway).
+- The MCP door: a replica's frame claiming exabytes is refused by its header (1009) and messages it sends
+  unasked past the same 16 MiB (1008), both at a bounded cost in memory; a 64 MiB /schema is cut at 1 MiB; a
+  body nested too deep is a JSON-RPC parse error, not a 500; a /schema read that failed does not shut the door
+  until envhub restarts (test_mcp_door).
 - Access: a private endpoint answers only its owner's Hub token or its own token, on HTTP, /ws and /mcp;
   listings show strangers nothing of an endpoint's variables, log or servers; a Space's own server never
   receives the Hub token it was launched with (test_access).
