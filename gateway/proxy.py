@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 from starlette.background import BackgroundTask
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from core.errors import BadRequestError, NotFoundError, PayloadTooLargeError, UpstreamError
@@ -105,11 +105,14 @@ async def _body(request: Request, limit: int, *, whole: bool = False) -> bytes |
         return b""
     if whole or (length is not None and length.isdigit() and int(length) <= _BUFFERED):
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large("the request's body", limit)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large("the request's body", limit)
+                chunks.append(chunk)
+        except ClientDisconnect:  # it left, or its body was too slow (gateway.server answered 408): no traceback
+            raise BadRequestError("the client left before its request's body arrived whole") from None
         return b"".join(chunks)
     return _capped(request.stream(), limit)
 
