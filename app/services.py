@@ -151,6 +151,8 @@ def gateway_settings(settings: Settings) -> GatewaySettings:
         ws_ping_s=settings.ws_ping_s,
         ws_idle_s=settings.ws_idle_s,
         header_timeout_s=settings.header_timeout_s,
+        max_head_bytes=settings.max_head_bytes,
+        body_timeout_s=settings.body_timeout_s,
         max_body_bytes=settings.gateway_max_body_bytes,
         allowed_hosts=frozenset(origins),
         behind_proxy=settings.space_id is not None,

@@ -124,6 +124,14 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         default=10, gt=0, description="how long a connection has to send a whole request head (a WebSocket's too)"
     )
+    max_head_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="the largest request head (its line and headers, a WebSocket handshake's too) envhub reads",
+    )
+    body_timeout_s: float = Field(
+        default=30, gt=0, description="how long a request's body may take to arrive whole once its head has"
+    )
     allowed_origins: str = Field(
         default="",
         description="comma-separated origins (https://host[:port]) whose web pages may open sessions on endpoints, "

@@ -32,6 +32,7 @@ __all__ = [
     "OutboundSession",
     "Resolver",
     "origin",
+    "read_capped",
     "refusal_reason",
 ]
 
@@ -385,7 +386,7 @@ class OutboundSession:
                         if response.status_code in (301, 302, 303) and method != "HEAD":
                             method, json, content = "GET", None, None
                         continue
-                    body, cut = await _read_capped(response, limit)
+                    body, cut = await read_capped(response, limit)
                 finally:
                     await response.aclose()
                 return Fetched(
@@ -424,7 +425,7 @@ class OutboundSession:
             self._client = None
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     """At most limit bytes of the body; True when there was more."""
     body = bytearray()
     async for chunk in response.aiter_bytes():

@@ -74,6 +74,8 @@ class GatewaySettings:
     ws_ping_s: float = 20
     ws_idle_s: float = 300  # a /ws session quiet this long gives its slot to a session waiting for one
     header_timeout_s: float = 10
+    max_head_bytes: int = 64 * 1024
+    body_timeout_s: float = 30
     max_body_bytes: int = 32 * 1024 * 1024
     allowed_hosts: frozenset[str] = frozenset()  # hosts of origins whose pages may open sessions, besides envhub's
     behind_proxy: bool = False  # on a Space: a client's address is the last the Hub's proxy forwarded

@@ -18,11 +18,13 @@ from urllib.parse import quote
 
 import httpx
 from starlette.background import BackgroundTask
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from core.errors import BadRequestError, NotFoundError, PayloadTooLargeError, UpstreamError
+from core.outbound import read_capped
 from gateway.gate import admit, client_of, origin_refusal
+from gateway.jsonbody import read_json
 from gateway.mcp import is_standard
 from gateway.paths import PATH_SAFE, gateway_location, gateway_path, inner_path
 from gateway.pinned import close_on_replica
@@ -103,11 +105,14 @@ async def _body(request: Request, limit: int, *, whole: bool = False) -> bytes |
         return b""
     if whole or (length is not None and length.isdigit() and int(length) <= _BUFFERED):
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large("the request's body", limit)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large("the request's body", limit)
+                chunks.append(chunk)
+        except ClientDisconnect:  # it left, or its body was too slow (gateway.server answered 408): no traceback
+            raise BadRequestError("the client left before its request's body arrived whole") from None
         return b"".join(chunks)
     return _capped(request.stream(), limit)
 
@@ -178,21 +183,18 @@ class _Answer:
 
     async def read(self, limit: int, endpoint_id: str) -> bytes:
         """The answer's body (decoded), read whole up to `limit`: over it, the replica's answer is refused (502)."""
-        chunks, size = [], 0
         try:
-            async for chunk in self.response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise UpstreamError(
-                        f"endpoint {endpoint_id} answered with over {limit // 1024} KiB where the gateway reads "
-                        "the answer whole; its server is misbehaving"
-                    )
-                chunks.append(chunk)
+            content, more = await read_capped(self.response, limit)
         except httpx.HTTPError as exc:
             raise UpstreamError(f"endpoint {endpoint_id} broke off its answer ({type(exc).__name__})") from exc
         finally:
             await self.close()
-        return b"".join(chunks)
+        if more:
+            raise UpstreamError(
+                f"endpoint {endpoint_id} answered with over {limit // 1024} KiB where the gateway reads the answer "
+                "whole; its server is misbehaving"
+            )
+        return content
 
 
 async def _send(
@@ -320,7 +322,7 @@ async def _proxy_mcp(
     """POST /mcp: a session made here is pinned to the replica that made it, and its calls go there."""
     endpoint_id = pool.endpoint_id
     try:
-        call = json.loads(body)
+        call = read_json(body)
     except ValueError:
         call = None
     method = call.get("method") if isinstance(call, dict) else None
@@ -405,7 +407,7 @@ async def client_left(request: Request) -> None:
 
 def _json(content: bytes) -> dict[str, Any]:
     try:
-        parsed = json.loads(content)
+        parsed = read_json(content)
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

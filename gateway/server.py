@@ -1,6 +1,6 @@
 """envhub's uvicorn protocols: gateway WebSocket sessions go straight to the relay, requests to an endpoint's /mcp
 straight to the MCP door's app (its calls answered in one write, counted as traffic rather than logged line by
-line), and every request's head has a deadline.
+line), and every request's head has a deadline and a size, its body a deadline.
 
 Through the ASGI app, a WebSocket session costs the gateway about as much CPU to open as it
 costs the replica to serve, and uvicorn parses every frame into a message and back. So the
@@ -14,7 +14,7 @@ override or swap.
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from uvicorn._types import ASGI3Application
@@ -32,24 +32,58 @@ __all__ = ["GatewayHttpProtocol", "GatewayWebSocketProtocol", "HeadDeadlineProto
 
 
 class HeadDeadlineProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, with a deadline on each request's head (a WebSocket handshake's too): a connection
-    that stays silent, or trickles its headers, is answered 408 and closed rather than held open for good.
+    """uvicorn's HTTP protocol, with bounds on each request's head (a WebSocket handshake's too) and body: a head
+    must arrive within a deadline and a size, a body within its own deadline. A connection that stays silent,
+    trickles its headers or its body is answered 408, one whose head grows past the size 431, and closed rather
+    than held open for good.
 
-    One timer a connection watches the heads: a request notes when its head began and when it was whole, which
-    costs a request nothing more (a timer armed and cancelled per request cost the MCP door's calls 4 % of envhub's
-    CPU). When the timer fires it looks: a head under way past the deadline is answered; otherwise it waits again,
-    until the deadline of the head under way or for a whole interval."""
+    The head's bytes are counted as they arrive, before httptools reads them: it joins a long header's pieces by
+    concatenation, which a header without end would turn into minutes of the event loop.
+
+    One timer a connection watches the deadlines: a request notes when its head began, when it was whole and when
+    its body was, which costs a request nothing more (a timer armed and cancelled per request cost the MCP door's
+    calls 4 % of envhub's CPU). When the timer fires it looks: a head or body under way past its deadline is
+    answered; otherwise it waits again, until the deadline of the one under way or for a whole interval."""
 
     head_timeout_s = 10.0
+    body_timeout_s = 30.0
+    max_head_bytes = 64 * 1024
     _head_since: float | None = None  # when the head under way began, on the loop's clock; None between heads
+    _head_room = 0  # bytes the head under way may still take
+    _body_since: float | None = None  # when the body under way began (its head was whole); None when none is
     _watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         gateway = self.app_state.get("gateway")
-        self.head_timeout_s = gateway.settings.header_timeout_s if isinstance(gateway, Gateway) else 10.0
-        self._head_since = self.loop.time()
-        self._watch_for(self.head_timeout_s)
+        if isinstance(gateway, Gateway):
+            settings = gateway.settings
+            self.head_timeout_s, self.body_timeout_s = settings.header_timeout_s, settings.body_timeout_s
+            self.max_head_bytes = settings.max_head_bytes
+        self._head_since, self._head_room = self.loop.time(), self.max_head_bytes
+        self._watch_for(min(self.head_timeout_s, self.body_timeout_s))
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_since is None or len(data) <= self._head_room:
+            if self._head_since is not None:
+                self._head_room -= len(data)
+            super().data_received(data)
+            return
+        # The head would pass its size in these bytes, unless it ends within what is left of it: httptools reads
+        # only that much, and the rest once the head has ended.
+        room, self._head_room = self._head_room, 0
+        super().data_received(data[:room])
+        if self.transport.is_closing():
+            return
+        if not self._head_room:  # no head ended (on_headers_complete gives the next one its room)
+            kib = self.max_head_bytes // 1024
+            self._refuse(
+                "431 Request Header Fields Too Large",
+                f"the request's head (its line and headers) is over {kib} KiB, the most envhub reads; send less",
+            )
+            return
+        reader = cast(asyncio.Protocol, self.transport.get_protocol())  # a WebSocket's, when the head upgraded it
+        reader.data_received(data[room:])
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -57,8 +91,12 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
             self._head_since = self.loop.time()
 
     def on_headers_complete(self) -> None:
-        self._head_since = None
+        self._head_since, self._head_room, self._body_since = None, self.max_head_bytes, self.loop.time()
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._body_since = None
+        super().on_message_complete()
 
     def handle_websocket_upgrade(self) -> None:
         self._stop_watching()  # the socket is a WebSocket's from now on: this protocol is done with it
@@ -80,16 +118,30 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         self._watch = None
         if self.transport.is_closing():
             return
-        if self._head_since is None:
-            self._watch_for(self.head_timeout_s)
-            return
-        left_s = self._head_since + self.head_timeout_s - self.loop.time()
-        if left_s > 0:
-            self._watch_for(left_s)
-            return
-        body = f"the request's head did not arrive within {self.head_timeout_s:g} s; send it whole at once\n".encode()
+        if self._head_since is not None:
+            left_s = self._head_since + self.head_timeout_s - self.loop.time()
+            if left_s <= 0:
+                why = f"the request's head did not arrive within {self.head_timeout_s:g} s; send it whole at once"
+                self._refuse("408 Request Timeout", why)
+                return
+        elif self._body_since is not None:
+            left_s = self._body_since + self.body_timeout_s - self.loop.time()
+            if left_s <= 0:
+                if self.cycle is not None and self.cycle.response_started:  # answered already: no second answer
+                    self.transport.close()
+                    return
+                why = f"the request's body did not arrive within {self.body_timeout_s:g} s; send it at once"
+                self._refuse("408 Request Timeout", why)
+                return
+        else:
+            left_s = min(self.head_timeout_s, self.body_timeout_s)
+        self._watch_for(left_s)
+
+    def _refuse(self, status: str, why: str) -> None:
+        """Answer with the status and why, and close: what the client sent is not read any further."""
+        body = f"{why}\n".encode()
         self.transport.write(
-            b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n".encode()
             + f"content-length: {len(body)}\r\n\r\n".encode()
             + body
         )

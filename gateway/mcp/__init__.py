@@ -1,7 +1,8 @@
 """The standard MCP door: every endpoint as an MCP server (Streamable HTTP) that any agent harness can use.
 
 transport: the HTTP side (POST/GET/DELETE, JSON or SSE, session ids, protocol versions); sessions: one MCP
-session as one environment session on one replica; tools: what each environment offers; results: observations
+session as one environment session on one replica; upstream: its socket to the replica; interfaces: what the
+door reads of an environment over HTTP; tools: what each environment offers; results: observations
 as tool results; episodes: what a session played, for the recorder; ports: what the door needs from envhub.
 """
 

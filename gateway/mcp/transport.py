@@ -11,7 +11,6 @@ Origin) and how large a body may be are the gateway's to check before it hands t
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import time
@@ -19,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from mcp.server.streamable_http import (
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
@@ -47,6 +45,8 @@ from mcp.types import (
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
+from gateway.jsonbody import TooDeep, read_json
+from gateway.mcp.interfaces import Interface, Interfaces
 from gateway.mcp.ports import Card, Placement, PoolFull, Recorder, SessionRecord
 from gateway.mcp.results import text_of
 from gateway.mcp.sessions import PROBE, Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
@@ -60,7 +60,6 @@ log = logging.getLogger("envhub.mcp")
 
 _KEEPALIVE_S = 15.0  # an SSE answer still being worked on sends a comment this often, so proxies keep it open
 _SSE = {"content-type": CONTENT_TYPE_SSE, "cache-control": "no-cache"}
-_INTERFACES_MAX = 1024  # endpoints whose schema and splits are remembered
 # Standard methods OpenEnv's own JSON-RPC does not know: only a standard client sends them.
 _STANDARD_METHODS = ("initialize", "ping")
 _OPENING_MAX = 8192  # characters of the first observation the instructions quote
@@ -90,7 +89,9 @@ def is_standard(method: str, headers: Mapping[str, str], body: bytes) -> bool:
     if MCP_SESSION_ID_HEADER in headers or MCP_PROTOCOL_VERSION_HEADER in headers:
         return True
     try:
-        message = json.loads(body)
+        message = read_json(body)
+    except TooDeep:
+        return True  # the door refuses it: no server need read it
     except ValueError:
         return False
     called = message.get("method") if isinstance(message, dict) else None
@@ -150,14 +151,6 @@ def _event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + _encoded(message) + b"\n\n"
 
 
-@dataclass(frozen=True)
-class _Interface:
-    """What a session's replica says of its environment, read once per endpoint: its action schema and splits."""
-
-    action_schema: dict[str, Any] | None
-    splits: tuple[str, ...]
-
-
 class Door:
     """The MCP door of every endpoint: its sessions, and what it remembers of each endpoint's environment."""
 
@@ -167,9 +160,8 @@ class Door:
         self.recorder = recorder
         self.ping_s, self.connect_s, self.call_timeout_s = ping_s, connect_s, call_timeout_s
         self.sessions: dict[str, EnvironmentSession] = {}
-        self._interfaces: dict[str, _Interface] = {}
+        self._interfaces = Interfaces()
         self._cards: dict[str, Card] = {}
-        self._http: httpx.AsyncClient | None = None
 
     # -- HTTP
 
@@ -210,7 +202,7 @@ class Door:
             why = "send the JSON-RPC message as Content-Type: application/json"
             return _json(415, _error(None, INVALID_REQUEST, why))
         try:
-            raw = json.loads(request.body)
+            raw = read_json(request.body)
         except ValueError as exc:
             return _json(400, _error(None, PARSE_ERROR, f"the body is not JSON: {exc}"))
         if isinstance(raw, list):
@@ -366,7 +358,7 @@ class Door:
             card = self._cards[endpoint_id] = await self.recorder.card(endpoint_id)
         seat, socket, first = await open_socket(placement, gone, PROBE, connect_s=self.connect_s, ping_s=self.ping_s)
         try:
-            interface = await self._interface(endpoint_id, seat.url, dict(seat.headers))
+            interface = await self._interfaces.of(endpoint_id, seat.url, dict(seat.headers))
             surface = _surface(first, interface, card)
             if surface is None:
                 raise Unavailable(
@@ -409,37 +401,6 @@ class Door:
             raise Unavailable(f"the session's first reset failed: {why}")
         return session, opening
 
-    async def _interface(self, endpoint_id: str, base: str, headers: dict[str, str]) -> _Interface:
-        known = self._interfaces.get(endpoint_id)
-        if known is not None:
-            return known
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(30, connect=5))
-        http = self._http
-
-        async def get(path: str) -> Any:
-            response = await http.get(f"{base.rstrip('/')}/{path}", headers=headers)
-            return response.json() if response.status_code == 200 else None
-
-        schema = splits = None
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            schema = await get("schema")
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            names = await get("list_environments")
-            if isinstance(names, list) and names and isinstance(names[0], str):
-                listed = await get(f"{names[0]}/splits")
-                splits = tuple(
-                    s if isinstance(s, str) else str(s.get("name"))
-                    for s in (listed if isinstance(listed, list) else [])
-                    if isinstance(s, str) or (isinstance(s, dict) and s.get("name"))
-                )
-        action = schema.get("action") if isinstance(schema, dict) else None
-        interface = _Interface(action if isinstance(action, dict) else None, splits or ())
-        if len(self._interfaces) >= _INTERFACES_MAX:
-            self._interfaces.clear()
-        self._interfaces[endpoint_id] = interface
-        return interface
-
     async def close(self, session: EnvironmentSession, reason: str) -> None:
         self.sessions.pop(session.id, None)
         await session.close(reason)
@@ -458,12 +419,10 @@ class Door:
         await asyncio.gather(
             *(self.close(s, "envhub stopped") for s in list(self.sessions.values())), return_exceptions=True
         )
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._interfaces.aclose()
 
 
-def _surface(first: dict[str, Any], interface: _Interface, card: Card) -> Surface | None:
+def _surface(first: dict[str, Any], interface: Interface, card: Card) -> Surface | None:
     """The environment's tools when it lists some (the probe's answer), else generated ones from its action schema."""
     reply = first.get("data") if first.get("type") == "mcp" else None
     result = reply.get("result") if isinstance(reply, dict) else None

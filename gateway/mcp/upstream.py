@@ -2,9 +2,10 @@
 
 The relay's `Leg` already opens the socket (its handshake read with h11, TLS for a Space) and finds where frames
 begin; this reads their payloads into messages. It answers the replica's pings, pings a replica that has been
-quiet for half an interval and gives it up when a ping goes unanswered for one, and refuses a message over
-`max_size`. A call through the door is one message each way: websockets' asyncio connection around the same
-frames cost envhub 18 % of its CPU on a call (bench/RESULTS.md).
+quiet for half an interval and gives it up when a ping goes unanswered for one. It refuses a message over
+`max_size` by its frame headers, before holding its bytes, and more than that of messages nobody has read yet.
+A call through the door is one message each way: websockets' asyncio connection around the same frames cost
+envhub 18 % of its CPU on a call (bench/RESULTS.md).
 """
 
 import asyncio
@@ -32,7 +33,8 @@ class Upstream:
     def __init__(self, leg: Leg, *, ping_s: float, max_size: int) -> None:
         self.leg, self.ping_s, self.max_size = leg, ping_s, max_size
         self.closed: UpstreamClosed | None = None
-        self._messages: deque[str] = deque()
+        self._messages: deque[tuple[str, int]] = deque()  # messages not read yet, each with its size in bytes
+        self._unread = 0  # their sizes together
         self._waiter: asyncio.Future[None] | None = None
         self._frame: Head | None = None  # the frame whose payload is still arriving
         self._frame_parts: list[bytes] = []
@@ -59,7 +61,9 @@ class Upstream:
                 await self._waiter
             finally:
                 self._waiter = None
-        return self._messages.popleft()
+        text, size = self._messages.popleft()
+        self._unread -= size
+        return text
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         """Say close and wait for the socket to shut (the replica's close answer, or the relay's timeout)."""
@@ -78,8 +82,9 @@ class Upstream:
             if not self._frame_left:
                 self._frame_done()
         for head in heads:
-            if head.mask:
-                self._fail(1002, "a server's frames are not masked")
+            refused = self._refusal(head)
+            if refused is not None:
+                self._fail(*refused)
                 return
             self._frame = head
             came = head.chunk[head.start : head.start + head.length]
@@ -89,6 +94,16 @@ class Upstream:
                 self._frame_done()
             if self.closed is not None:
                 return
+
+    def _refusal(self, head: Head) -> tuple[int, str] | None:
+        """Why a frame is refused by its header alone, before its payload is held: a close code and reason."""
+        if head.mask:
+            return 1002, "a server's frames are not masked"
+        if head.opcode >= CLOSE and (head.length > 125 or not head.fin):
+            return 1002, "a control frame over 125 bytes or in fragments"
+        if head.opcode in (TEXT, BINARY, CONTINUATION) and self._message_size + head.length > self.max_size:
+            return 1009, f"a message over {self.max_size:,} bytes"
+        return None
 
     def _frame_done(self) -> None:
         head, payload = self._frame, b"".join(self._frame_parts)
@@ -110,21 +125,22 @@ class Upstream:
             return
         if head.opcode != CONTINUATION:
             self._message_opcode = head.opcode
-        self._message_size += len(payload)
-        if self._message_size > self.max_size:
-            self._fail(1009, f"a message over {self.max_size:,} bytes")
-            return
+        self._message_size += len(payload)  # (within max_size: _refusal saw the frame's header)
         self._message.append(payload)
         if not head.fin:
             return
         whole = b"".join(self._message)
+        if self._unread + len(whole) > self.max_size:
+            self._fail(1008, f"over {self.max_size:,} bytes of messages nobody asked for")
+            return
         self._message, self._message_opcode, self._message_size = [], None, 0
         try:
             text = whole.decode()
         except UnicodeDecodeError:
             self._fail(1007, "a message that is not UTF-8")
             return
-        self._messages.append(text)
+        self._messages.append((text, len(whole)))
+        self._unread += len(whole)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 

@@ -6,10 +6,15 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   that never arrives whole gets 408; a percent-encoded line break stays encoded on its way upstream; unknown
   endpoint ids cost no SQL on the event loop; a foreign web page's sockets are refused, idle or junk-sending
   sockets wait without growing a pool, one client may have only so many sessions waiting, and a waiting one
-  parks only so many bytes (test_gateway). Through the MCP door and /ws alike, sessions opened to hold slots
+  parks only so many bytes; a request head that never ends gets 431 and stalls no one else, a body that never
+  arrives whole gets 408 (test_gateway). Through the MCP door and /ws alike, sessions opened to hold slots
   rather than to play grow no pool, one client holds only its share of an endpoint, a door session nobody calls
   gives its slot back (its next call takes one again and says its episode was lost), and a quiet /ws session
   yields its slot to a waiting one (test_door_slots).
+- The MCP door: a replica's frame claiming exabytes is refused by its header (1009) and messages it sends
+  unasked past the same 16 MiB (1008), both at a bounded cost in memory; a 64 MiB /schema is cut at 1 MiB; a
+  body nested too deep is a JSON-RPC parse error, not a 500; a /schema read that failed does not shut the door
+  until envhub restarts (test_mcp_door).
 - Recordings: an anonymous client's large tool arguments and reset options over many episodes are kept as a
   start and a sha256, within a budget per session and per client, the oldest episodes going first; reading a
   large recording back costs envhub a bounded amount of memory (test_recordings).

@@ -15,10 +15,12 @@ import json
 import time
 
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 MODE = {mode!r}
 routes = FastAPI()
+SCHEMA = {{"action": {{"type": "object", "properties": {{"move": {{"type": "string"}}}}, "required": ["move"]}}}}
+schema_asked = []
 
 
 async def app(scope, receive, send):  # every request and handshake is noted, whether a route takes it or not
@@ -26,6 +28,9 @@ async def app(scope, receive, send):  # every request and handshake is noted, wh
         headers = {{k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}}
         note = {{"raw_path": scope["raw_path"].decode("latin-1"), "headers": headers}}
         print("SEEN " + json.dumps(note), flush=True)
+    if MODE == "huge_frame" and scope["type"] == "websocket":
+        await huge_frame(receive, send)
+        return
     await routes(scope, receive, send)
 
 
@@ -39,6 +44,19 @@ async def ws(websocket: WebSocket):
     await websocket.accept()
     if MODE == "huge_first":  # a first message far longer than any refusal, that takes long to arrive whole
         await websocket.send_bytes(b"x" * (64 * 1024 * 1024))
+    if MODE == "chatty":  # the first message answered, then 256 MiB of messages nobody asked for, 64 KiB each
+        await websocket.receive()
+        heard = asyncio.ensure_future(websocket.receive())  # the close envhub sends, if it does
+        await websocket.send_text(json.dumps({{"type": "observation", "data": {{"observation": {{}}}}}}))
+        sent, text = 0, json.dumps({{"type": "observation", "data": {{"observation": {{"pad": "x" * 65536}}}}}})
+        while sent < 256 * 1024 * 1024 and not heard.done():
+            try:
+                await websocket.send_text(text)
+            except Exception:
+                break
+            sent += len(text)
+        print("CLOSED " + json.dumps({{"sent": sent, "code": (await heard).get("code")}}), flush=True)
+        return
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
@@ -49,6 +67,41 @@ async def ws(websocket: WebSocket):
         if MODE == "blocking_step" and '"step"' in text:  # an engine thinking: the whole server stops for 3 s
             time.sleep(3)
         await websocket.send_text(text)
+
+
+# A WebSocket whose first message is answered with a frame whose header claims 2**62 bytes, then 256 MiB of them
+# as fast as they are read: written by hand on uvicorn's transport (its protocol's, which `send` is a method of), as
+# no WebSocket library writes such a frame.
+async def huge_frame(receive, send):
+    await receive()  # the handshake
+    await send({{"type": "websocket.accept"}})
+    await receive()  # the first message
+    heard = asyncio.ensure_future(receive())  # the close envhub sends, if it does
+    transport = send.__self__.transport
+    transport.write(b"\\x82\\x7f" + (1 << 62).to_bytes(8, "big"))
+    sent, chunk = 0, b"x" * 65536
+    while sent < 256 * 1024 * 1024 and not heard.done() and not transport.is_closing():
+        if transport.get_write_buffer_size() > 1024 * 1024:
+            await asyncio.wait([heard], timeout=0.01)
+            continue
+        transport.write(chunk)
+        sent += len(chunk)
+    print("CLOSED " + json.dumps({{"sent": sent, "code": (await heard).get("code")}}), flush=True)
+
+
+@routes.get("/schema")
+def schema():
+    if MODE == "huge_schema":  # 64 MiB of one action schema's description
+        async def endless():
+            yield b'{{"action": {{"type": "object", "description": "'
+            for _ in range(64):
+                yield b"x" * (1024 * 1024)
+            yield b'"}}}}'
+        return StreamingResponse(endless(), media_type="application/json")
+    schema_asked.append(1)
+    if MODE == "flaky_schema" and len(schema_asked) == 1:  # the first read fails, the next ones work
+        return JSONResponse({{"detail": "not ready"}}, status_code=503)
+    return SCHEMA
 
 
 @routes.post("/mcp")
@@ -73,13 +126,23 @@ async def anything(path: str, request: Request):
 
 def write_hostile_env(folder: Path, mode: str = "record") -> Path:
     """A server of the given mode: `record` (only records), `huge_first`, `huge_answer`, `slow_step` (its WebSocket
-    echoes each message, a step's after half a second), `blocking_step` (a step blocks the whole server 3 s)."""
+    echoes each message, a step's after half a second), `blocking_step` (a step blocks the whole server 3 s);
+    `huge_frame` and `chatty` answer a WebSocket's first message with a frame claiming 2**62 bytes, or with endless
+    messages, then print what they sent and the close they got (`closes`); `huge_schema` answers /schema with
+    64 MiB, `flaky_schema` fails its first /schema read. Other modes answer /schema with a one-field action."""
     (folder / "server").mkdir(parents=True)
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(dedent(HOSTILE_APP).format(mode=mode))
     (folder / "openenv.yaml").write_text(f"spec_version: 1\nname: {folder.name}\napp: server.app:app\nport: 8000\n")
     (folder / "README.md").write_text(f"---\ntitle: {folder.name}\nsdk: docker\n---\nA hostile server.\n")
     return folder
+
+
+def closes(log: Path) -> list[dict[str, Any]]:
+    """What a `huge_frame` or `chatty` server sent before its socket closed, and the close code it got."""
+    if not log.exists():
+        return []
+    return [json.loads(line[7:]) for line in log.read_text().splitlines() if line.startswith("CLOSED ")]
 
 
 def seen(log: Path) -> list[dict[str, Any]]:

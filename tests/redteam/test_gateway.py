@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import secrets
+import select
 import socket
 import threading
 import time
@@ -42,6 +43,7 @@ def gateway(settings: Settings, tmp_path: Path, templates_dir: Path) -> Iterator
         update={
             "data_dir": tmp_path / "data",
             "header_timeout_s": 1.0,
+            "body_timeout_s": 1.0,
             "gateway_max_body_bytes": 1024 * 1024,
             "pool_queue_s": 30,
             "pool_queue_per_client": 2,
@@ -125,6 +127,54 @@ def test_a_request_head_that_never_arrives_whole_is_answered_408(gateway: Envhub
             answer = sock.recv(4096)  # silent: envhub speaks first, and closes
     assert answer.startswith(b"HTTP/1.1 408"), answer
     assert b"did not arrive within 1 s" in answer
+
+
+def test_a_request_head_without_end_is_answered_431_and_stalls_no_one(gateway: Envhub) -> None:
+    """A head had a deadline but no size, and httptools joins a long header's pieces by concatenation on the event
+    loop: one client streaming a header without end kept /api/health from answering for half a minute."""
+    answer: list[bytes] = []
+
+    def stream() -> None:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: ")
+            for _ in range(16384):  # 1 GiB at most, looking for an answer between chunks
+                if select.select([sock], [], [], 0.05)[0]:
+                    answer.append(sock.recv(4096))
+                    return
+                sock.sendall(b"x" * 65536)
+
+    streaming = threading.Thread(target=stream, daemon=True)
+    streaming.start()
+    answered: list[int] = []
+    with httpx.Client(base_url=gateway.url, timeout=5) as client:
+        while streaming.is_alive() and len(answered) < 20:
+            answered.append(client.get("/api/health").status_code)
+    streaming.join(timeout=60)
+    assert answer and answer[0].startswith(b"HTTP/1.1 431"), answer
+    assert set(answered) <= {200}  # every health call answered within 5 s while the header streamed
+
+
+@pytest.mark.parametrize("path", ["step", "mcp"])
+def test_a_request_body_that_never_arrives_whole_is_answered_408(gateway: Envhub, path: str) -> None:
+    """A body, passed on (a step) or read by the gateway (an MCP call), had no deadline: a client trickling one
+    held its connection, and its request's task, for good."""
+    endpoint = gateway.running("template:record")
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST /endpoints/{endpoint['id']}/{path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n".encode()
+        )
+        sock.settimeout(0.2)
+        started, answer = time.monotonic(), b""
+        while not answer and time.monotonic() - started < 20:
+            try:
+                sock.sendall(b" ")  # one byte of a body that never ends
+                answer = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+    assert answer.startswith(b"HTTP/1.1 408"), answer
 
 
 def test_a_later_request_on_a_kept_connection_has_the_same_deadline_for_its_head(gateway: Envhub) -> None:
