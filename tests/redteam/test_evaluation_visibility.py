@@ -54,6 +54,7 @@ def listed(envhub: Envhub, headers: dict[str, str]) -> set[str]:
     return on_board
 
 
+@pytest.mark.timeout(300)  # two endpoints start and play, on a machine that may be busy
 def test_a_private_endpoints_runs_are_its_owners_and_the_admins_only(public: Envhub) -> None:
     launched = public.http.post(
         "/api/endpoints", json={"environment": "template:count", "options": {"private": True}}, headers=VICTIM
