@@ -76,6 +76,11 @@ class Access:
             return not self.sign_in
         return caller.user is not None and caller.user.name == owner
 
+    def may_see(self, caller: Caller, owner: str | None, *, private: bool) -> bool:
+        """Whether the caller is shown a private endpoint, or what was played on it: who may stop it (its owner,
+        the admin) is; to anyone else it does not exist. Anything public is shown to all."""
+        return not private or self.may_stop(caller, owner)
+
     def ensure_may_stop(self, caller: Caller, endpoint_id: str, owner: str | None) -> None:
         if self.may_stop(caller, owner):
             return

@@ -2,6 +2,8 @@
 comparable on (the environment's revision and the task set), best mean reward first. It reads only the
 runs' stored summaries, never their episodes."""
 
+from collections.abc import Callable
+
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
@@ -13,7 +15,8 @@ __all__ = ["leaderboard"]
 _SHOWN = (EvaluationStatus.FINISHED, EvaluationStatus.CANCELLED, EvaluationStatus.INTERRUPTED, EvaluationStatus.RUNNING)
 
 
-def leaderboard(engine: Engine, environment: str) -> Leaderboard:
+def leaderboard(engine: Engine, environment: str, shown: Callable[[Evaluation], bool]) -> Leaderboard:
+    """The board of the runs `shown` lets the caller see."""
     with Session(engine) as session:
         runs = session.exec(
             select(Evaluation)
@@ -21,7 +24,7 @@ def leaderboard(engine: Engine, environment: str) -> Leaderboard:
             .order_by(col(Evaluation.created_at).desc())
         ).all()
     groups: dict[tuple[str | None, str], list[LeaderboardRow]] = {}
-    for run in runs:
+    for run in filter(shown, runs):
         summary = run.summary or {}
         if not summary.get("episodes"):
             continue

@@ -29,6 +29,7 @@ class EvaluationBase(SQLModel):
     revision: str | None = Field(default=None, description="the environment's revision it ran on")
     endpoint: str | None = Field(default=None, description="the endpoint it played through")
     launched: bool = Field(default=False, description="envhub launched the endpoint for this run")
+    private: bool = Field(default=False, description="played on a private endpoint: its owner's and the admin's only")
     policy: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="model and sampling; no key")
     policy_label: str = Field(index=True)
     taskset: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="the seeds or the tasks")
@@ -47,6 +48,8 @@ class EvaluationBase(SQLModel):
 
 class Evaluation(EvaluationBase, table=True):
     instance: str = Field(default="", description="the envhub instance that runs it")
+    # Kept from the run's start, so that the run stays as private as its endpoint was, whatever becomes of it.
+    endpoint_owner: str | None = Field(default=None, description="a private endpoint's owner, who may see the run")
 
 
 class EpisodeBase(SQLModel):

@@ -2,7 +2,8 @@
 they are played: evals/steps.py), and its summary over the episodes stored so far. The runs under way in a process
 are its runner's (evals/runs.py)."""
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import Engine, update
@@ -88,12 +89,17 @@ class EvaluationStore:
             raise NotFoundError(f"no evaluation {evaluation_id!r}")
         return row
 
-    def list_runs(self, *, environment: str | None = None, limit: int = 100) -> list[EvaluationBase]:
-        statement = select(Evaluation).order_by(col(Evaluation.created_at).desc()).limit(limit)
+    def list_runs(
+        self, shown: Callable[[Evaluation], bool], *, environment: str | None = None, limit: int = 100
+    ) -> list[EvaluationBase]:
+        """The newest `limit` runs that `shown` lets the caller see."""
+        statement = select(Evaluation).order_by(col(Evaluation.created_at).desc())
         if environment is not None:
             statement = statement.where(Evaluation.environment == environment)
         with Session(self.engine) as session:
-            return [EvaluationBase.model_validate(r.model_dump()) for r in session.exec(statement)]
+            # Read a page at a time: the runs left out do not count towards the limit.
+            rows = session.exec(statement.execution_options(yield_per=limit))
+            return [EvaluationBase.model_validate(r.model_dump()) for r in islice(filter(shown, rows), limit)]
 
     def public(self, evaluation_id: str) -> EvaluationPublic:
         row = self.get(evaluation_id)

@@ -108,7 +108,7 @@ def test_eval_plays_a_template_with_a_model_and_records_the_run(tmp_path: Path) 
     assert {headers["authorization"] for headers, _ in fake.requests} == {f"Bearer {key}"}
     # The run is in the catalog the server reads, for its leaderboard.
     engine = create_db_engine(env["ENVHUB_DATABASE_URL"])
-    [run] = EvaluationStore(engine).list_runs(environment="template:wordle")
+    [run] = EvaluationStore(engine).list_runs(lambda run: True, environment="template:wordle")
     engine.dispose()
     assert (run.status, run.policy_label, run.summary["episodes"], run.launched) == ("finished", "cli-model", 3, True)
 

@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, select
 
 from catalog.models import Environment, SyncRun
 from core.clock import utcnow
@@ -222,5 +222,38 @@ def test_migration_0013_renames_the_envhub_process_columns_to_instance_with_thei
         values, indexes, leases = state("instance")
         assert (values, indexes["ix_endpoint_instance"], leases) == ({gone}, ["instance"], ["sync"])
         assert "ix_endpoint_replica" not in indexes
+    finally:
+        engine.dispose()
+
+
+def test_migration_0016_marks_the_runs_on_record_of_a_private_endpoint_private(database_url: str) -> None:
+    engine = create_db_engine(database_url)
+    init_db(engine)
+    with Session(engine) as session:
+        for endpoint_id, private in (("mine", True), ("ours", False)):
+            options = {"private": private}
+            session.add(Endpoint(id=endpoint_id, environment="template:count", backend=Backend.PROCESS, owner="victim",
+                                 options=options))  # fmt: skip
+            session.add(
+                Evaluation(
+                    id=f"ev-{endpoint_id}",
+                    environment="template:count",
+                    endpoint=endpoint_id,
+                    policy_label="random",
+                    taskset_label="seeds",
+                    episodes_planned=1,
+                    concurrency=1,
+                )
+            )
+        session.commit()
+    try:
+        with exclusive(engine, MIGRATION_LOCK) as connection:
+            command.downgrade(migration_config(connection), "0015")
+
+        init_db(engine)
+
+        with Session(engine) as session:
+            runs = {run.id: (run.private, run.endpoint_owner) for run in session.exec(select(Evaluation))}
+        assert runs == {"ev-mine": (True, "victim"), "ev-ours": (False, None)}
     finally:
         engine.dispose()

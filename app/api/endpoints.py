@@ -70,7 +70,7 @@ PresenterDep = Annotated[Presenter, Depends()]
 
 def _visible(endpoint: Endpoint, access: Access, caller: Caller) -> bool:
     """A private endpoint is listed to its owner and the admin only."""
-    return endpoint.options.get("private") is not True or access.may_stop(caller, endpoint.owner)
+    return access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

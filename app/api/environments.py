@@ -10,7 +10,18 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
-from app.api.deps import CheckerDep, ClientDep, EngineDep, SessionDep, SettingsDep, SpacesDep, TasksetsDep
+from app.api.deps import (
+    AccessDep,
+    CallerDep,
+    CheckerDep,
+    ClientDep,
+    EngineDep,
+    SessionDep,
+    SettingsDep,
+    SpacesDep,
+    TasksetsDep,
+)
+from app.usecases.evaluations import run_shown
 from catalog.models import EnvironmentDetail, EnvironmentsPublic, Health, Source, Verdict
 from catalog.revisions import RevisionPublic, RevisionsPublic, revisions_of
 from catalog.search import EnvironmentQuery, Sort, search_environments
@@ -81,9 +92,12 @@ async def register_environment(
 
 
 @router.get("/{environment_id:path}/leaderboard")
-def read_leaderboard(session: SessionDep, engine: EngineDep, environment_id: str) -> Leaderboard:
-    """The environment's evaluations, best first, grouped by what they compare on (revision and task set)."""
-    return leaderboard(engine, get_environment(session, environment_id).id)
+def read_leaderboard(
+    session: SessionDep, engine: EngineDep, access: AccessDep, caller: CallerDep, environment_id: str
+) -> Leaderboard:
+    """The environment's evaluations, best first, grouped by what they compare on (revision and task set); a
+    private endpoint's for its owner and the admin only."""
+    return leaderboard(engine, get_environment(session, environment_id).id, run_shown(access, caller))
 
 
 @router.get("/{environment_id:path}/revisions")

@@ -19,7 +19,7 @@ from app.api.deps import (
     SettingsDep,
 )
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, visible_episode
+from app.usecases.evaluations import EvaluationRequest, run_shown, visible_episode, visible_run
 from core.errors import ConflictError, ForbiddenError
 from evals.models import UNDER_WAY, EpisodeBase, EpisodePublic, EvaluationBase, EvaluationPublic
 from evals.rollouts import push_rollouts, rollouts_jsonl
@@ -38,19 +38,28 @@ async def create_evaluation(
 
 
 @router.get("")
-def list_evaluations(evaluations: EvaluationsDep, environment: str | None = None) -> list[EvaluationBase]:
-    return evaluations.list_runs(environment=environment)
+def list_evaluations(
+    evaluations: EvaluationsDep, access: AccessDep, caller: CallerDep, environment: str | None = None
+) -> list[EvaluationBase]:
+    """The newest runs (a private endpoint's: for its owner and the admin only)."""
+    return evaluations.list_runs(run_shown(access, caller), environment=environment)
 
 
 @router.get("/{evaluation_id}")
-def read_evaluation(evaluation_id: str, evaluations: EvaluationsDep) -> EvaluationPublic:
+def read_evaluation(
+    evaluation_id: str, evaluations: EvaluationsDep, access: AccessDep, caller: CallerDep
+) -> EvaluationPublic:
     """The run, its summary and its episodes (without their steps: see /episodes.jsonl)."""
+    visible_run(evaluations, access, caller, evaluation_id)
     return evaluations.public(evaluation_id)
 
 
 @router.get("/{evaluation_id}/episodes.jsonl")
-def export_episodes(evaluation_id: str, evaluations: EvaluationsDep) -> StreamingResponse:
+def export_episodes(
+    evaluation_id: str, evaluations: EvaluationsDep, access: AccessDep, caller: CallerDep
+) -> StreamingResponse:
     """Every finished episode, one JSON object per line, each with the run's metadata."""
+    visible_run(evaluations, access, caller, evaluation_id)
     return StreamingResponse(
         rollouts_jsonl(evaluations, evaluation_id),
         media_type="application/x-ndjson",
@@ -66,9 +75,15 @@ class PushRequest(BaseModel):
 
 @router.post("/{evaluation_id}/push")
 async def push_to_hub(
-    evaluation_id: str, body: PushRequest, evaluations: EvaluationsDep, settings: SettingsDep, caller: CallerDep
+    evaluation_id: str,
+    body: PushRequest,
+    evaluations: EvaluationsDep,
+    settings: SettingsDep,
+    access: AccessDep,
+    caller: CallerDep,
 ) -> dict[str, str]:
     """Push the rollouts to a dataset repo on the Hub with your own token: the JSONL and a dataset card."""
+    await asyncio.to_thread(visible_run, evaluations, access, caller, evaluation_id)
     url = await asyncio.to_thread(
         push_rollouts,
         evaluations,
@@ -85,8 +100,8 @@ async def push_to_hub(
 def read_episode(
     episode_id: str, evaluations: EvaluationsDep, agents: AgentsDep, endpoints: EndpointsDep, caller: CallerDep
 ) -> StreamingResponse:
-    """One episode with every step, written a step at a time: what the share link `/?episode=ID` opens (an agent
-    session's of a private endpoint: for its owner and the admin only)."""
+    """One episode with every step, written a step at a time: what the share link `/?episode=ID` opens (a private
+    endpoint's: for its owner and the admin only)."""
     episode = visible_episode(evaluations, agents, endpoints, caller, episode_id)
     head = EpisodeBase.model_validate(episode.model_dump()).model_dump(mode="json")
     return StreamingResponse(streamed(head, evaluations.steps.records(episode)), media_type="application/json")
@@ -98,7 +113,7 @@ async def cancel_evaluation(
 ) -> EvaluationBase:
     """Cancel a run: its owner or the admin may (one nobody owns: anyone while sign-in is off); the episodes
     that finished are kept."""
-    run = evaluations.get(evaluation_id)
+    run = await asyncio.to_thread(visible_run, evaluations, access, caller, evaluation_id)
     if not access.may_stop(caller, run.owner):
         who = f"by {run.owner}" if run.owner else "by nobody signed in"
         raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")

@@ -10,48 +10,27 @@ from typing import Any
 
 import gradio as gr
 from pydantic import ValidationError
-from sqlalchemy import Engine
 
 from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
-from app.ui.requests import Visitors, connection_of
+from app.ui.requests import connection_of
+from app.ui.runs import Runs
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
-from app.usecases.evaluations import EvaluationRequest, Evaluator, visible_episode
+from app.usecases.evaluations import EvaluationRequest, Evaluator
 from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
-from evals.leaderboard import leaderboard
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
 from evals.presets import ModelPresets, preset_owner
 from evals.rollouts import push_rollouts
 from evals.runs import Runner
-from evals.sessions import AgentSessions
 from evals.steps import EpisodeSteps
-from evals.store import EvaluationStore
-from hosting.endpoints import EndpointManager
 from rollout.model import ModelConfig
 
 POLICIES = ["random", "first-legal", "model"]
 PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has
 REPLAY_S = 0.8  # between steps when the viewer plays an episode
-
-
-@dataclass(frozen=True)
-class Runs:
-    """Where the tab reads runs, their episodes and the leaderboards from, for whoever looks."""
-
-    engine: Engine  # the leaderboards
-    store: EvaluationStore
-    agents: AgentSessions  # an agent session's episode is shown to whoever may read its endpoint's sessions
-    endpoints: EndpointManager
-    visitors: Visitors
-
-    def episode(self, request: gr.Request | None, episode_id: str) -> Episode:
-        return visible_episode(self.store, self.agents, self.endpoints, self.visitors.caller(request), episode_id)
-
-    def share_link(self, request: gr.Request | None, episode_id: str) -> str:
-        return f"{self.visitors.base(request)}/?episode={episode_id}"
 
 
 @dataclass(frozen=True)
@@ -260,9 +239,11 @@ def step_html(steps: EpisodeSteps, episode: Episode, index: int, share: str) -> 
     return head + body + render_view(view) + "</div>"
 
 
-def show(engine: Engine, evaluate: Evaluate, environment_id: str, *boards: gr.HTML) -> dict[Any, Any]:
+def show(
+    runs: Runs, evaluate: Evaluate, environment_id: str, request: gr.Request | None, *boards: gr.HTML
+) -> dict[Any, Any]:
     """The tab for a newly opened environment: its name, and its leaderboard here and in `boards`."""
-    board = leaderboard_html(leaderboard(engine, split_pin(environment_id)[0])) if environment_id else ""
+    board = leaderboard_html(runs.board(request, split_pin(environment_id)[0])) if environment_id else ""
     return {
         evaluate.environment: f"Evaluating **`{environment_id}`**" if environment_id else "",
         evaluate.board: board,
@@ -284,16 +265,16 @@ def open_episode(runs: Runs, evaluate: Evaluate, episode_id: str, request: gr.Re
     }
 
 
-def run_view(runs: Runs, evaluate: Evaluate, evaluation_id: str) -> dict[Any, Any]:
+def run_view(runs: Runs, evaluate: Evaluate, evaluation_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """A run's progress, episodes and leaderboard, followed while it is under way."""
     if not evaluation_id:
         return {evaluate.timer: gr.Timer(active=False)}
-    run = runs.store.public(evaluation_id)
+    run = runs.public(request, evaluation_id)
     under_way = run.status in UNDER_WAY
     return {
         evaluate.progress: progress_html(run),
         evaluate.results: result_rows(run),
-        evaluate.board: leaderboard_html(leaderboard(runs.engine, run.environment)),
+        evaluate.board: leaderboard_html(runs.board(request, run.environment)),
         evaluate.cancel: gr.Button(visible=under_way),
         evaluate.timer: gr.Timer(active=under_way),
     }
@@ -302,10 +283,10 @@ def run_view(runs: Runs, evaluate: Evaluate, evaluation_id: str) -> dict[Any, An
 def open_run(runs: Runs, evaluate: Evaluate, run_id: str, request: gr.Request | None) -> dict[Any, Any]:
     """A past run, as from the leaderboard: its figures and episodes, and its first episode in the viewer."""
     try:
-        run = runs.store.public(run_id.strip())
+        run = runs.public(request, run_id.strip())
     except EnvhubError as exc:
         return {evaluate.message: exc.message}
-    shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(runs, evaluate, run.id)
+    shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(runs, evaluate, run.id, request)
     return shown | (open_episode(runs, evaluate, f"{run.id}-{run.episodes[0].index}", request) if run.episodes else {})
 
 
@@ -320,8 +301,8 @@ def wire(
 ) -> None:
     access, visitors = runs.endpoints.access, runs.visitors
 
-    def follow(evaluation_id: str, environment_id: str) -> dict[Any, Any]:
-        return run_view(runs, evaluate, evaluation_id)
+    def follow(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
+        return run_view(runs, evaluate, evaluation_id, request)
 
     def from_board(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
         return open_run(runs, evaluate, str(getattr(event, "run", "")), request)
@@ -414,19 +395,22 @@ def wire(
             return {evaluate.message: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
         except (EnvhubError, ValueError) as exc:
             return {evaluate.message: f"**Not started:** {getattr(exc, 'message', str(exc))}"}
-        return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | follow(run.id, environment_id)
+        return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | follow(
+            request, run.id, environment_id
+        )
 
     async def cancel(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
-        run = runs.store.get(evaluation_id)
+        run = await asyncio.to_thread(runs.get, request, evaluation_id)
         if not access.may_stop(visitors.acting_caller(request), run.owner):
             return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
         await runner.cancel(evaluation_id)
-        return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(evaluation_id, environment_id)
+        return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(request, evaluation_id, environment_id)
 
     async def push(request: gr.Request, evaluation_id: str, repo: str) -> dict[Any, Any]:
         if not evaluation_id:
             return {evaluate.message: "Run an evaluation first."}
         try:
+            await asyncio.to_thread(runs.get, request, evaluation_id)
             url = await asyncio.to_thread(
                 push_rollouts,
                 runs.store,

@@ -16,10 +16,10 @@ from app.ui import browse, detail, evaluate, launch, play, publish, quality, sta
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
-from app.ui.evaluate import Runs
 from app.ui.live import Live
 from app.ui.play import EPISODE_ROUTE
 from app.ui.requests import Visitors
+from app.ui.runs import Runs
 from app.ui.style import CSS, THEME
 from catalog.store import read_environment
 from core.errors import EnvhubError
@@ -87,7 +87,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 }
                 | detail.show(engine, live, hf_endpoint, d, environment_id, request)
                 | publish.show(engine, publisher, visitors, d.publish, environment_id, request)
-                | evaluate.show(engine, ev, environment_id, d.board)
+                | evaluate.show(runs, ev, environment_id, request, d.board)
                 | play.prepare(engine, live, sessions, p, environment_id, request)
             )
 
@@ -119,7 +119,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             run_id = str(params.get("run", "")).strip()[:100]
             if run_id and not episode_id:  # a run's link: its environment, and the run with its first episode
                 try:
-                    opened_env = open_environment(runs.store.get(run_id).environment, request)
+                    opened_env = open_environment(runs.get(request, run_id).environment, request)
                 except EnvhubError:
                     opened_env = {}  # open_run says the run is not found
                 shown = evaluate.open_run(runs, ev, run_id, request)
@@ -127,7 +127,8 @@ def build_blocks(services: Services) -> gr.Blocks:
             if episode_id:  # a shared episode: its environment, and the episode in the viewer
                 shown = evaluate.open_episode(runs, ev, episode_id, request)
                 run = runs.store.find_run_of(episode_id)
-                opened_env = open_environment(run.environment, request) if run is not None else {}
+                visible = run is not None and runs.shown(request)(run)  # a private endpoint's: its owner's only
+                opened_env = open_environment(run.environment, request) if run is not None and visible else {}
                 return values | opened_env | shown | {tabs: gr.Tabs(selected="evaluate")}
             if not environment_id:
                 return values

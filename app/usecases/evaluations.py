@@ -3,8 +3,9 @@ plays, the model's URL), recorded as a queued run, and handed to the runner with
 
 A run plays through a running endpoint's gateway, or through an endpoint launched for it (as the
 caller, within their limits) and stopped when it ends. A private endpoint is played on by its owner
-and the admin only. On a server with sign-in, everyone but the admin is capped: runs at once,
-episodes, concurrency and steps (settings); without sign-in the server is its user's own machine.
+and the admin only, and its runs are shown to them only. On a server with sign-in, everyone but the
+admin is capped: runs at once, episodes, concurrency and steps (settings); without sign-in the server
+is its user's own machine.
 """
 
 import asyncio
@@ -43,7 +44,9 @@ __all__ = [
     "ModelChoice",
     "PresetChoice",
     "ensure_sessions_visible",
+    "run_shown",
     "visible_episode",
+    "visible_run",
 ]
 
 MAX_EPISODES = 1000
@@ -152,28 +155,44 @@ def ensure_sessions_visible(endpoints: EndpointManager, caller: Caller, endpoint
     """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
     its MCP door played; anyone else is told there is no such endpoint."""
     endpoint = endpoints.store.get(endpoint_id)
-    if endpoint.options.get("private") is True and not endpoints.access.may_stop(caller, endpoint.owner):
+    if not endpoints.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
+
+
+def run_shown(access: Access, caller: Caller) -> Callable[[Evaluation], bool]:
+    """Which runs the caller is shown: a run on a private endpoint is, as the endpoint itself, its owner's and the
+    admin's only; the others are everyone's."""
+    return lambda run: access.may_see(caller, run.endpoint_owner, private=run.private)
+
+
+def visible_run(store: EvaluationStore, access: Access, caller: Caller, evaluation_id: str) -> Evaluation:
+    """A run by its id, for whoever is shown it (see run_shown); to anyone else there is no such run."""
+    run = store.get(evaluation_id)
+    if not run_shown(access, caller)(run):
+        raise NotFoundError(f"no evaluation {evaluation_id!r}")
+    return run
 
 
 def visible_episode(
     store: EvaluationStore, agents: AgentSessions, endpoints: EndpointManager, caller: Caller, episode_id: str
 ) -> Episode:
-    """An episode by its id, as the share link opens it: an evaluation's for anyone, an agent session's of a private
-    endpoint only for whoever may read that endpoint's sessions."""
+    """An episode by its id, as the share link opens it: for whoever is shown its run, or may read the sessions of
+    the endpoint its agent session played on; to anyone else there is no such episode."""
     episode = store.episode(episode_id)
     endpoint_id = agents.endpoint_of(episode.evaluation)
-    if endpoint_id is not None:
-        try:
+    try:
+        if endpoint_id is not None:
             ensure_sessions_visible(endpoints, caller, endpoint_id)
-        except NotFoundError:
-            raise NotFoundError(f"no episode {episode_id!r}") from None
+        else:
+            visible_run(store, endpoints.access, caller, episode.evaluation)
+    except NotFoundError:
+        raise NotFoundError(f"no episode {episode_id!r}") from None
     return episode
 
 
 def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> None:
     # Who may stop an endpoint (its owner, the admin) is who may play on a private one.
-    if endpoint.options.get("private") is True and not access.may_stop(caller, endpoint.owner):
+    if not access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
         owner = endpoint.owner or "nobody signed in"
         raise ForbiddenError(
             f"endpoint {endpoint.id} is private to {owner}: only they or an admin can evaluate on it; "
@@ -265,12 +284,16 @@ class Evaluator:
         taskset, taskset_label = body.taskset(dataset_revision)
         policy = _policy(choice, self.guard)
         specs = body.specs(resets)
+        # A run is as private as the endpoint it plays on (one launched for it is the caller's own, not private).
+        private = endpoint is not None and endpoint.options.get("private") is True
         row = Evaluation(
             id=new_evaluation_id(),
             environment=environment.id,
             revision=launched.revision if launched is not None else endpoint.revision if endpoint is not None else None,
             endpoint=endpoint_id,
             launched=launched is not None,
+            private=private,
+            endpoint_owner=endpoint.owner if endpoint is not None and private else None,
             policy=policy.described(),
             policy_label=policy.label,
             taskset=taskset,

@@ -40,7 +40,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   episodes, concurrency or steps than the caps, or start more runs at once than allowed
   (test_evaluation_limits); an evaluation on her own server whose observations are large, over many steps and
   episodes at once, costs envhub a bounded amount of memory, and the database what the run's storage budget allows
-  (test_evaluation_memory).
+  (test_evaluation_memory); a stranger (anonymous or signed in) finds a private endpoint's runs in no listing or
+  leaderboard and gets 404 for them, their episodes, exports, push and cancel, also once the endpoint has
+  stopped (test_evaluation_visibility).
 - Process servers: a signed-in user's launch variables cannot make a process server run code of their own
   (PYTHONWARNINGS with BROWSER, UVICORN_LOG_CONFIG, PYTHONSTARTUP and BASH_ENV, MPLBACKEND and GTK_MODULES are
   refused with a 422 naming them, and nothing runs); a server's own code runs as an unprivileged user, forked or

@@ -15,6 +15,7 @@ from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
 from tests.signin import oauth_settings
 
+UNDER_WAY = ("queued", "running")
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 MALLORY = {"Authorization": "Bearer hf_mallory"}
 VICTIM = {"Authorization": "Bearer hf_victim"}
@@ -77,8 +78,10 @@ def test_a_private_endpoint_is_evaluated_by_its_owner_and_the_admin_only(public:
     created = evaluate(public, ADMIN, endpoint=admins)
     assert created.status_code == 201, created.text
     run_id = created.json()["id"]
-    wait_until(lambda: public.http.get(f"/api/evaluations/{run_id}").json()["status"] not in ("queued", "running"), 60)
-    run = public.http.get(f"/api/evaluations/{run_id}").json()
+    wait_until(
+        lambda: public.http.get(f"/api/evaluations/{run_id}", headers=ADMIN).json()["status"] not in UNDER_WAY, 60
+    )
+    run = public.http.get(f"/api/evaluations/{run_id}", headers=ADMIN).json()
     assert run["status"] == "finished" and [e["status"] for e in run["episodes"]] == ["done"], run
 
 

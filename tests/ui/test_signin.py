@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.settings import Settings
-from tests.conftest import needs
+from tests.conftest import needs, wait_until
 from tests.fakehub import FakeHub
 from tests.serving import Envhub
 from tests.signin import oauth_settings
@@ -93,3 +93,48 @@ def test_the_play_tab_launches_only_for_a_signed_in_user_who_then_owns_it(
     # Nobody else may stop it: not without credentials, and not another signed-in user.
     assert oauth_envhub.http.delete(f"/api/endpoints/{endpoint['id']}").status_code == 403
     assert oauth_envhub.endpoint(endpoint["id"])["status"] == "running"
+
+
+@pytest.mark.timeout(300)  # two endpoints start and play, on a machine that may be busy
+def test_a_private_endpoints_run_opens_for_its_owner_only(oauth_envhub: Envhub, hub: FakeHub, page: Any) -> None:
+    hub.users |= {"hf_victim": "victim"}
+    victim = {"Authorization": "Bearer hf_victim"}
+    launched = oauth_envhub.http.post(
+        "/api/endpoints", json={"environment": "template:count", "options": {"private": True}}, headers=victim
+    )
+    assert launched.status_code == 201, launched.text
+    endpoint_id = launched.json()["id"]
+
+    def read(path: str) -> Any:
+        return oauth_envhub.http.get(path, headers=victim).json()
+
+    wait_until(lambda: read(f"/api/endpoints/{endpoint_id}")["status"] != "starting", 120)
+    runs = []
+    for target in ({"endpoint": endpoint_id}, {"environment": "template:count"}):  # the second one is public
+        body = {"policy": "random", "episodes": 1, **target}
+        created = oauth_envhub.http.post("/api/evaluations", json=body, headers=victim)
+        assert created.status_code == 201, created.text
+        runs.append(created.json()["id"])
+    private, shared = runs
+    wait_until(lambda: {read(f"/api/evaluations/{run_id}")["status"] for run_id in runs} == {"finished"}, 120)
+
+    # Not signed in: the private run's link opens nothing, and the leaderboard shows only the public run.
+    open_page(page, oauth_envhub.url + f"/?run={private}")
+    expect(page.locator("#eval-message")).to_contain_text(private, timeout=60_000)  # no such run, it says
+    expect(page.locator("#eval-progress")).not_to_contain_text(private)
+    open_page(page, oauth_envhub.url + f"/?episode={private}-0")
+    expect(page.locator("#eval-viewer")).to_contain_text(f"{private}-0")  # no such episode
+    expect(page.locator("#eval-viewer")).not_to_contain_text("reset 0 of")
+    open_page(page, oauth_envhub.url + f"/?run={shared}")
+    expect(page.locator("#eval-progress")).to_contain_text(shared)
+    expect(page.locator(f'#eval-leaderboard a[data-run="{shared}"]')).to_have_count(1)
+    expect(page.locator(f'#eval-leaderboard a[data-run="{private}"]')).to_have_count(0)
+
+    hub.oauth.signed_in = "victim"
+    page.locator("#account #sign-in").click()
+    expect(page.locator("#account-name")).to_have_text("victim")
+    open_page(page, oauth_envhub.url + f"/?run={private}")
+    expect(page.locator("#eval-progress")).to_contain_text(private)
+    expect(page.locator("#eval-viewer")).to_contain_text("reset 0 of")
+    expect(page.locator(f'#eval-leaderboard a[data-run="{shared}"]')).to_have_count(1)
+    expect(page.locator(f'#eval-leaderboard a[data-run="{private}"]')).to_have_count(1)
