@@ -52,4 +52,11 @@ def envhub_server(app: FastAPI, **options: Any) -> EnvhubServer:
     """envhub's server for the envhub app (server_config's options), with the settings and runner app.main built."""
     settings: Settings = app.state.services.settings
     runner: Runner = app.state.services.runner
+    # The scheme and the client's address come from X-Forwarded-* only when a proxy that sets them stands in
+    # front: the Hub's on a Space (any peer: it is the only way in), else whom uvicorn trusts (127.0.0.1, or
+    # FORWARDED_ALLOW_IPS). Trusted from anyone, a client would name a new address a request and take a fresh
+    # share of every per-client limit.
+    options.setdefault("proxy_headers", True)
+    if settings.space_id is not None:
+        options.setdefault("forwarded_allow_ips", "*")
     return EnvhubServer(server_config(app, settings.ws_ping_s, **options), runner)

@@ -83,6 +83,19 @@ def test_offline_start_serves_templates_and_says_so_once(offline_server: Server)
     assert not any("Traceback" in line for line in offline_server.lines)
 
 
+
+def test_off_a_space_a_client_is_counted_by_its_own_address_whatever_it_forwards(offline_server: Server) -> None:
+    """Per-client limits (dataset downloads, sessions held) count a client by its address: one that could name
+    another address in X-Forwarded-For would take a fresh share with every request."""
+    wait_until(offline_server.healthy, timeout_s=30)
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=10) as client:
+        answer = client.get(f"{offline_server.url}/api/environments", headers={"X-Forwarded-For": "203.0.113.9"})
+    assert answer.status_code == 200
+    # The access log names the address a request counted against.
+    wait_until(lambda: any('"GET /api/environments' in line for line in offline_server.lines), timeout_s=10)
+    [logged] = [line for line in offline_server.lines if '"GET /api/environments' in line]
+    assert "127.0.0.2:" in logged and "203.0.113.9" not in logged, logged
+
 # What the Spaces proxy adds to a request for https://alice-envhub.hf.space (TLS ends at the proxy).
 SPACE_PROXY = {
     "X-Forwarded-Proto": "https",

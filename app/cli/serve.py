@@ -14,9 +14,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     print(f"envhub: serving on http://{args.host}:{args.port} (catalog {settings.database_url}{page})", flush=True)
     # Behind a proxy (a Space): uvicorn takes the scheme from X-Forwarded-Proto, the app the host. The gateway
     # pings the WebSocket sessions it relays: a client that leaves a ping unanswered for an interval is let go.
-    server = envhub_server(
-        create_app(settings), host=args.host, port=args.port, proxy_headers=True, forwarded_allow_ips="*"
-    )
+    server = envhub_server(create_app(settings), host=args.host, port=args.port)
     logs.quiet_page_requests()
     server.run()
     return 0
