@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from core.errors import EnvhubError, UnauthorizedError
-from gateway.pools import Pool
+from gateway.pools import Pool, user_client
 from gateway.ports import Gateway
 
 __all__ = ["Refusal", "admit", "bearer", "client_of", "origin_refusal"]
@@ -37,11 +37,16 @@ def bearer(headers: Mapping[str, str]) -> str | None:
 
 
 async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tuple[Refusal | None, str | None]:
-    """Whether the request may reach the endpoint, and the user it proved to be (None: nobody in particular)."""
-    if not pool.private:
-        return None, None
+    """Whether the request may reach the endpoint, and the user it proved to be (None: nobody in particular). On a
+    public endpoint only the endpoint's own token proves anyone (its owner, who holds as many sessions as it has):
+    any other bearer is not asked of the Hub, and the request goes on as nobody in particular's."""
     endpoint_id = pool.endpoint_id
     token = bearer(headers)
+    if not pool.private:
+        owner = (
+            token is not None and token.startswith(gateway.bearers.prefix) and gateway.bearers.opens(endpoint_id, token)
+        )
+        return None, (pool.owner if owner else None)
     if token is None:
         return Refusal(
             401,
@@ -107,7 +112,7 @@ def client_of(headers: Mapping[str, str], peer: str, user: str | None, behind_pr
     """Whom a waiting session counts against: the user it proved to be, else its address (on a Space, the one
     the Hub's proxy saw, which it appends last to X-Forwarded-For)."""
     if user is not None:
-        return f"user:{user}"
+        return user_client(user)
     if behind_proxy:
         forwarded = [a.strip() for a in (headers.get("x-forwarded-for") or "").split(",") if a.strip()]
         if forwarded:

@@ -24,7 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HeldFull", "Pool", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter", "acquire_unless_gone"]
+__all__ = [
+    "HeldFull",
+    "Pool",
+    "PoolFull",
+    "QueueFull",
+    "Slot",
+    "Upstream",
+    "Waiter",
+    "acquire_unless_gone",
+    "user_client",
+]
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,11 @@ class HeldFull(PoolFull):
             f"you hold {self.sessions} sessions on endpoint {self.endpoint_id}, the most one client may hold on a "
             "public endpoint (ENVHUB_POOL_SESSIONS_PER_CLIENT); close one first, or launch an endpoint of your own"
         )
+
+
+def user_client(name: str) -> str:
+    """Whom a signed-in user's sessions count against (anyone else's count against their address)."""
+    return f"user:{name}"
 
 
 @dataclass(eq=False)
@@ -268,7 +283,7 @@ class Pool:
         """A slot, counted against the client; HeldFull when it holds all one client may."""
         with self._lock:
             held = self._held.get(client, 0)
-            if client and self.held_per_client and not self.private and held >= self.held_per_client:
+            if client and held >= self.held_per_client > 0 and not self.private and not self._owns(client):
                 raise HeldFull(self.endpoint_id, held, self.held_per_client)
             open_ = [s for s in self.slots.values() if s.accepting and s.id not in avoid]
             free = [s for s in open_ if s.free > 0]
@@ -288,6 +303,10 @@ class Pool:
             if client:
                 self._held[client] = held + 1
         return slot
+
+    def _owns(self, client: str) -> bool:
+        """Whether the client is the endpoint's owner, whose own endpoint's slots are all theirs to hold."""
+        return self.owner is not None and client == user_client(self.owner)
 
     def accepted(self, slot: Slot) -> None:
         """The server took a session beyond what it was believed to hold: it holds at least that many, and may be

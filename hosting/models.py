@@ -159,7 +159,9 @@ class EndpointPublic(EndpointBase):
     stats: EndpointStats = Field(default_factory=EndpointStats)
     log_tail: list[str] = Field(default_factory=list)
     access_token: str | None = Field(
-        default=None, description="a private endpoint's own bearer token: shown to its owner and the admin only"
+        default=None,
+        description="the endpoint's own bearer token, shown to its owner and the admin only: a private endpoint's URL "
+        "needs it; on a public one it tells its owner apart, whose sessions no per-client cap counts",
     )
     health: Health | None = None
     conformance: ConformanceSummary | None = None

@@ -29,12 +29,11 @@ class Presenter:
 
     def __call__(self, endpoint: Endpoint) -> EndpointPublic:
         """The endpoint as the caller may see it: its owner and the admin see everything (its variables, log, the
-        addresses of its servers, a private endpoint's token); anyone else sees what using its URL needs."""
+        addresses of its servers, its token); anyone else sees what using its URL needs."""
         # Counters are this instance's gateway's; the last activity is any instance's, as written to the row.
         stats = self.manager.traffic.stats(endpoint)
         pool = self.manager.replica_store.public(endpoint, self.manager.routes.known(endpoint.id))
         ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]
-        private = endpoint.options.get("private") is True
         public = EndpointPublic.model_validate(
             endpoint.model_dump()
             | {
@@ -46,7 +45,7 @@ class Presenter:
                 "log_tail": log_tail(
                     Path(endpoint.log_path) if endpoint.log_path else self.manager.log_path(endpoint.id)
                 ),
-                "access_token": self.tokens.of(endpoint.id) if private else None,
+                "access_token": self.tokens.of(endpoint.id),
             }
         )
         if self.manager.access.may_stop(self.caller, endpoint.owner):

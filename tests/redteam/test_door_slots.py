@@ -10,6 +10,7 @@ episode was lost; and a quiet /ws session gives its slot to a session waiting fo
 import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from websockets.sync.client import ClientConnection, connect
 
 from app.settings import Settings
 from tests.conftest import wait_until
+from tests.fakehub import FakeHub
 from tests.serving import Envhub
+from tests.signin import oauth_settings
 
 ATTACKER, OWNER = "127.0.0.2", "127.0.0.3"
 CAPACITY_ERROR = -32000  # JSON-RPC's server error, which a capacity refusal is
@@ -28,7 +31,7 @@ IDLE_CLOSE = 4000  # the close code of a /ws session that gave its slot to a wai
 
 
 @pytest.fixture
-def hub(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Callable[..., Envhub]]:
+def envhubs(settings: Settings, tmp_path: Path, count_template: str) -> Iterator[Callable[..., Envhub]]:
     """envhub with the count template and the given settings; a session waits up to 30 s for a slot."""
     started: list[Envhub] = []
 
@@ -87,10 +90,10 @@ def pool(envhub: Envhub, endpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_anonymous_initializes_neither_grow_a_pool_nor_hold_more_of_it_than_one_clients_share(
-    hub: Callable[..., Envhub],
+    envhubs: Callable[..., Envhub],
 ) -> None:
     """Four anonymous initializes used to grow a pool of one replica to four, every slot theirs: each was load."""
-    envhub = hub(pool_sessions_per_client=2)
+    envhub = envhubs(pool_sessions_per_client=2)
     endpoint = envhub.running(
         "template:count", options={"env": {"MAX_CONCURRENT_ENVS": "2"}, "replicas": {"min": 1, "max": 4}}
     )
@@ -110,9 +113,9 @@ def test_anonymous_initializes_neither_grow_a_pool_nor_hold_more_of_it_than_one_
 
 
 def test_one_client_holds_at_most_its_share_of_an_endpoint_over_ws_and_mcp_together(
-    hub: Callable[..., Envhub],
+    envhubs: Callable[..., Envhub],
 ) -> None:
-    envhub = hub(pool_sessions_per_client=2)
+    envhub = envhubs(pool_sessions_per_client=2)
     endpoint = envhub.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "8"}})
     session, _ = initialize(envhub, endpoint, ATTACKER)
     assert session is not None
@@ -130,10 +133,49 @@ def test_one_client_holds_at_most_its_share_of_an_endpoint_over_ws_and_mcp_toget
         assert play(again)["type"] == "observation"
 
 
-def test_an_idle_door_session_gives_its_slot_back_and_its_next_call_takes_one_again(
-    hub: Callable[..., Envhub],
+def test_the_owner_sending_the_endpoints_own_token_holds_all_of_its_public_endpoint(
+    settings: Settings, hub: FakeHub, tmp_path: Path, count_template: str
 ) -> None:
-    envhub = hub(mcp_slot_idle_s=1)
+    """A trainer holds its batch for a whole run: on the owner's own public endpoint, the per-client cap is no cap
+    when the sessions carry the endpoint's token, and everyone else is still held to it."""
+    hub.users = {"hf_victim": "victim"}
+    configured = oauth_settings(settings, data_dir=tmp_path / "data", pool_sessions_per_client=1, pool_queue_s=30)
+    envhub = Envhub(configured)
+    try:
+        victim = {"Authorization": "Bearer hf_victim"}
+        launched = envhub.http.post(
+            "/api/endpoints",
+            json={"environment": "template:count", "options": {"env": {"MAX_CONCURRENT_ENVS": "3"}}},
+            headers=victim,
+        )
+        assert launched.status_code == 201, launched.text
+        endpoint = envhub.wait_status(launched.json()["id"], "running")
+        token = envhub.http.get(f"/api/endpoints/{endpoint['id']}", headers=victim).json()["access_token"]
+        assert envhub.http.get(f"/api/endpoints/{endpoint['id']}").json()["access_token"] is None  # hers alone
+        url = f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/ws"
+        bearer = {"Authorization": f"Bearer {token}"}
+        with ExitStack() as held:
+            owned = [
+                held.enter_context(connect(url, source_address=(OWNER, 0), additional_headers=bearer)) for _ in "ab"
+            ]
+            assert [play(socket)["type"] for socket in owned] == ["observation"] * 2
+            with ws(envhub, endpoint, ATTACKER) as first:
+                assert play(first)["type"] == "observation"
+                with ws(envhub, endpoint, ATTACKER) as second:
+                    refusal = json.loads(second.recv(timeout=10))
+                assert (refusal["data"]["code"], refusal["data"]["limit"]) == (
+                    "CAPACITY_REACHED",
+                    "sessions_per_client",
+                )
+    finally:
+        envhub.end_endpoints()
+        envhub.stop()
+
+
+def test_an_idle_door_session_gives_its_slot_back_and_its_next_call_takes_one_again(
+    envhubs: Callable[..., Envhub],
+) -> None:
+    envhub = envhubs(mcp_slot_idle_s=1)
     endpoint = envhub.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
     session, _ = initialize(envhub, endpoint, ATTACKER)
     assert session is not None
@@ -152,8 +194,8 @@ def test_an_idle_door_session_gives_its_slot_back_and_its_next_call_takes_one_ag
         assert done["structuredContent"]["done"] is True and done["structuredContent"]["reward"] == 1.0
 
 
-def test_an_idle_ws_session_on_a_one_slot_endpoint_yields_to_a_waiting_client(hub: Callable[..., Envhub]) -> None:
-    envhub = hub(ws_idle_s=1, ws_ping_s=0.5)
+def test_an_idle_ws_session_on_a_one_slot_endpoint_yields_to_a_waiting_client(envhubs: Callable[..., Envhub]) -> None:
+    envhub = envhubs(ws_idle_s=1, ws_ping_s=0.5)
     endpoint = envhub.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
     with ws(envhub, endpoint, ATTACKER) as idle:
         assert play(idle)["type"] == "observation"  # then quiet, answering pings
