@@ -35,6 +35,7 @@ from protocol.tools import tool_call
 
 __all__ = [
     "EPISODE_LOST",
+    "NO_SLOT",
     "PROBE",
     "Closed",
     "EnvironmentSession",
@@ -51,6 +52,7 @@ FLUSH_S = 5.0  # an episode under way is written at most this often (and wheneve
 _OVER = "The episode is over: call reset to play another."
 PROBE = mcp_frame(rpc("tools/list", {}, "envhub-tools"))  # a session's first frame: an MCP environment lists its tools
 EPISODE_LOST = "episode_lost"  # the code of a call's answer when the session gave its slot back mid-episode
+NO_SLOT = "no_slot"  # the code of a call's answer when the session, idle, gave its slot back and none is free now
 
 
 class Unavailable(Exception):
@@ -158,7 +160,8 @@ class EnvironmentSession:
                 lost = await self._seat()
             except (PoolFull, Unavailable) as exc:
                 why = exc.message if isinstance(exc, PoolFull) else str(exc)
-                return error_result(f"this session gave its slot back while idle, and {why}")
+                text = f"this session gave its slot back while idle, and {why}; call again later"
+                return error_result(text, observation={"error": text, "code": NO_SLOT})
             self.placement.activate(self.seat)  # it works: its session is load that may grow the pool
             if lost is not None and not (self.surface.generated and name == RESET):
                 return error_result(lost, observation={"error": lost, "code": EPISODE_LOST})

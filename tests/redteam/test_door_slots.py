@@ -204,3 +204,20 @@ def test_an_idle_ws_session_on_a_one_slot_endpoint_yields_to_a_waiting_client(en
         with pytest.raises(ConnectionClosed) as closed:
             idle.recv(timeout=10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == IDLE_CLOSE
+
+
+def test_an_idle_door_session_whose_slot_was_taken_says_so_by_its_code(envhubs: Callable[..., Envhub]) -> None:
+    envhub = envhubs(mcp_slot_idle_s=1, pool_queue_s=1)
+    endpoint = envhub.running("template:count", options={"env": {"MAX_CONCURRENT_ENVS": "1"}})
+    session, _ = initialize(envhub, endpoint, ATTACKER)
+    assert session is not None
+    with mcp_client(envhub, ATTACKER) as http:
+        call_tool(http, endpoint, session, "reset", {})
+        wait_until(lambda: pool(envhub, endpoint)["sessions"] == 0)
+        with ws(envhub, endpoint, OWNER) as other:  # the one slot is someone else's now
+            assert play(other)["type"] == "observation"
+            waited = call_tool(http, endpoint, session, "step", {"add": 3})
+            assert waited["isError"] is True and waited["structuredContent"]["observation"]["code"] == "no_slot"
+        wait_until(lambda: pool(envhub, endpoint)["sessions"] == 0)
+        call_tool(http, endpoint, session, "reset", {})  # once it is free again, the session plays on
+        assert call_tool(http, endpoint, session, "step", {"add": 10})["structuredContent"]["done"] is True
