@@ -118,6 +118,7 @@ class Runner:
         self.store.update(evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message="")
         slots = asyncio.Semaphore(play.concurrency)
         budget = Budget(self.budget_bytes)
+        unfinished: set[str] = set()  # episodes begun and not yet recorded: a cancel leaves no steps of theirs behind
 
         async def one(spec: EpisodeSpec) -> None:
             named = episode_id(evaluation.id, spec.index)
@@ -126,6 +127,7 @@ class Runner:
                 await asyncio.to_thread(self.store.steps.write, named, record, budget)
 
             async with slots:
+                unfinished.add(named)
                 result = await play_episode(
                     play.url,
                     play.outbound,
@@ -137,6 +139,7 @@ class Runner:
                     player_name=f"envhub evaluation {evaluation.id}",
                 )
             evaluation.summary = await asyncio.to_thread(self.store.record, evaluation, result, loop.time() - started)
+            unfinished.discard(named)
             if progress is not None:
                 progress(evaluation, result)
 
@@ -153,6 +156,8 @@ class Runner:
             status, message = EvaluationStatus.FAILED, f"the run failed: {type(exc).__name__}: {exc}"
         finally:
             self._ended(evaluation.id, status, message)
+            if unfinished:
+                await asyncio.shield(asyncio.to_thread(self.store.steps.drop, unfinished))
             await asyncio.shield(self._close(play))
 
     def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, delete, func
 from sqlmodel import Session, col, select
 
 from evals.models import Episode, EpisodeStep
@@ -57,6 +57,12 @@ class EpisodeSteps:
             budget.spend(_size(stored), within=False)
         with Session(self.engine) as session:
             session.add(EpisodeStep(episode=episode_id, index=record["index"], record=stored))
+            session.commit()
+
+    def drop(self, episode_ids: Iterable[str]) -> None:
+        """Forget the records of episodes that will never be recorded (a cancelled run's unfinished ones)."""
+        with Session(self.engine) as session:
+            session.execute(delete(EpisodeStep).where(col(EpisodeStep.episode).in_(list(episode_ids))))
             session.commit()
 
     def page(self, episode: Episode, start: int, count: int = PAGE) -> list[dict[str, Any]]:

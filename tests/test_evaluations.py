@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlmodel import Session, col, select
 
 from app.settings import Settings
+from evals.models import EpisodeStep
 from tests.conftest import wait_until
 from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, Reply
@@ -172,6 +174,10 @@ def test_cancel_keeps_finished_episodes(evaluating: Envhub) -> None:
         fake.close()
     run = evaluating.http.get(f"/api/evaluations/{created['id']}").json()
     assert len(run["episodes"]) == 1
+    # The unfinished episodes' records (their resets, stored as played) went with them; the kept one's stay.
+    with Session(evaluating.services.engine) as session:
+        stored = session.exec(select(EpisodeStep.episode).where(col(EpisodeStep.episode).startswith(created["id"])))
+        assert set(stored) == {run["episodes"][0]["id"]}
 
 
 def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
