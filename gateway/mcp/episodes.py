@@ -4,9 +4,10 @@ An episode begins at a reset (the generated `reset` tool, or the reset the door 
 environment opens) and ends when the environment says done, or is cut when the session resets or ends first.
 What is kept is bounded: observations, and what the client sent (arguments, actions, reset options, and the
 refusals that may quote them), past a size are cut to their start and digest, and an episode keeps its first
-records only, so a long session costs the door a bounded amount of memory.
+records only (so many, and so many bytes of them), so a long session costs the door a bounded amount of memory.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,10 +16,11 @@ from typing import Any
 from gateway.mcp.ports import EpisodeRecord
 from protocol.observations import kept, reward_number, success
 
-__all__ = ["MAX_KEPT", "MAX_RECORDS", "EpisodeLog"]
+__all__ = ["MAX_EPISODE_BYTES", "MAX_KEPT", "MAX_RECORDS", "EpisodeLog"]
 
 MAX_KEPT = 64 * 1024  # characters of JSON of one value (an observation, the arguments, ...) kept whole in a record
 MAX_RECORDS = 512  # records one episode keeps; its figures count every step
+MAX_EPISODE_BYTES = 8 * 1024 * 1024  # bytes of JSON of the records one episode keeps in memory
 
 
 @dataclass
@@ -36,7 +38,8 @@ class EpisodeLog:
     done: bool = False
     steps: int = 0
     invalid: int = 0
-    dropped: int = 0  # records past MAX_RECORDS, counted but not kept
+    dropped: int = 0  # records past MAX_RECORDS or MAX_EPISODE_BYTES, counted but not kept
+    size: int = 0  # bytes of JSON of the records kept
     started: float = field(default_factory=time.monotonic)
     error: str | None = None
 
@@ -61,22 +64,22 @@ class EpisodeLog:
                 self.final_reward = value
         self.done = done
         self.success = success(observation) if isinstance(observation, dict) else self.success
-        if len(self.records) >= MAX_RECORDS:
+        if len(self.records) >= MAX_RECORDS or self.size >= MAX_EPISODE_BYTES:
             self.dropped += 1
             return
-        self.records.append(
-            {
-                "kind": kind,
-                "index": len(self.records),
-                **{name: kept(value, MAX_KEPT) for name, value in fields.items()},
-                "observation": kept(observation, MAX_KEPT),
-                "reward": reward,
-                "done": done,
-                "env_ms": round(env_ms, 3),
-                "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                **({"refused": kept(refused, MAX_KEPT)} if refused is not None else {}),
-            }
-        )
+        record = {
+            "kind": kind,
+            "index": len(self.records),
+            **{name: kept(value, MAX_KEPT) for name, value in fields.items()},
+            "observation": kept(observation, MAX_KEPT),
+            "reward": reward,
+            "done": done,
+            "env_ms": round(env_ms, 3),
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            **({"refused": kept(refused, MAX_KEPT)} if refused is not None else {}),
+        }
+        self.size += len(json.dumps(record, ensure_ascii=False, default=str))
+        self.records.append(record)
 
     def record(self, *, ended: str | None = None) -> EpisodeRecord:
         """The episode as the store keeps it; `ended` says why it stopped before done, when it did."""
@@ -85,7 +88,7 @@ class EpisodeLog:
         if ended is not None and not self.done:
             error = error or ended
         if self.dropped:
-            note = f"{self.dropped} records past the first {MAX_RECORDS} were not kept"
+            note = f"{self.dropped} records past the first {len(self.records)} were not kept"
             error = f"{error}; {note}" if error else note
         return EpisodeRecord(
             session=self.session,
