@@ -57,6 +57,7 @@ from gateway.mcp import Door
 from gateway.mcp.sessions import free_idle_slots
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
+from gateway.replica_http import replica_client
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
@@ -328,7 +329,7 @@ class Services:
         if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
             # In the background: the first launch then finds the zygote ready, or waits for it.
             threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=5), limits=_HTTP_LIMITS)
+        self.http = replica_client(httpx.Timeout(120, connect=5), _HTTP_LIMITS)
         self.gateway.http = self.http
         loops = [
             periodically("checking endpoints", watch_endpoints(self.keeper), WATCH_INTERVAL_S),

@@ -1,8 +1,9 @@
 """Faults a review suspected in the gateway, each tried against a server that provokes it.
 
 Refused attempts must not leave sessions counted; a flood of failures must not start a thread each; a POST that
-may have reached its server must not be sent twice; a step's latency is its own reply's; a replica that refuses the
-WebSocket upgrade says so; and a session waiting for a slot outlives its client's keepalive.
+may have reached its server must not be sent twice, and a server's 500 is not followed by a 502 of the gateway's;
+a step's latency is its own reply's; a replica that refuses the WebSocket upgrade says so; and a session waiting
+for a slot outlives its client's keepalive.
 """
 
 import asyncio
@@ -34,6 +35,7 @@ def envhub(settings: Settings, tmp_path: Path, templates_dir: Path) -> Iterator[
     write_echo_env(templates_dir / "echo")
     write_hostile_env(templates_dir / "slow_step", "slow_step")
     write_hostile_env(templates_dir / "blocking_step", "blocking_step")
+    write_hostile_env(templates_dir / "fail_then_close", "fail_then_close")
     server = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data", "pool_queue_s": 3}))
     yield server
     server.stop()
@@ -151,6 +153,16 @@ def test_a_post_that_may_have_reached_its_server_is_not_sent_twice(
     assert answer.status_code == 502
     assert dropping.posts == 1  # once: the server may have applied it
 
+
+
+def test_a_servers_500_is_passed_on_and_the_next_request_is_answered_by_the_server(envhub: Envhub) -> None:
+    """A server that fails after its 500 went out closes the connection without saying so (uvicorn does): the
+    gateway used to send the client's next request on that connection and answer 502 for a server that is fine."""
+    endpoint = envhub.running("template:fail_then_close")
+    with httpx.Client(base_url=envhub.url, timeout=30) as client:
+        for _ in range(3):  # one client connection, each request sent as soon as the last is answered
+            answer = client.post(f"/endpoints/{endpoint['id']}/step", json={"action": {}})
+            assert (answer.status_code, answer.content) == (500, b"boom!")
 
 def test_a_flood_of_failures_checks_the_endpoint_once_at_a_time(
     dropping_space: tuple[Envhub, dict[str, Any], DroppingServer],

@@ -31,7 +31,30 @@ async def app(scope, receive, send):  # every request and handshake is noted, wh
     if MODE == "huge_frame" and scope["type"] == "websocket":
         await huge_frame(receive, send)
         return
+    if MODE == "fail_then_close" and scope["type"] == "http" and scope["path"].endswith("/step"):
+        await fail_then_close(send)
+        return
     await routes(scope, receive, send)
+
+
+FAILED = []  # the failed steps whose connections close when the next request arrives
+
+
+async def fail_then_close(send):
+    # As a server whose app fails after its error page went out: uvicorn answers 500 with no word of closing, then
+    # closes the connection once the app has raised; here that is when the next request comes, whichever connection
+    # it came on (the race a busy server loses at random, made certain).
+    while FAILED:
+        FAILED.pop().set()
+    await asyncio.sleep(0.2)  # the connection of the step that failed before closes first
+    await send({{"type": "http.response.start", "status": 500, "headers": [(b"content-length", b"5")]}})
+    await send({{"type": "http.response.body", "body": b"boom!"}})
+    arrived = asyncio.Event()
+    FAILED.append(arrived)
+    try:
+        await asyncio.wait_for(arrived.wait(), 5)
+    finally:
+        raise RuntimeError("the step failed after its answer went out")
 
 
 @routes.get("/health")
@@ -129,7 +152,8 @@ def write_hostile_env(folder: Path, mode: str = "record") -> Path:
     echoes each message, a step's after half a second), `blocking_step` (a step blocks the whole server 3 s);
     `huge_frame` and `chatty` answer a WebSocket's first message with a frame claiming 2**62 bytes, or with endless
     messages, then print what they sent and the close they got (`closes`); `huge_schema` answers /schema with
-    64 MiB, `flaky_schema` fails its first /schema read. Other modes answer /schema with a one-field action."""
+    64 MiB, `flaky_schema` fails its first /schema read; `fail_then_close`: POST /step answers 500, and its
+    connection closes a second later. Other modes answer /schema with a one-field action."""
     (folder / "server").mkdir(parents=True)
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(dedent(HOSTILE_APP).format(mode=mode))
