@@ -154,7 +154,6 @@ def test_a_post_that_may_have_reached_its_server_is_not_sent_twice(
     assert dropping.posts == 1  # once: the server may have applied it
 
 
-
 def test_a_servers_500_is_passed_on_and_the_next_request_is_answered_by_the_server(envhub: Envhub) -> None:
     """A server that fails after its 500 went out closes the connection without saying so (uvicorn does): the
     gateway used to send the client's next request on that connection and answer 502 for a server that is fine."""
@@ -163,6 +162,7 @@ def test_a_servers_500_is_passed_on_and_the_next_request_is_answered_by_the_serv
         for _ in range(3):  # one client connection, each request sent as soon as the last is answered
             answer = client.post(f"/endpoints/{endpoint['id']}/step", json={"action": {}})
             assert (answer.status_code, answer.content) == (500, b"boom!")
+
 
 def test_a_flood_of_failures_checks_the_endpoint_once_at_a_time(
     dropping_space: tuple[Envhub, dict[str, Any], DroppingServer],

@@ -83,7 +83,6 @@ def test_offline_start_serves_templates_and_says_so_once(offline_server: Server)
     assert not any("Traceback" in line for line in offline_server.lines)
 
 
-
 def test_off_a_space_a_client_is_counted_by_its_own_address_whatever_it_forwards(offline_server: Server) -> None:
     """Per-client limits (dataset downloads, sessions held) count a client by its address: one that could name
     another address in X-Forwarded-For would take a fresh share with every request."""
@@ -95,6 +94,7 @@ def test_off_a_space_a_client_is_counted_by_its_own_address_whatever_it_forwards
     wait_until(lambda: any('"GET /api/environments' in line for line in offline_server.lines), timeout_s=10)
     [logged] = [line for line in offline_server.lines if '"GET /api/environments' in line]
     assert "127.0.0.2:" in logged and "203.0.113.9" not in logged, logged
+
 
 # What the Spaces proxy adds to a request for https://alice-envhub.hf.space (TLS ends at the proxy).
 SPACE_PROXY = {
