@@ -19,9 +19,11 @@ __all__ = ["Bearer", "Bearers", "ControlPlane", "Down", "Gateway", "GatewaySetti
 
 @dataclass(frozen=True)
 class Down:
-    """Why the gateway reaches no pool: the endpoint is not running (reason), or there is no such endpoint (None)."""
+    """Why the gateway reaches no pool: the endpoint is not running (reason), or there is no such endpoint (None).
+    `ended`: it stopped or failed, for good (its URL will not serve again), rather than starting or stopping."""
 
     reason: str | None
+    ended: bool = False
 
 
 class ControlPlane(Protocol):

@@ -60,7 +60,7 @@ _SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-do
 
 
 def not_found(endpoint_id: str) -> NotFoundError:
-    return NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
+    return NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints", code="endpoint_unknown")
 
 
 def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict[str, str]:
@@ -79,7 +79,11 @@ def _upstream_headers(request: Request, upstream: Upstream, prefix: str) -> dict
 
 def ready(found: Pool | Down, endpoint_id: str) -> Pool:
     if isinstance(found, Down):
-        raise not_found(endpoint_id) if found.reason is None else UpstreamError(found.reason)
+        if found.reason is None:
+            raise not_found(endpoint_id)
+        if found.ended:  # gone for good: a 404 clients do not retry, not a 502 they would
+            raise NotFoundError(f"{found.reason}; launch it again for a new URL", code="endpoint_stopped")
+        raise UpstreamError(found.reason)
     return found
 
 

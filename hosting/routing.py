@@ -117,9 +117,7 @@ class Routes:
         runtime = self.runtimes.get(endpoint.backend) if endpoint is not None else None
         if endpoint is None or endpoint.status != EndpointStatus.RUNNING or runtime is None:
             self.forget(endpoint_id)
-            down = Down(
-                None if endpoint is None else f"endpoint {endpoint_id} is {endpoint.status.value}: {endpoint.message}"
-            )
+            down = Down(None) if endpoint is None else _down(endpoint)
             with self._lock:
                 if len(self._absent) >= _ABSENT_MAX:
                     self._absent.clear()
@@ -168,3 +166,10 @@ class Routes:
     def forget(self, endpoint_id: str) -> None:
         with self._lock:
             self._pools.pop(endpoint_id, None)
+
+
+def _down(endpoint: Endpoint) -> Down:
+    """Why a known endpoint serves nothing now: what it is doing, or since when and why it ended."""
+    ended = endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED)
+    since = f" since {endpoint.stopped_at:%Y-%m-%d %H:%M:%S} UTC" if ended and endpoint.stopped_at else ""
+    return Down(f"endpoint {endpoint.id} is {endpoint.status.value}{since}: {endpoint.message}", ended=ended)

@@ -102,12 +102,29 @@ def test_the_web_interface_links_back_through_the_gateway(envhub: Envhub, count_
 
 def test_unknown_endpoint_is_a_404_json_and_a_ws_close(envhub: Envhub) -> None:
     response = envhub.http.get("/endpoints/nope/health")
-    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert (response.status_code, response.json()["code"]) == (404, "endpoint_unknown")
     assert "'nope'" in response.json()["detail"]
     with connect(f"ws://127.0.0.1:{envhub.port}/endpoints/nope/ws") as ws, pytest.raises(ConnectionClosed) as closed:
         ws.recv()
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1008
+
+
+def test_a_stopped_endpoints_url_says_it_is_gone_rather_than_failing(envhub: Envhub, count_template: str) -> None:
+    """A URL pasted into a trainer, once its endpoint stopped: a 404 and a close that clients do not retry, not a
+    502 or 1011 that they would retry for ever."""
+    endpoint = envhub.running(count_template)
+    assert envhub.http.delete(f"/api/endpoints/{endpoint['id']}").status_code == 200
+    envhub.wait_status(endpoint["id"], "stopped")
+    step = f"/endpoints/{endpoint['id']}/step"
+    wait_until(lambda: envhub.http.get(step).status_code == 404, timeout_s=5)  # the gateway remembers it for 2 s
+    for method in ("GET", "POST"):
+        answer = envhub.http.request(method, f"/endpoints/{endpoint['id']}/step", json={"action": {}})
+        assert (answer.status_code, answer.json()["code"]) == (404, "endpoint_stopped"), answer.text
+    url = f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/ws"
+    with connect(url) as ws, pytest.raises(ConnectionClosed) as closed:
+        ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
 
 
 def _replaced(envhub: Envhub, endpoint_id: str, lost: str) -> dict[str, Any]:
@@ -184,8 +201,7 @@ def test_an_endpoint_whose_servers_keep_dying_fails(envhub: Envhub, count_templa
     assert failed["message"].startswith("its servers keep dying (3 lost in 10 minutes); the last: replica ")
     assert "killed by signal 9 (SIGKILL)" in failed["message"]
     down = envhub.http.get(f"/endpoints/{endpoint['id']}/health")
-    assert down.status_code == 502
-    assert "is failed" in down.json()["detail"]
+    assert (down.status_code, down.json()["code"]) == (404, "endpoint_stopped")  # for good: not a 502 to retry
 
 
 def endpoint_pid(endpoint_id: str) -> int:
