@@ -311,6 +311,25 @@ def zygote_pids(work_dir: Path) -> list[int]:
     return pids
 
 
+def _in_group(leader: int) -> list[int]:
+    """The processes of the group `leader` leads (the server's: what it starts stays in it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == leader:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _ns_pid(pid: int) -> int:
+    """The pid the process has in its own pid namespace (its last NSpid), as its server would print it."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[-1])
+
+
 def parent_of(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2 :].split()[1])
@@ -506,8 +525,10 @@ def test_stop_ends_a_forked_servers_whole_group_and_its_stderr_is_logged(
     assert parent_of(server) in zygote_pids(tmp_path / "data" / "runtime")
     lines = [line for line in endpoint["log_tail"] if line.startswith("helper process ")]
     assert len(lines) == 1, endpoint["log_tail"]
-    helper = int(lines[0].split()[-1])
-    assert os.getpgid(helper) == server  # the server leads its own group
+    # The pid the server saw is its own processes' (it has a /proc of its own): the helper, as the machine sees
+    # it, is the one in the server's group that runs `sleep 600` and has that pid in there.
+    [helper] = [pid for pid in _in_group(server) if _ns_pid(pid) == int(lines[0].split()[-1])]
+    assert Path(f"/proc/{helper}/cmdline").read_bytes() == b"sleep\x00600\x00"
 
     stopped = envhub.http.delete(f"/api/endpoints/{endpoint['id']}").json()
 
