@@ -176,6 +176,7 @@ class Pool:
         self._used: dict[str, float] = {}  # pinned session -> when it was last used (monotonic)
         self._attached: dict[str, int] = {}  # pinned session -> sockets attached to it now
         self._pinned_by: dict[str, str] = {}  # pinned session -> the client that made it
+        self._working: set[str] = set()  # pinned sessions that asked for work: load that may grow the pool
         self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -384,6 +385,7 @@ class Pool:
         """A replica went: its pinned sessions went with it, and no longer count against their clients."""
         for session_id in [sid for sid, rid in self.pinned.items() if rid == replica_id]:
             del self.pinned[session_id]
+            self._working.discard(session_id)
             self._unheld(self._pinned_by.pop(session_id, ""))
 
     def pinned_slot(self, session_id: str) -> Slot | None:
@@ -393,6 +395,17 @@ class Pool:
             if replica_id is not None:
                 self._used[session_id] = time.monotonic()
             return self.slots.get(replica_id) if replica_id else None
+
+    def work(self, session_id: str) -> None:
+        """A pinned session asked its server for work (a call other than its making): from then on it is load that
+        may grow the pool, as a `/ws` session is once it sends something; made and left idle, it is not."""
+        with self._lock:
+            replica_id = self.pinned.get(session_id)
+            slot = self.slots.get(replica_id) if replica_id and session_id not in self._working else None
+            if slot is not None:
+                self._working.add(session_id)
+        if slot is not None:
+            self.activate(slot)
 
     def attached(self, session_id: str, delta: int) -> None:
         """A socket attached to a pinned session (+1) or left it (-1): while one is, the session is in use."""
@@ -434,9 +447,11 @@ class Pool:
             self._closing.discard(session_id)
             self._used.pop(session_id, None)
             client = self._pinned_by.pop(session_id, "")
+            working = session_id in self._working
+            self._working.discard(session_id)
             slot = self.slots.get(replica_id) if replica_id else None
         if slot is not None:
-            self.release(slot, active=True, client=client)
+            self.release(slot, active=working, client=client)
         return slot
 
     # -- stateless HTTP

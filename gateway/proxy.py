@@ -334,7 +334,10 @@ async def _proxy_mcp(
     session_id = params.get("session_id") if isinstance(params, dict) else None
     if method == "openenv/session/create" and isinstance(call, dict):
         return await _create_mcp_session(request, gateway, pool, body, call, traffic, client)
-    slot = (pool.pinned_slot(session_id) if isinstance(session_id, str) else None) or pool.any_ready()
+    pinned = pool.pinned_slot(session_id) if isinstance(session_id, str) else None
+    if pinned is not None and isinstance(session_id, str) and method != "openenv/session/close":
+        pool.work(session_id)
+    slot = pinned or pool.any_ready()
     if slot is None:
         raise _no_replica(endpoint_id)
     answer = await _send(request, gateway, pool, slot, "mcp", body, traffic)
@@ -396,8 +399,7 @@ async def _create_mcp_session(
                 pool.release(slot, client=client)
             else:
                 pool.accepted(slot)
-                pool.activate(slot)
-                pool.pin(result["session_id"], slot, client)
+                pool.pin(result["session_id"], slot, client)  # load once it asks for work (Pool.work), not before
             return _passed_on(answer, gateway, slot, pool.endpoint_id, "mcp", traffic, content)
     finally:
         left.cancel()

@@ -72,6 +72,8 @@ async def _run_session(gateway: Gateway, pool: Pool, path: str, query: str, sess
         waiter.active = True
         if placed:
             pool.activate(placed[0])
+        elif pinned is not None:
+            pool.work(attach)  # the MCP session it attaches to works now
         else:
             pool.nudge()
 

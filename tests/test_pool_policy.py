@@ -137,7 +137,10 @@ def test_a_pinned_session_frees_its_slot_when_closed_when_its_socket_goes_or_whe
     pool = pool_of(3)
     slot = asyncio.run(pool.acquire(0))
     pool.pin("s1", slot)
-    pool.activate(slot)
+    assert slot.active == 0  # made, it is no load yet
+    pool.work("s1")
+    pool.work("s1")  # once: its first call makes it load
+    assert slot.active == 1
     pool.attached("s1", +1)
     pool.close_when_detached("s1")  # asked to close while a socket is attached
     assert slot.sessions == 1 and pool.stale(0) == []  # in use: not stale however long

@@ -112,6 +112,32 @@ def test_anonymous_initializes_neither_grow_a_pool_nor_hold_more_of_it_than_one_
     assert len(pool(envhub, endpoint)["replicas"]) == 2
 
 
+def test_sessions_made_over_http_and_left_idle_do_not_grow_a_pool(envhubs: Callable[..., Envhub]) -> None:
+    """openenv's own MCP sessions (`openenv/session/create` over POST /mcp) used to count as load once made: a few
+    anonymous creates grew the pool. Made and left idle they hold their slots only; a call makes one load."""
+    envhub = envhubs()
+    endpoint = envhub.running(
+        "template:count", options={"env": {"MAX_CONCURRENT_ENVS": "2"}, "replicas": {"min": 1, "max": 4}}
+    )
+    made = []
+    with mcp_client(envhub, ATTACKER) as http:
+        for _ in range(2):
+            answer = http.post(
+                f"/endpoints/{endpoint['id']}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}},
+            ).json()
+            made.append(answer["result"]["session_id"])
+    assert pool(envhub, endpoint)["sessions"] == 2
+    # Growth is asked for within a second of sessions pressing on the pool; none does.
+    with pytest.raises(pytest.fail.Exception):
+        wait_until(lambda: len(pool(envhub, endpoint)["replicas"]) > 1, timeout_s=3)
+    with mcp_client(envhub, OWNER) as http:  # both now work: the pool, full of load, grows
+        for session_id in made:
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"session_id": session_id}}
+            assert http.post(f"/endpoints/{endpoint['id']}/mcp", json=call).status_code == 200
+    wait_until(lambda: len(pool(envhub, endpoint)["replicas"]) > 1, timeout_s=30)
+
+
 def test_one_client_holds_at_most_its_share_of_an_endpoint_over_ws_and_mcp_together(
     envhubs: Callable[..., Envhub],
 ) -> None:
