@@ -8,9 +8,9 @@ our own, and asserts the door holds. Read together, they are envhub's threat mod
   sockets wait without growing a pool, one client may have only so many sessions waiting, and a waiting one
   parks only so many bytes; a request head that never ends gets 431 and stalls no one else, a body that never
   arrives whole gets 408 (test_gateway). Through the MCP door and /ws alike, sessions opened to hold slots
-  rather than to play (door sessions, openenv's own MCP sessions, idle sockets) grow no pool, one client holds only its share of an endpoint, a door session nobody calls
-  gives its slot back (its next call takes one again and says its episode was lost), and a quiet /ws session
-  yields its slot to a waiting one (test_door_slots).
+  rather than to play (door sessions, openenv's own MCP sessions, idle sockets) grow no pool, one client holds
+  only its share of an endpoint, a door session nobody calls gives its slot back (its next call takes one again
+  and says its episode was lost), and a quiet /ws session yields its slot to a waiting one (test_door_slots).
 - The MCP door: a replica's frame claiming exabytes is refused by its header (1009) and messages it sends
   unasked past the same 16 MiB (1008), both at a bounded cost in memory; a 64 MiB /schema is cut at 1 MiB; a
   body nested too deep is a JSON-RPC parse error, not a 500; a /schema read that failed does not shut the door
