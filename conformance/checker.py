@@ -16,7 +16,7 @@ from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
 from conformance import ConformanceReport, ServerCapacity, check_url
 from conformance.models import CheckReport, CheckReportPublic, QualityReportPublic, Suite, public
-from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, check_quality
+from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, Seats, check_quality
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard
 
@@ -133,10 +133,12 @@ class Checker:
         cold_start_s: float | None = None,
         memory: Callable[[], int | None] | None = None,
         server_capacity: ServerCapacity | None = None,
+        seats: Seats | None = None,
+        replica: str | None = None,
     ) -> QualityReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
-        endpoint; the revision, replicas, cold start and memory are what hosting knows of an endpoint (the revision
-        by default the catalog's)."""
+        endpoint; the revision, replicas, cold start, memory and seats are what hosting knows of an endpoint (the
+        revision by default the catalog's). SlotsInUseError, nothing filed, when the seats gave way to clients."""
         url = self.guard.normalize(url)
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
@@ -148,6 +150,8 @@ class Checker:
             cold_start_s=cold_start_s,
             memory=memory,
             server_capacity=server_capacity,
+            seats=seats,
+            replica=replica,
         )
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials).with_trusted(

@@ -71,6 +71,13 @@ class ConflictError(EnvhubError):
     code = "conflict"
 
 
+class SlotsInUseError(ConflictError):
+    """envhub's own sessions on an endpoint's replicas (a quality report's) gave way to its clients: a client's
+    session waited for a slot, or none was free."""
+
+    code = "slots_in_use"
+
+
 class PayloadTooLargeError(EnvhubError):
     status_code = 413
     code = "payload_too_large"

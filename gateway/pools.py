@@ -178,6 +178,7 @@ class Pool:
         self._pinned_by: dict[str, str] = {}  # pinned session -> the client that made it
         self._working: set[str] = set()  # pinned sessions that asked for work: load that may grow the pool
         self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
+        self.on_queue: Callable[[], None] = lambda: None  # a session waits: envhub's own give way (gateway.lending)
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._turn = itertools.count()
@@ -276,7 +277,10 @@ class Pool:
                 why = f"{mine} of your sessions wait already, the most one client may have waiting"
             else:
                 self._waiters.append((waiter, loop, event))
-                return
+                why = ""
+        if not why:
+            self.on_queue()
+            return
         sessions, capacity, replicas = self.load()
         raise QueueFull(sessions, capacity, replicas, self.most, why)
 
@@ -303,6 +307,22 @@ class Pool:
             slot.sessions += 1
             if client:
                 self._held[client] = held + 1
+        return slot
+
+    def take_spare(self, replica_id: str, own: int) -> Slot | None:
+        """A slot on that replica for envhub's own work (gateway.lending), only while no session waits for one. When
+        all its sessions are that work's own (`own`), one more is let through: the server's answer says what it holds.
+        """
+        with self._lock:
+            if self._waiters:
+                return None
+            others = frozenset(self.slots) - {replica_id}
+        slot = self._take(others, "")
+        with self._lock:
+            alone = self.slots.get(replica_id)
+            if slot is None and alone is not None and alone.accepting and alone.sessions <= own:
+                alone.sessions += 1
+                return alone
         return slot
 
     def _owns(self, client: str) -> bool:

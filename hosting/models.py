@@ -98,7 +98,7 @@ class PoolEvent(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     endpoint: str = Field(index=True)
     at: datetime = Field(default_factory=utcnow)
-    kind: str = Field(description="grow, shrink, replace, lost")
+    kind: str = Field(description="grow, shrink, replace, lost, gave_way")
     message: str
 
 

@@ -4,8 +4,10 @@ report on each revision once.
 A round finds running endpoints of this instance, then running Hub Spaces the health monitor saw
 up, whose environment revision has no quality report filed, and runs a report of up to `per_round` of them, one at
 a time. An endpoint's report reaches its server directly (its first ready replica), since a
-round has no request to learn this server's own address from. A target whose report failed
-to run is not tried again by this process.
+round has no request to learn this server's own address from; its sessions take their slots from the endpoint's
+pool all the same, only ones nobody waits for (gateway.lending). A report that gave way to the endpoint's clients
+is skipped for the round, said in the log and the pool's events, and runs in a later one. A target whose report
+failed to run is not tried again by this process.
 """
 
 import asyncio
@@ -21,6 +23,8 @@ from catalog.models import Environment, Source
 from conformance import ServerCapacity
 from conformance.checker import Checker
 from conformance.quality import ReplicaTarget
+from core.errors import SlotsInUseError
+from gateway.lending import lender
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
 from protocol.health import HealthStatus
@@ -45,13 +49,14 @@ def server_capacity(manager: EndpointManager, endpoint_id: str) -> ServerCapacit
 
 
 def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
-    """What hosting knows of a running endpoint that a quality report uses: its ready replicas (to compare them),
-    its cold start, and the memory its servers hold."""
+    """What hosting knows of a running endpoint that a quality report uses: its ready replicas (to compare them) and
+    the pool's seats its sessions on them take, its cold start, and the memory its servers hold."""
     pool = manager.routes.resolve(endpoint.id)
     slots = sorted((s for s in pool.slots.values() if s.accepting), key=lambda s: s.id) if pool is not None else []
     cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
     return {
         "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
+        "seats": lender(pool) if pool is not None else None,
         "server_capacity": server_capacity(manager, endpoint.id),
         "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
         "memory": lambda: manager.replicas.resident_bytes(endpoint),
@@ -64,6 +69,7 @@ class _Due:
     revision: str
     url: str
     endpoint: Endpoint | None = None
+    replica: str | None = None  # the endpoint's replica the URL reaches
 
 
 def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]], limit: int) -> list[_Due]:
@@ -94,7 +100,7 @@ def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]]
         key = (endpoint.environment, str(endpoint.revision))
         slots = hosted(manager, endpoint)["replicas"]
         if key not in skip and slots:
-            due.append(_Due(*key, slots[0].url, endpoint))
+            due.append(_Due(*key, slots[0].url, endpoint, slots[0].id))
             skip.add(key)
     for space in spaces:
         key = (space.id, str(space.sha))
@@ -107,15 +113,32 @@ def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]]
 
 def quality_round(checker: Checker, manager: EndpointManager, per_round: int) -> Callable[[], Awaitable[None]]:
     tried: set[tuple[str, str]] = set()
+    gave_way: set[tuple[str, str]] = set()  # reports skipped in the last round they were due, for the clients
 
     async def report() -> None:
         for due in await asyncio.to_thread(_due, checker, manager, tried, per_round):
-            tried.add((due.environment, due.revision))
+            key = (due.environment, due.revision)
+            tried.add(key)
             extra: dict[str, Any] = {}
             if due.endpoint is not None:
                 extra = await asyncio.to_thread(hosted, manager, due.endpoint)
-                extra |= {"endpoint": due.endpoint.id, "trusted": tuple(r.url for r in extra["replicas"])}
-            filed = await checker.check_quality(due.url, environment=due.environment, revision=due.revision, **extra)
+                extra |= {
+                    "endpoint": due.endpoint.id,
+                    "trusted": tuple(r.url for r in extra["replicas"]),
+                    "replica": due.replica,
+                }
+            try:
+                filed = await checker.check_quality(
+                    due.url, environment=due.environment, revision=due.revision, **extra
+                )
+            except SlotsInUseError as exc:
+                tried.discard(key)  # not a failure to run: a later round runs it
+                log.info("quality report of %s@%s skipped for this round: %s", due.environment, due.revision[:12], exc)
+                if due.endpoint is not None and key not in gave_way:
+                    await asyncio.to_thread(manager.replica_store.event, due.endpoint.id, "gave_way", exc.message)
+                gave_way.add(key)
+                continue
+            gave_way.discard(key)
             log.info("quality report of %s@%s: %s", due.environment, due.revision[:12], filed.verdict)
 
     return report

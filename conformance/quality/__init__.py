@@ -17,8 +17,9 @@ from conformance.quality.declared import declared
 from conformance.quality.episodes import Lost, SessionError
 from conformance.quality.figures import measure_figures
 from conformance.quality.report import Figures, QualityReport, QualityResult, Severity, Verdict
-from conformance.quality.run import Finding, QualityTarget, ReplicaTarget, Run
+from conformance.quality.run import Finding, QualityTarget, ReplicaTarget, Run, Seats
 from conformance.report import Outcome
+from core.errors import SlotsInUseError
 from core.outbound import OutboundGuard, OutboundSession
 from protocol.health import healthy
 from protocol.interface import read_interface
@@ -31,6 +32,7 @@ __all__ = [
     "QualityResult",
     "QualityTarget",
     "ReplicaTarget",
+    "Seats",
     "Verdict",
     "check_quality",
 ]
@@ -91,6 +93,8 @@ async def _run_one(run: Run, check: Check) -> tuple[QualityResult, Severity | No
         try:
             async with asyncio.timeout(run.remaining()):
                 finding = await check.run(run)
+        except SlotsInUseError:
+            raise  # not the server's doing: the report stops, and runs another time
         except TimeoutError:
             fix = f"make reset and step answer faster: the whole report has {run.deadline_s:g} s"
             finding = _error("not finished: the report's deadline passed during this check", fix)
@@ -118,7 +122,8 @@ async def _run_one(run: Run, check: Check) -> tuple[QualityResult, Severity | No
 async def check_quality(
     target: QualityTarget, guard: OutboundGuard, *, timeout_s: float = 10, deadline_s: float = 60
 ) -> QualityReport:
-    """Run the quality suite against the target's URL; RefusedURLError when the guard will not fetch it."""
+    """Run the quality suite against the target's URL; RefusedURLError when the guard will not fetch it, and
+    SlotsInUseError when the target's seats are wanted by the pool's clients (the report is then not finished)."""
     base = guard.normalize(target.url).rstrip("/")
     checked_at = datetime.now(UTC)
     started = time.perf_counter()

@@ -90,7 +90,8 @@ async def _replay_on_replicas(run: Run, reference: Episode) -> tuple[list[tuple[
         guard = run.guard.with_trusted(replica.url)
         outbound = OutboundSession(guard, timeout_s=run.timeout_s, headers=replica.headers)
         try:
-            async with run.session(f"replica {replica.id}", base=replica.url, outbound=outbound) as session:
+            name = f"replica {replica.id}"
+            async with run.session(name, base=replica.url, outbound=outbound, replica=replica.id) as session:
                 episode = await replay(
                     session, seed=reference.seed, episode_id=reference.episode_id, actions=reference.actions
                 )

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +152,7 @@ class Session:
         self.conn = conn
         self.timeout_s = timeout_s
         self.name = name
+        self.on_answered: Callable[[], None] = lambda: None  # told once, at the first reply that is not a refusal
 
     @classmethod
     async def open(cls, outbound: OutboundSession, base: str, *, timeout_s: float, name: str = "") -> "Session":
@@ -186,6 +188,8 @@ class Session:
         capacity = frames.capacity(reply)
         if capacity is not None:
             raise AtCapacity(capacity)
+        answered, self.on_answered = self.on_answered, lambda: None
+        answered()
         return reply
 
     @staticmethod

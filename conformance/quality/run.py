@@ -4,9 +4,9 @@ server says about itself and declares, and the episodes played so far (later che
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from conformance.context import ServerCapacity
 from conformance.quality.declared import DEFAULT_MAX_STEPS, Declared
@@ -19,7 +19,7 @@ from protocol.tools import example_action
 from rollout.harness import Brief
 from rollout.players import Player, RandomPolicy
 
-__all__ = ["Finding", "QualityTarget", "ReplicaTarget", "Run"]
+__all__ = ["Finding", "QualityTarget", "ReplicaTarget", "Run", "Seats"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,14 @@ class ReplicaTarget:
     id: str
     url: str
     headers: dict[str, str] = field(default_factory=dict)
+
+
+class Seats(Protocol):
+    """Slots of a pool for the report's sessions on its replicas at their own URLs (an envhub endpoint's), each held
+    while its session is open and yielding what to call once the server answered it. They raise SlotsInUseError,
+    which stops the report, when the pool's clients need them."""
+
+    def seat(self, replica_id: str) -> AbstractAsyncContextManager[Callable[[], None]]: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ class QualityTarget:
     cold_start_s: float | None = None  # from the launch to the first healthy answer, when the caller saw it
     memory: Callable[[], int | None] | None = None  # bytes the servers hold now, where the backend can see it
     server_capacity: ServerCapacity | None = None  # reads what each server of an envhub endpoint's pool holds
+    seats: Seats | None = None  # where sessions on the pool's replicas take their slots
+    replica: str | None = None  # the replica the URL itself reaches, when it is one (a background round's)
 
 
 @dataclass(frozen=True)
@@ -136,13 +146,25 @@ class Run:
 
     @asynccontextmanager
     async def session(
-        self, name: str, *, base: str | None = None, outbound: OutboundSession | None = None, timeout_s: float = 0
+        self,
+        name: str,
+        *,
+        base: str | None = None,
+        outbound: OutboundSession | None = None,
+        timeout_s: float = 0,
+        replica: str | None = None,
     ) -> AsyncIterator[Session]:
-        """A /ws session, closed after."""
-        opened = await Session.open(
-            outbound or self.outbound, base or self.base, timeout_s=timeout_s or self.timeout_s, name=name
-        )
-        try:
-            yield opened
-        finally:
-            await opened.close()
+        """A /ws session (on that replica of the pool, at `base`), closed after; it holds a seat of the pool's while
+        it is open when the URL reaches a replica directly."""
+        on = replica or (self.target.replica if base is None else None)
+        seats = self.target.seats
+        no_seat: AbstractAsyncContextManager[Callable[[], None]] = nullcontext(lambda: None)
+        async with seats.seat(on) if seats is not None and on is not None else no_seat as answered:
+            opened = await Session.open(
+                outbound or self.outbound, base or self.base, timeout_s=timeout_s or self.timeout_s, name=name
+            )
+            opened.on_answered = answered
+            try:
+                yield opened
+            finally:
+                await opened.close()

@@ -1,0 +1,100 @@
+"""envhub's own sessions on an endpoint's replicas (a quality report's, reached at the replica's own URL): counted in
+the pool as a client's are, taken only from slots nobody waits for, and given back as soon as a client's session
+waits, so the endpoint's clients never wait on envhub, let alone are refused for it.
+
+A seat is held while one such session is open. When a client's session starts to wait, every task holding a seat is
+cancelled, its sessions closed on the way out, and the seat raises SlotsInUseError: the work stops and runs another
+time.
+"""
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
+
+from core.errors import SlotsInUseError
+from gateway.pools import Pool, Slot
+
+__all__ = ["Lender", "lender"]
+
+
+@dataclass(eq=False)
+class _Seat:
+    slot: Slot
+    task: "asyncio.Task[object]"
+    loop: asyncio.AbstractEventLoop
+    recalled: bool = field(default=False)
+
+
+class Lender:
+    """An endpoint's pool as envhub's own work takes slots from it."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = weakref.ref(pool)  # the pool owns its lender (through on_queue), not the other way round
+        self.endpoint_id = pool.endpoint_id
+        self._seats: set[_Seat] = set()
+        pool.on_queue = self.recall
+
+    @property
+    def pool(self) -> Pool | None:
+        return self._pool()
+
+    @asynccontextmanager
+    async def seat(self, replica_id: str) -> AsyncIterator[Callable[[], None]]:
+        """A slot on the replica for one session, held until the block ends; it yields what to call once the server
+        has answered the session (it took it: a server that never said what it holds may then be tried with more).
+        SlotsInUseError when no slot is free or a client's session waits, at once or later."""
+        pool = self.pool
+        own = sum(1 for seat in self._seats if seat.slot.id == replica_id)
+        slot = pool.take_spare(replica_id, own) if pool is not None else None
+        if pool is None or slot is None:
+            raise SlotsInUseError(self._busy(f"replica {replica_id} has no slot nobody waits for"))
+        task = asyncio.current_task()
+        assert task is not None, "a seat is taken by a task"
+        seat = _Seat(slot, task, asyncio.get_running_loop())
+        self._seats.add(seat)
+        try:
+            yield lambda: pool.accepted(slot)
+        except asyncio.CancelledError:
+            if seat.recalled:
+                for held in self._seats:  # the task's other seats see this error, not the cancellation
+                    held.recalled = held.recalled and held.task is not task
+                if task.uncancel() == 0:
+                    raise SlotsInUseError(self._busy("a client's session waited for a slot")) from None
+            raise
+        finally:
+            self._seats.discard(seat)
+            pool.release(slot)
+
+    def recall(self) -> None:
+        """A client's session waits: every task holding a seat stops (from any thread)."""
+        for seat in list(self._seats):
+            seat.loop.call_soon_threadsafe(self._stop, seat.task)
+
+    def _stop(self, task: "asyncio.Task[object]") -> None:
+        # On the task's loop, where seats are taken and given back: only a task that still holds one is cancelled,
+        # and once however many it holds.
+        held = [seat for seat in self._seats if seat.task is task]
+        if held and not any(seat.recalled for seat in held):
+            for seat in held:
+                seat.recalled = True
+            task.cancel()
+
+    def _busy(self, why: str) -> str:
+        return (
+            f"envhub's own sessions on endpoint {self.endpoint_id} gave way to its clients ({why}); "
+            "run it again when they leave a slot free"
+        )
+
+
+_LENDERS: "WeakKeyDictionary[Pool, Lender]" = WeakKeyDictionary()  # a lender lives as long as its pool
+
+
+def lender(pool: Pool) -> Lender:
+    """The pool's one lender."""
+    found = _LENDERS.get(pool)
+    if found is None:
+        found = _LENDERS[pool] = Lender(pool)
+    return found
