@@ -24,6 +24,8 @@ from tests.environments import write_count_env
 from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, generic_brain
 from tests.postgres import postgres_schema as schema_of_its_own
+from tests.trainer_venv import build as build_trainer_venv
+from tests.trainer_venv import ready, venv_dir
 
 if TYPE_CHECKING:
     import docker
@@ -47,6 +49,8 @@ POSTGRES_URL = os.environ.get("ENVHUB_TEST_POSTGRES_URL", "")
 # No background quality reports in the envhubs tests start (in process, or as subprocesses inheriting this):
 # they would compete with the tests for the machine. The test of those rounds turns them on in its settings.
 os.environ["ENVHUB_QUALITY_INTERVAL_S"] = "0"
+# The trainer's own virtualenv (TRL and torch): skipped on a laptop until built, built here in CI if not yet.
+needs_trainer = needs("trl", ready(venv_dir()), "build the trainer's virtualenv: python3 tests/trainer_venv.py")
 on_postgres = needs("postgres", bool(POSTGRES_URL), "set ENVHUB_TEST_POSTGRES_URL to run on Postgres (see .ci/run)")
 
 
@@ -70,6 +74,12 @@ def postgres_schema() -> Iterator[str]:
         pytest.fail("ENVHUB_TEST_POSTGRES_URL is not set: CI must run the tests on Postgres too")
     with schema_of_its_own(POSTGRES_URL, "test") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def trainer_python() -> Path:
+    """The python of the trainer's virtualenv, which has trl, transformers and a CPU torch."""
+    return build_trainer_venv()
 
 
 @pytest.fixture
