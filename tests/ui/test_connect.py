@@ -6,6 +6,8 @@ import gradio as gr
 from app.ui import connect
 from hosting.models import PoolPublic
 from protocol.interface import Interface
+from protocol.tools import parse_tools
+from tests.ui.schemas import CONVERT_UNITS_TOOL
 
 BASE = "https://envhub.example"
 URL = f"{BASE}/endpoints/abc123"
@@ -42,3 +44,13 @@ def test_no_agents_tab_for_a_space_host() -> None:
     values = connect.updates(built, "https://alice-maze.hf.space", "Maze", Interface(), base=BASE)
     assert values[built.agents_tab].visible is False
     assert values[built.snippets["Codex"]] == ""
+
+
+def test_every_snippet_names_where_envhub_is_reached_before_a_launch() -> None:
+    built = panel()
+    tools = Interface(tools=tuple(parse_tools([CONVERT_UNITS_TOOL])))
+    values = connect.updates(built, None, "Toolbox", tools, base="http://10.1.2.3:8123")
+    texts = {name: values[code] for name, code in built.snippets.items()}
+    assert all(texts.values()) and set(texts) == {*connect.LANGUAGES, *connect.HARNESSES}
+    for name, text in texts.items():
+        assert "//10.1.2.3:8123/endpoints/ENDPOINT_ID" in text and "7860" not in text, name
