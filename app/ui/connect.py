@@ -8,11 +8,11 @@ import gradio as gr
 from app.ui.forms import form_fields
 from app.ui.snippets import Target, all_snippets
 from app.ui.wording import plural
-from gateway.paths import gateway_path
+from app.urls import endpoint_url
 from hosting.models import PoolPublic, ReplicaStatus
 from protocol.interface import Interface
 
-PLACEHOLDER_URL = "http://127.0.0.1:7860" + gateway_path("ENDPOINT_ID")
+PLACEHOLDER_ID = "ENDPOINT_ID"  # in the URL the snippets show before an endpoint runs
 LANGUAGES = {
     "Python": "python",
     "Python (async)": "python",
@@ -86,13 +86,20 @@ def build() -> Connect:
 
 
 def target_for(
-    url: str | None, title: str, info: Interface, pool: PoolPublic | None = None, *, private: bool = False
+    url: str | None,
+    title: str,
+    info: Interface,
+    pool: PoolPublic | None = None,
+    *,
+    base: str = "",
+    private: bool = False,
 ) -> Target:
     """What the snippets are written for. The URL is an envhub endpoint's when its pool is known, or when there is
-    none yet (the placeholder); otherwise it is a Space's own host, whose /mcp is openenv's and no MCP server."""
+    none yet (a placeholder endpoint on `base`, where the visitor reaches envhub); otherwise it is a Space's own host,
+    whose /mcp is openenv's and no MCP server."""
     return Target(
         sessions=pool.generation_batch_size if pool is not None else None,
-        url=url or PLACEHOLDER_URL,
+        url=url or endpoint_url(base, PLACEHOLDER_ID),
         title=title,
         fields=form_fields(info.action_schema) if info.action_schema else (),
         tools=info.tools or (),
@@ -107,11 +114,18 @@ def pool_note(pool: PoolPublic) -> str:
     """What an endpoint's pool holds, and the trainer setting that fits it."""
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     grows = f", up to {pool.max} replicas" if pool.max > pool.min else ""
-    return (
+    note = (
         f"Its pool: {pool.sessions}/{pool.capacity} sessions on {plural(ready, 'replica')}{grows}. "
         f"It holds {plural(pool.generation_batch_size, 'session')} at once at its most: set TRL's "
         f"generation_batch_size (or your trainer's parallel rollouts) to at most {pool.generation_batch_size}."
     )
+    if pool.generation_batch_size < 2:  # TRL keeps num_generations (2 at least) sessions open for a GRPO run
+        note += (
+            " GRPO needs at least 2 at once: launch it again with `MAX_CONCURRENT_ENVS=8` in its environment "
+            "variables (what each server holds) or more replicas (backend options "
+            '`{"replicas": {"min": 1, "max": 8}}`).'
+        )
+    return note
 
 
 def updates(
@@ -121,10 +135,12 @@ def updates(
     info: Interface,
     pool: PoolPublic | None = None,
     *,
+    base: str,
     private: bool = False,
 ) -> dict[Any, Any]:
-    """The panel for a URL; `private`: the endpoint needs its token, so the agents' configurations say where."""
-    target = target_for(url, title, info, pool, private=private)
+    """The panel for a URL, or for an endpoint on `base` (where the visitor reaches envhub) before one runs;
+    `private`: the endpoint needs its token, so the agents' configurations say where."""
+    target = target_for(url, title, info, pool, base=base, private=private)
     texts = all_snippets(target)
     note = (
         "Paste this URL into openenv's client or your trainer."

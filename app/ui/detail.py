@@ -108,7 +108,7 @@ def show(
             detail.quality: "",
             detail.status: "",
             detail.wake: gr.Button(visible=False),
-        } | connect.updates(detail.connect, None, "", Interface())
+        } | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
     urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
@@ -124,14 +124,20 @@ def show(
         detail.quality: quality_html(environment, report),
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
-    } | connect_updates(live, detail, url, environment, info)
+    } | connect_updates(live, detail, url, environment, info, request)
 
 
 def connect_updates(
-    live: Live, detail: Detail, url: str | None, environment: EnvironmentDetail, info: Interface
+    live: Live,
+    detail: Detail,
+    url: str | None,
+    environment: EnvironmentDetail,
+    info: Interface,
+    request: gr.Request | None,
 ) -> dict[Any, Any]:
     pool, private = live.running_pool(environment.id)
-    return connect.updates(detail.connect, url, environment.title, info, pool, private=private)
+    base = live.visitors.base(request)
+    return connect.updates(detail.connect, url, environment.title, info, pool, base=base, private=private)
 
 
 async def wake(
@@ -200,5 +206,5 @@ async def refresh(
             detail.tasks: tasks,
             detail.status: await current_status(engine, live, environment_id, request),
         }
-        | await asyncio.to_thread(connect_updates, live, detail, url, environment, info)
+        | await asyncio.to_thread(connect_updates, live, detail, url, environment, info, request)
     )

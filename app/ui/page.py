@@ -192,6 +192,9 @@ def build_blocks(services: Services) -> gr.Blocks:
             return launch.watch(endpoints, visitors, lp, endpoint_id, request)
 
         launch_tab.select(show_endpoints, [lp.endpoint], lp.watched, show_progress="hidden")
+        # The followed endpoint's URL shows once it runs (and goes once it stops): the environment page's Connect
+        # panel follows without a reload.
+        lp.url.change(refresh, [selected], refreshed, show_progress="hidden")
 
         async def tab_closed(request: gr.Request) -> None:
             await sessions.close(request.session_hash)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.ui.forms import FieldKind, FormField, form_fields, snippet_action, visible
+from app.ui.wording import plural
 from protocol.tools import Tool, tool_call
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -109,18 +110,23 @@ def _method_name(name: str) -> str:
     return cleaned
 
 
-def _docstring(summary: str, fields: Sequence[FormField]) -> str:
+def _docstring(summary: str, arguments: Sequence[tuple[str, str]]) -> str:
+    """Google style, as transformers' get_json_schema reads a tool: `Args:` names every argument."""
     summary = " ".join(summary.split()) or "Take one action in the environment."
-    lines = ['        """', f"        {summary.replace(chr(34) * 3, '')}", "", "        Args:"]
-    for f in fields:
-        lines.append(f"            {f.name}: {' '.join(f.description.split()) or f.type_label}".rstrip())
-    lines += ["", "        Returns:", "            The observation after the action.", '        """']
+    lines = ['        """', f"        {summary.replace(chr(34) * 3, '')}", ""]
+    if arguments:
+        lines.append("        Args:")
+        lines += [f"            {name}: {' '.join(said.split())}".rstrip() for name, said in arguments]
+        lines.append("")
+    lines += ["        Returns:", "            The observation after the action.", '        """']
     return "\n".join(lines) + "\n"
 
 
 def _tool_method(name: str, summary: str, fields: Sequence[FormField], build: str) -> str:
+    arguments = [(f.name, f.description or f.type_label) for f in fields]
     if not all(_IDENTIFIER.match(f.name) and not keyword.iskeyword(f.name) for f in fields):
         fields, params, build = [], ", action: dict", "action"
+        arguments = [("action", "The action, a JSON object as the environment's schema describes it.")]
     else:
         required = [f for f in fields if f.required]
         optional = [f for f in fields if not f.required]
@@ -131,7 +137,7 @@ def _tool_method(name: str, summary: str, fields: Sequence[FormField], build: st
     if optional_names:
         body += "        action = {k: v for k, v in action.items() if v is not None}\n"
     return (
-        f"    def {name}(self{params}) -> str:\n" + _docstring(summary, fields) + "        if self.done:\n"
+        f"    def {name}(self{params}) -> str:\n" + _docstring(summary, arguments) + "        if self.done:\n"
         '            raise ValueError("The episode is over.")\n' + body + "        result = self.client.step(action)\n"
         "        self.reward += result.reward or 0.0\n"
         "        self.done = result.done\n"
@@ -176,8 +182,10 @@ def trl(target: Target) -> str:
         "        self.done = False\n\n"
         "    def reset(self, **kwargs) -> str | None:\n"
         "        self.reward, self.done = 0.0, False\n"
-        "        return json.dumps(self.client.reset().observation)\n\n" + "\n".join(methods) + "\n\n"
+        "        # TRL appends this to the prompt's last message as it is: the blank line keeps them apart.\n"
+        '        return "\\n\\n" + json.dumps(self.client.reset().observation)\n\n' + "\n".join(methods) + "\n\n"
         "def reward_func(environments, **kwargs) -> list[float]:\n"
+        '    """The environment\'s own reward: what its steps returned, summed over the episode."""\n'
         "    return [env.reward for env in environments]\n\n\n"
         f"prompt = [{{'role': 'user', 'content': {_py(f'Play {target.title} with the tools you have.')}}}]\n"
         "trainer = GRPOTrainer(\n"
@@ -189,14 +197,39 @@ def trl(target: Target) -> str:
     )
 
 
-def _trl_args(sessions: int | None) -> str:
-    """GRPOConfig's arguments: a generation batch the endpoint's pool holds, when it says what it holds."""
+def grpo_batch(sessions: int | None) -> tuple[int, int]:
+    """(num_generations, generation_batch_size) for a pool holding `sessions` at once (None: not known): the largest
+    multiple of num_generations (8 at most, 2 at least, as GRPO needs) the pool holds. TRL keeps every session of a
+    generation batch open for the whole run."""
     if sessions is None:
-        return '    args=GRPOConfig(chat_template_kwargs={"enable_thinking": False}),\n'
+        return 8, 8
+    generations = min(8, max(2, sessions))
+    return generations, max(1, sessions // generations) * generations
+
+
+def _trl_args(sessions: int | None) -> str:
+    """GRPOConfig's arguments: a generation batch GRPOConfig accepts (a multiple of num_generations and of the train
+    batch, which is num_generations here) and, when the pool says what it holds, one it holds."""
+    generations, batch = grpo_batch(sessions)
+    if sessions is None:
+        held = f"    # The server must hold {batch} sessions at once (MAX_CONCURRENT_ENVS) for the whole run.\n"
+    elif sessions < generations:
+        held = (
+            f"    # This endpoint holds {plural(sessions, 'session')} at once as far as envhub knows, and GRPO\n"
+            "    # keeps at least 2 (num_generations) open for the whole run: this runs only if its server holds\n"
+            "    # more than it said. Launch it with MAX_CONCURRENT_ENVS=8 (environment variables) or more\n"
+            "    # replicas, then copy this again.\n"
+        )
+    else:
+        held = f"    # TRL keeps {batch} sessions open for the whole run; this endpoint's pool holds {sessions}.\n"
     return (
-        f"    # One session per generation: this endpoint's pool holds {sessions} at once at its most replicas.\n"
+        held + "    # generation_batch_size: a multiple of num_generations and of per_device_train_batch_size\n"
+        "    # times the processes (it counts them all). On a CPU, add use_cpu=True and bf16=False.\n"
         "    args=GRPOConfig(\n"
-        f"        generation_batch_size={sessions},\n"
+        f"        num_generations={generations},\n"
+        f"        per_device_train_batch_size={generations},\n"
+        f"        generation_batch_size={batch},\n"
+        "        max_steps=200,\n"
         '        chat_template_kwargs={"enable_thinking": False},\n'
         "    ),\n"
     )

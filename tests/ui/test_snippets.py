@@ -72,8 +72,9 @@ def test_websocket_url() -> None:
 def test_trl_asks_for_a_generation_batch_the_pool_holds() -> None:
     held = trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE), sessions=128))
     ast.parse(held)
-    assert "generation_batch_size=128," in held
-    assert "generation_batch_size" not in trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE)))
+    assert "generation_batch_size=128," in held and "num_generations=8," in held
+    unknown = trl(Target(url="http://h/endpoints/abc", fields=form_fields(MAZE)))
+    assert "generation_batch_size=8," in unknown  # TRL's own default batch: the server must hold as many
 
 
 HARNESSES = {"Claude Code", "Codex", "Cursor", "Claude Desktop", "MCP Inspector"}

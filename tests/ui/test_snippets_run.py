@@ -1,5 +1,6 @@
 """The Connect panel's snippets, run as a user would paste them, against built-in environments
-launched by envhub and reached through its gateway."""
+launched by envhub and reached through its gateway; the TRL one trains with real trl 1.16 in the trainer's
+virtualenv."""
 
 import asyncio
 import json
@@ -8,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,41 +17,18 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from app.settings import REPO_ROOT
 from app.ui.connect import target_for
-from app.ui.snippets import all_snippets, claude_code, inspector
+from app.ui.snippets import all_snippets, claude_code, inspector, trl
 from core.outbound import OutboundGuard, OutboundSession
+from hosting.models import PoolPublic
 from protocol.interface import Interface, read_interface
-from tests.conftest import needs
+from tests.conftest import needs, needs_trainer
+from tests.corpus import corpus_envhub
 from tests.serving import serve_templates
 
-# TRL and datasets are not dependencies of envhub: stand-ins that drive the snippet's
-# environment class the way GRPOTrainer's environment_factory does (reset, then tool calls).
-TRL_STUB = textwrap.dedent(
-    """
-    import inspect
-    import json
-    import os
-
-    class GRPOConfig:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    class GRPOTrainer:
-        def __init__(self, *, environment_factory, reward_funcs, train_dataset, **kwargs):
-            self.factory, self.reward_funcs = environment_factory, reward_funcs
-
-        def train(self):
-            env = self.factory()
-            print("RESET", env.reset(prompt="ignored"))
-            calls = json.loads(os.environ["TOOL_CALLS"])
-            for name, arguments in calls:
-                print("TOOL", name, getattr(env, name)(**arguments))
-            print("REWARD", self.reward_funcs([env]))
-    """
-)
 # The MCP Inspector's command line, installed by .ci/run (the snippet's npx fetches it).
 INSPECTOR = os.environ.get("ENVHUB_TEST_MCP_INSPECTOR") or shutil.which("mcp-inspector") or ""
-DATASETS_STUB = "class Dataset:\n    @staticmethod\n    def from_dict(columns):\n        return columns\n"
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +50,19 @@ def snippets(url: str, title: str) -> tuple[dict[str, str], Interface]:
     return all_snippets(target_for(url, title, info)), info
 
 
-def run_python(code: str, tmp_path: Path, **env: str) -> str:
-    (tmp_path / "trl.py").write_text(TRL_STUB)
-    (tmp_path / "datasets.py").write_text(DATASETS_STUB)
+def run_python(code: str, tmp_path: Path, python: Path = Path(sys.executable), timeout_s: float = 60) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [str(python), "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout_s,
         cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path), "HF_HUB_DISABLE_TELEMETRY": "1", "PATH": "/usr/bin:/bin"} | env,
+        env={
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRL_EXPERIMENTAL_SILENCE": "1",
+            "PATH": "/usr/bin:/bin",
+        },
         check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -97,8 +77,6 @@ def test_maze_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
         assert "'grid':" in out and "-0.01 False" in out, name  # reset's observation, then one step
     out = run_python(code["WebSocket"], tmp_path)
     assert out.count('{"type":"observation"') == 2 and '"step_count":1' in out
-    out = run_python(code["TRL"], tmp_path, TOOL_CALLS='[["act", {"direction": "down"}], ["act", {"direction": "up"}]]')
-    assert out.startswith("RESET {") and out.count("TOOL act {") == 2 and "REWARD [" in out
     for line in code["curl"].splitlines():
         answer = subprocess.run(line.split(), capture_output=True, text=True, timeout=30, check=True).stdout
         assert answer.startswith("{")
@@ -112,9 +90,6 @@ def test_toolbox_snippets_run(urls: dict[str, str], tmp_path: Path) -> None:
     assert "calculate" in out and "convert_units" in out
     out = run_python(code["Python"], tmp_path)
     assert "'question':" in out and "'tool_name':" in out
-    calls = '[["get_question", {}], ["calculate", {"expression": "6 * 7"}]]'
-    out = run_python(code["TRL"], tmp_path, TOOL_CALLS=calls)
-    assert "TOOL get_question {" in out and '"data": 42' in out.replace("42.0", "42")
     tools_list = next(line for line in code["curl"].splitlines() if "tools/list" in line)
     answer = subprocess.run(["bash", "-c", tools_list], capture_output=True, text=True, timeout=30, check=True)
     assert '"calculate"' in answer.stdout
@@ -145,3 +120,38 @@ def test_inspector_line_lists_the_tools(urls: dict[str, str]) -> None:
     done = subprocess.run([INSPECTOR, *command[2:]], capture_output=True, text=True, timeout=90, check=False)
     assert done.returncode == 0, done.stderr
     assert {tool["name"] for tool in json.loads(done.stdout)["tools"]} == {"reset", "step", "state"}
+
+
+# What the test changes in the pasted text: a tiny local model for Qwen/Qwen3-0.6B (no download; built by
+# examples/tiny_model.py with TRL's Qwen3 template), two steps for 200, and what the snippet's comment says to add on
+# a CPU.
+TINY_MODEL = "import sys; from pathlib import Path; from examples.tiny_model import build; build(Path(sys.argv[1]))"
+
+
+@needs_trainer
+@pytest.mark.timeout(600)
+def test_trl_snippet_trains_through_the_endpoint(
+    tmp_path_factory: pytest.TempPathFactory, trainer_python: Path, tmp_path: Path
+) -> None:
+    envhub = corpus_envhub(tmp_path_factory.mktemp("trl-run"), corpus=False)
+    try:
+        endpoint = envhub.running("template:maze", options={"env": {"MAX_CONCURRENT_ENVS": "4"}})
+        pool = PoolPublic.model_validate(envhub.endpoint(endpoint["id"])["pool"])
+        code = trl(target_for(endpoint["url"], "Maze", asyncio.run(probed(endpoint["url"])), pool))
+        assert "generation_batch_size=4," in code  # what the pool holds: 4 sessions on its one replica
+        model = tmp_path / "tiny-qwen3"
+        built = subprocess.run(
+            [str(trainer_python), "-c", TINY_MODEL, str(model)], cwd=REPO_ROOT, capture_output=True, timeout=300
+        )
+        assert built.returncode == 0, built.stderr[-2000:]
+        before = envhub.endpoint(endpoint["id"])["stats"]  # reading its interface counted a few requests
+        pasted = code.replace('"Qwen/Qwen3-0.6B"', repr(str(model)))
+        pasted = pasted.replace("max_steps=200,", "max_steps=2, use_cpu=True, bf16=False,")
+        assert pasted.count(str(model)) == 1 and "max_steps=2," in pasted
+        run_python(pasted, tmp_path, trainer_python, timeout_s=480)
+        assert (tmp_path / "trainer_output" / "checkpoint-2").is_dir()  # both steps trained and saved
+        stats = envhub.endpoint(endpoint["id"])["stats"]
+        # TRL held one session per rollout of its generation batch, each reset through the gateway, and none failed.
+        assert (stats["sessions"] - before["sessions"], stats["errors"] - before["errors"]) == (4, 0)
+    finally:
+        envhub.stop()
