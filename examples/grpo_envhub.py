@@ -3,8 +3,8 @@
 Run it in a virtualenv with examples/requirements-trl.txt installed, against a running maze endpoint:
 
     python examples/grpo_envhub.py --url http://127.0.0.1:7860/endpoints/ID       # tiny model on a CPU, ~1 minute
-    python examples/grpo_envhub.py --url URL --model Qwen/Qwen3-0.6B --mazes 64 --steps 200 \\
-        --max-completion-length 2048                                             # on a GPU
+    python examples/grpo_envhub.py --url URL --model Qwen/Qwen3-0.6B --size 3 --mazes 64 --steps 200 \\
+        --max-completion-length 4096                                             # on a GPU
     python examples/grpo_envhub.py --url URL_A --url URL_B   # TRL's multi-environment form: one class per endpoint
 
 Each rollout is one `Maze` instance: TRL resets it with the dataset row, offers its public method `move` to the model
@@ -30,6 +30,7 @@ from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
 PROMPT = "Walk the maze to the exit 'E' with the move tool; 'A' is you, '#' a wall."
+SEPARATOR = "\n\n"  # between the prompt and the reset's observation, which TRL joins with nothing
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 
 
@@ -42,10 +43,10 @@ class Maze:
         self.done = False
 
     def reset(self, **kwargs: Any) -> str:
-        # TRL passes the dataset row (prompt, seed, size) and appends what this returns to the prompt as it is.
+        # TRL passes the dataset row (prompt, seed, size) and appends what this returns to the prompt.
         self.reward, self.done = 0.0, False
         observation = self.client.reset(seed=kwargs["seed"], size=kwargs["size"]).observation
-        return "\n\n" + _shown(observation)
+        return SEPARATOR + _shown(observation)
 
     def move(self, direction: str) -> str:
         """Move one square in the maze.
@@ -96,7 +97,7 @@ def tiny_model(url: str, seed: int, size: int, folder: Path) -> Path:
     look.client.close()
     grid, (row, column) = observation["grid"].splitlines(), observation["position"]
     first = next(d for d, (dr, dc) in MOVES.items() if grid[row + dr][column + dc] != "#")
-    prompt = [{"role": "user", "content": PROMPT + "\n\n" + _shown(observation)}]
+    prompt = [{"role": "user", "content": PROMPT + SEPARATOR + _shown(observation)}]
     return warm_up(build(folder), prompt, [look.move], tool_call("move", {"direction": first}))
 
 
