@@ -29,7 +29,7 @@ from gateway.paths import gateway_path
 from hosting.endpoint_store import EndpointStore
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
-from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
+from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions, ReplicaRange
 from hosting.replica_store import ReplicaStore, capacity_of
 from hosting.replicas import Replicas
 from hosting.routing import Routes
@@ -76,6 +76,8 @@ class EndpointManager:
         self.traffic = TrafficBook(engine)
         self._specs: dict[str, LaunchSpec[Any]] = {}  # endpoint -> what its replicas are launched with (secrets too)
         self._lock = threading.RLock()
+        # Set as envhub stops: a start still under way then leaves its endpoint's row to the next start.
+        self.closing = False
 
     def log_path(self, endpoint_id: str) -> Path:
         return self.logs_dir / f"{endpoint_id}.log"
@@ -194,14 +196,17 @@ class EndpointManager:
             except EnvhubError as exc:
                 self.replica_store.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
                 return 0
-        for row in self.replica_store.add(endpoint, capacity_of(endpoint), count):
+        for number, row in enumerate(self.replica_store.add(endpoint, capacity_of(endpoint), count)):
+            first = number == 0 and kind in ("launch", "restart")  # its progress is the endpoint's
             threading.Thread(
-                target=self._start_replica, args=(endpoint, row, spec, kind), name=f"replica-{row.id}", daemon=True
+                target=self._start_replica,
+                args=(endpoint, row, spec, kind, first),
+                name=f"replica-{row.id}",
+                daemon=True,
             ).start()
         return count
 
-    def _start_replica(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], kind: str) -> None:
-        first = kind == "launch" and row.id == endpoint.id  # its progress is the endpoint's
+    def _start_replica(self, endpoint: Endpoint, row: Replica, spec: LaunchSpec[Any], kind: str, first: bool) -> None:
         report = (lambda message: self._note(endpoint.id, message)) if first else (lambda message: None)
         try:
             replica, note = self.replicas.start(endpoint, row, spec, report)
@@ -209,7 +214,7 @@ class EndpointManager:
             self._replica_failed(endpoint.id, exc.message)
             return
         current = self.store.update(endpoint.id)
-        if current is None or current.status not in ACTIVE:
+        if current is None or current.status not in ACTIVE or self.closing:
             self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)  # the endpoint stopped meanwhile
             return
         digest = replica.handle.get("digest")
@@ -230,8 +235,8 @@ class EndpointManager:
         """A replica did not start: the endpoint fails when it has none left that run or start."""
         with self._lock:
             current = self.store.update(endpoint_id)
-            if current is None or current.status not in ACTIVE:
-                return
+            if current is None or current.status not in ACTIVE or self.closing:
+                return  # envhub stopping ended the start: the endpoint starts again with envhub
             if any(
                 r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY) for r in self.replica_store.rows(endpoint_id)
             ):
@@ -259,12 +264,52 @@ class EndpointManager:
         if current is None or current.status != EndpointStatus.STARTING:
             runtime.stop(launched.handle)  # stopped while it was starting
             return
+        if self.closing:
+            return  # the service runs on, and envhub's next start finds it
         self.traffic.of(endpoint_id).touch()
         running = self.store.update(
             endpoint_id, status=EndpointStatus.RUNNING, message=_running(launched.note), started_at=utcnow()
         )
         assert running is not None
         self.replicas.sync_tasks(running, self.routes.known(endpoint_id))
+
+    def restart(self, endpoint: Endpoint, why: str) -> None:
+        """Start an endpoint whose servers are gone again, under its id and at the revision it served: its URL
+        keeps working. One that cannot start here again is stopped, saying why."""
+        spec = self.spec(endpoint)
+        if spec is None:
+            lost = (
+                "it was launched with secrets, which envhub does not keep"
+                if endpoint.options.get("secrets")
+                else (f"its {endpoint.backend.value} backend or its environment is not available here")
+            )
+            self.end(endpoint.id, f"{why}, and it cannot start again: {lost}; launch it again")
+            return
+        self.store.update(endpoint.id, status=EndpointStatus.STARTING, message=f"starting again: {why}")
+        runtime = self.runtimes[endpoint.backend]
+        size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
+        if is_service(runtime):
+            spec = replace(spec, replicas=size.min)
+            threading.Thread(target=self._start_service, args=(runtime, spec), name=f"restart-{endpoint.id}").start()
+        else:
+            self.grow(endpoint, size.min, "restart", reserved=True)
+
+    def close(self) -> None:
+        """envhub stops: each of its process endpoints' servers stops, and the endpoint starts again with envhub
+        (under its id); one that could not (launched with secrets) is stopped. Containers, services and Spaces run
+        on. A start under way from now on leaves its row to the next start."""
+        self.closing = True
+        for endpoint in self.store.list(active_only=True):
+            if endpoint.backend != Backend.PROCESS or endpoint.instance != self.leases.instance:
+                continue
+            if endpoint.options.get("secrets"):
+                self.end(
+                    endpoint.id,
+                    "envhub stopped; it was launched with secrets, which envhub does not keep: launch it again",
+                )
+                continue
+            self.store.update(endpoint.id, status=EndpointStatus.STARTING, message=_BACK_WITH_ENVHUB)
+            self._stop_servers(endpoint, ReplicaStatus.STOPPED, "envhub stopped")
 
     # -- stopping and recording
 
@@ -313,6 +358,9 @@ class EndpointManager:
         self.store.update(endpoint_id, message=message)
 
 
+_BACK_WITH_ENVHUB = "envhub stopped; it starts again under this id when envhub starts"
+
+
 def _on_image(spec: LaunchSpec[Any], digest: str) -> LaunchSpec[Any]:
     """The spec with its image named by id: a tag that moves on (a Space's `:latest`) no longer changes what a
     new replica runs."""
@@ -342,6 +390,8 @@ def _running(note: str) -> str:
 
 
 def _why(kind: str) -> str:
-    return {"grow": "sessions were waiting or the pool was nearly full", "replace": "to keep the pool's min"}.get(
-        kind, kind
-    )
+    return {
+        "grow": "sessions were waiting or the pool was nearly full",
+        "replace": "to keep the pool's min",
+        "restart": "envhub started again",
+    }.get(kind, kind)

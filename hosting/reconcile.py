@@ -3,9 +3,11 @@
 At start-up (reconcile) rows match what runs, and nothing runs that no row claims. Every
 watch after tends this envhub's pools (hosting.scaling: replicas that died are replaced,
 pools grow and shrink), stops endpoints idle too long, and takes over the endpoints of
-envhub instances that are gone: kept when their servers still run as seen from here
-(containers, swarm services, Spaces), stopped otherwise. One envhub instance never stops
-or fails another live one's endpoints.
+envhub instances that are gone (an earlier life of this one, say): their servers that still
+run as seen from here (containers, swarm services, Spaces) are adopted, and an endpoint
+with none left starts again under its id, so its URL keeps working. Only a stop (on request,
+idle, or a failure) ends an endpoint. One envhub instance never stops or fails another live
+one's endpoints.
 """
 
 import logging
@@ -19,7 +21,7 @@ from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
 from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus, ReplicaStatus
-from hosting.runtimes import handle_of
+from hosting.runtimes import handle_of, is_service
 from hosting.scaling import Scaler
 
 __all__ = ["Keeper"]
@@ -103,16 +105,15 @@ class Keeper:
                 self._checking.discard(endpoint_id)
 
     def shutdown(self) -> None:
-        """Stop this instance's local processes with it; containers and Spaces are reconciled on the next start."""
+        """Stop this instance's local processes with it (their endpoints start again with the next start);
+        containers, services and Spaces run on and are adopted again then."""
         try:
-            for endpoint in self.endpoints.store.list(active_only=True):
-                if endpoint.backend == Backend.PROCESS and endpoint.instance == self.instance:
-                    self.endpoints.end(endpoint.id, "envhub stopped")
+            self.endpoints.close()
             self._stop_unclaimed()  # and those whose rows another instance stopped or took over
         finally:
             self.scaler.close()
             for runtime in self.endpoints.runtimes.values():
-                runtime.close()
+                runtime.close()  # the process backend's stops whatever server a launch under way started
 
     def _take_over(self, endpoint: Endpoint) -> None:
         """An endpoint whose instance is gone: keep it when it still runs as seen from here, else stop it."""
@@ -125,20 +126,24 @@ class Keeper:
             ).first()
         if claimed is None:
             return  # another instance took it first
-        gone = f" (its instance {endpoint.instance} is gone)" if endpoint.instance else ""
         try:
-            if endpoint.status == EndpointStatus.RUNNING and self._still_runs(endpoint):
+            if self._still_runs(endpoint):
                 log.info("endpoint %s of instance %s is now managed here", endpoint.id, endpoint.instance)
+                if endpoint.status == EndpointStatus.STARTING:  # its launch was cut short once its servers ran
+                    self.endpoints.store.update(endpoint.id, status=EndpointStatus.RUNNING, message="running")
+                    self.endpoints.routes.refresh(endpoint.id)
                 return
         except EnvhubError as exc:
             log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
+        gone = f" (its instance {endpoint.instance} is gone)" if endpoint.instance else ""
         try:
-            self.endpoints.end(endpoint.id, f"envhub restarted while it ran{gone}; launch it again")
+            self.endpoints.restart(endpoint, f"envhub restarted{gone}")
         except EnvhubError as exc:
-            log.warning("could not stop endpoint %s: %s", endpoint.id, exc.message)
+            log.warning("could not start endpoint %s again: %s", endpoint.id, exc.message)
 
     def _still_runs(self, endpoint: Endpoint) -> bool:
-        """Whether some of a taken-over endpoint's servers run as seen from here; those that do not are stopped."""
+        """Whether some of a taken-over endpoint's servers run as seen from here; those that do not (or had not
+        started yet) are stopped."""
         replicas = self.endpoints.replicas
         if endpoint.handle:  # a service
             runtime = self.endpoints.runtimes.get(endpoint.backend)
@@ -166,7 +171,8 @@ class Keeper:
         for endpoint in self.endpoints.store.list(active_only=True):
             if mine_only and endpoint.instance != self.instance:
                 continue
-            if endpoint.handle:
+            runtime = self.endpoints.runtimes.get(endpoint.backend)
+            if endpoint.handle or (runtime is not None and is_service(runtime)):  # a service, or one starting
                 servers.add(endpoint.id)
             servers |= {r.id for r in self.endpoints.replica_store.rows(endpoint.id)}
         return servers

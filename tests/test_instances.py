@@ -28,7 +28,7 @@ from core.leases import Leases
 from core.outbound import OutboundGuard
 from hosting.endpoints import EndpointManager
 from hosting.limits import LIMITS_LOCK, EndpointLimits
-from hosting.models import Backend, EndpointStatus
+from hosting.models import Backend, EndpointStatus, ReplicaStatus
 from hosting.monitor import HEALTH_LEASE, HealthMonitor
 from hosting.options import LaunchRequest
 from hosting.reconcile import Keeper
@@ -164,7 +164,7 @@ def test_launches_through_two_instances_at_once_keep_the_limit(
     wait_until(lambda: managers[0].store.get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
-def test_the_endpoints_of_an_instance_that_died_are_stopped_by_another(
+def test_the_endpoints_of_an_instance_that_died_start_again_on_another_under_their_id(
     instances: list[tuple[EndpointManager, Keeper]], count_template: str
 ) -> None:
     (a, _), (b, b_keeper) = instances
@@ -173,11 +173,14 @@ def test_the_endpoints_of_an_instance_that_died_are_stopped_by_another(
 
     b_keeper.watch()
 
-    row = b.store.get(endpoint_id)
-    assert row.status == EndpointStatus.STOPPED
-    assert f"its instance {a.leases.instance} is gone" in row.message
-    assert row.instance == b.leases.instance
+    assert b.store.get(endpoint_id).instance == b.leases.instance
+    wait_until(lambda: b.store.get(endpoint_id).status == EndpointStatus.RUNNING, timeout_s=60)
+    assert [(r.id, r.status) for r in b.replica_store.rows(endpoint_id, live_only=False)] == [
+        (endpoint_id, ReplicaStatus.STOPPED),  # a's server, which b could not watch, is stopped
+        (f"{endpoint_id}-2", ReplicaStatus.READY),
+    ]
     wait_until(lambda: not server_pids(endpoint_id), timeout_s=10)
+    assert server_pids(f"{endpoint_id}-2")
 
 
 # -- two processes
@@ -295,10 +298,18 @@ def test_when_the_sync_instance_dies_another_takes_over(
         wait_until(lambda: b.get("/api/health")["leases"].get("sync") == b_id, timeout_s=15)
         wait_until(lambda: b.get("/api/sync")["data"][0]["instance"] == b_id, timeout_s=15)
         assert b.get("/api/health")["instances"] == [b_id]
-        # b's next look at the endpoints (every 2 s) finds a's instance gone and stops its server.
-        wait_until(lambda: b.get(f"/api/endpoints/{launched['id']}")["status"] == "stopped", timeout_s=15)
-        assert f"its instance {a_id} is gone" in b.get(f"/api/endpoints/{launched['id']}")["message"]
+
+        # b's next look at the endpoints (every 2 s) finds a's instance gone, stops its server and starts the
+        # endpoint again under its id.
+        def started_again() -> bool:
+            endpoint = b.get(f"/api/endpoints/{launched['id']}")
+            ready = [r["id"] for r in endpoint["pool"]["replicas"] if r["status"] == "ready"]
+            return bool(endpoint["status"] == "running" and ready == [f"{launched['id']}-2"])
+
+        wait_until(started_again, timeout_s=60)
         wait_until(lambda: not server_pids(launched["id"]), timeout_s=10)
+        with GenericEnvClient(base_url=f"{b.url}/endpoints/{launched['id']}").sync() as client:
+            assert client.reset().observation["total"] == 0
     finally:
         for instance in (b, a):
             if instance is not None:

@@ -20,8 +20,8 @@ from tests.test_templates import make_template
 
 
 class Server:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.lines: list[str] = []
         self.process = subprocess.Popen(

@@ -36,7 +36,7 @@ from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.layouts import FolderFiles, Layout, find_layout, root_names, template_layout
 from hosting.runtimes.logs import note_exit
-from hosting.runtimes.processes import end_group, environ_names, free_port, started_at
+from hosting.runtimes.processes import Gate, end_group, environ_names, free_port, started_at
 from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.venvs import Virtualenvs
 from hosting.runtimes.views import View
@@ -46,6 +46,7 @@ ENDPOINT_VARIABLE = "ENVHUB_ENDPOINT"  # set in each server's environment, to re
 _PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # what servers run on: envhub's, or layered on it
 _PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PIP_INDEX_URL")
 VENV_ZYGOTES = 4  # virtualenvs whose zygotes are kept: each holds openenv's imports (about 150 MB)
+_CLOSE_WAIT_S = 30  # how long close() waits for servers being started to be known, to stop them too
 _OWN = ("HOME", "TMPDIR")  # a confined server's own: its home, and the view's /tmp or the machine's
 
 
@@ -104,6 +105,7 @@ class ProcessRuntime:
         self._children: dict[str, _Child] = {}
         self._forked: dict[str, tuple[int, str]] = {}  # endpoint -> (pid, start time) of servers forked by the zygote
         self._lock = threading.Lock()
+        self._gate = Gate()  # servers go with envhub: once it closes, no launch starts one
 
     def _new_zygote(self, python: str, name: str) -> Zygote:
         return Zygote(
@@ -211,67 +213,70 @@ class ProcessRuntime:
         self.confinement.prepare()
         user = self.confinement.user()
         home = self.confinement.home(spec.server_id) if sandbox or user is not None else None
-        # A sandboxed server has a network of its own: it serves on a socket made here, on the machine's loopback.
-        listener = _listening_socket() if sandbox else None
-        port = listener.getsockname()[1] if listener is not None else free_port()
-        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and not (home and k in _OWN)}
-        env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
-        env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
-        env |= {"HOME": str(home)} if home is not None else {}
-        env |= {ENDPOINT_VARIABLE: spec.server_id}
-        report(f"starting {app} on port {port}" + (" in a sandbox" if sandbox else ""))
-        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with spec.log_path.open("a", encoding="utf-8") as log:  # which layout rule chose the app, for a failure
-            log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
-        pid = None
-        imports = [Path(entry) for entry in pythonpath]
-        zygote = self._zygote_of(python)
-        if zygote is not None and forkable(spec.env) and self._forks(sandbox, [cwd, *imports, spec.log_path]):
-            name = f"env-{spec.server_id}"  # what ps shows for it
-            # Absolute paths: the zygote works in its own folder, not in envhub's.
-            request = ServerRequest(
-                app,
-                str(cwd.resolve()),
-                [str(Path(entry).resolve()) for entry in pythonpath],
-                env,
-                str(spec.log_path.resolve()),
-                port,
-                name,
-                spec.root_path,
-                uid=user.uid if user is not None else None,
-                gid=user.gid if user is not None else None,
-                limits=asdict(self.limits),
-                **self._own_view(python, [cwd, *imports, *([home] if home is not None else [])]),
-            )
-            pid = zygote.spawn(request)
-        if pid is not None:
-            # A forked server's /proc environ is the zygote's; its start time identifies it instead
-            # ("gone" when it has exited already: the wait below then reports its log).
-            started = started_at(pid) or "gone"
-            handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=pid, started=started)
-            with self._lock:
-                self._forked[spec.server_id] = (pid, started)
-        else:
-            where = ["--fd", str(listener.fileno())] if listener else ["--host", "127.0.0.1", "--port", str(port)]
-            argv = [python, "-m", "uvicorn", app, *where, "--root-path", spec.root_path]
-            argv += ["--ws-max-size", str(WS_MAX_SIZE)]
-            try:
-                child = self._from_scratch(argv, env, cwd, spec.log_path, [folder, *imports], home, listener)
-            except LaunchError:
-                self.confinement.release(spec.server_id)
-                raise
-            finally:
-                if listener is not None:
-                    listener.close()  # the server has its own copy
-            handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
-            with self._lock:
-                self._children[spec.server_id] = child
-            threading.Thread(
-                target=_note_when_it_ends,
-                args=(child, spec.log_path),
-                name=f"wait-{spec.server_id}",
-                daemon=True,
-            ).start()
+        with self._gate.passage():  # close() waits for it to be known, and then stops it
+            # A sandboxed server has a network of its own: it serves on a socket made here, on the machine's loopback.
+            listener = _listening_socket() if sandbox else None
+            port = listener.getsockname()[1] if listener is not None else free_port()
+            env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ and not (home and k in _OWN)}
+            env |= spec.env  # no launch sets PATH or PYTHON* (LaunchOptions), and envhub's own come last
+            env |= {"PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1", "PORT": str(port)}
+            env |= {"HOME": str(home)} if home is not None else {}
+            env |= {ENDPOINT_VARIABLE: spec.server_id}
+            report(f"starting {app} on port {port}" + (" in a sandbox" if sandbox else ""))
+            spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with spec.log_path.open("a", encoding="utf-8") as log:  # which layout rule chose the app, for a failure
+                log.write(f"envhub: serving {app} from {cwd}; layout: {layout.found_in}\n")
+            pid = None
+            imports = [Path(entry) for entry in pythonpath]
+            zygote = self._zygote_of(python)
+            if zygote is not None and forkable(spec.env) and self._forks(sandbox, [cwd, *imports, spec.log_path]):
+                name = f"env-{spec.server_id}"  # what ps shows for it
+                # Absolute paths: the zygote works in its own folder, not in envhub's.
+                request = ServerRequest(
+                    app,
+                    str(cwd.resolve()),
+                    [str(Path(entry).resolve()) for entry in pythonpath],
+                    env,
+                    str(spec.log_path.resolve()),
+                    port,
+                    name,
+                    spec.root_path,
+                    uid=user.uid if user is not None else None,
+                    gid=user.gid if user is not None else None,
+                    limits=asdict(self.limits),
+                    **self._own_view(python, [cwd, *imports, *([home] if home is not None else [])]),
+                )
+                pid = zygote.spawn(request)
+            if pid is not None:
+                # A forked server's /proc environ is the zygote's; its start time identifies it instead
+                # ("gone" when it has exited already: the wait below then reports its log).
+                started = started_at(pid) or "gone"
+                handle = ProcessHandle(
+                    server=spec.server_id, root_path=spec.root_path, port=port, pid=pid, started=started
+                )
+                with self._lock:
+                    self._forked[spec.server_id] = (pid, started)
+            else:
+                where = ["--fd", str(listener.fileno())] if listener else ["--host", "127.0.0.1", "--port", str(port)]
+                argv = [python, "-m", "uvicorn", app, *where, "--root-path", spec.root_path]
+                argv += ["--ws-max-size", str(WS_MAX_SIZE)]
+                try:
+                    child = self._from_scratch(argv, env, cwd, spec.log_path, [folder, *imports], home, listener)
+                except LaunchError:
+                    self.confinement.release(spec.server_id)
+                    raise
+                finally:
+                    if listener is not None:
+                        listener.close()  # the server has its own copy
+                handle = ProcessHandle(server=spec.server_id, root_path=spec.root_path, port=port, pid=child.pid)
+                with self._lock:
+                    self._children[spec.server_id] = child
+                threading.Thread(
+                    target=_note_when_it_ends,
+                    args=(child, spec.log_path),
+                    name=f"wait-{spec.server_id}",
+                    daemon=True,
+                ).start()
         url = f"http://127.0.0.1:{port}"
         launched = serve_when_healthy(
             self,
@@ -386,9 +391,16 @@ class ProcessRuntime:
         self.confinement.release(server_id)
 
     def close(self) -> None:
+        """The zygotes end, and every server started here with them: a launch under way fails rather than leave one
+        behind."""
         for zygote in [self._zygote, *self._venv_zygotes.values()]:
             if zygote is not None:
-                zygote.close()
+                zygote.close()  # a start waiting for a zygote gives up at once
+        self._gate.close(timeout_s=_CLOSE_WAIT_S)
+        with self._lock:
+            left = [*self._children, *self._forked]
+        for server_id in left:
+            self.stop_leftover(server_id)
 
     def auth_headers(self, handle: ProcessHandle) -> dict[str, str]:
         return {}

@@ -4,11 +4,15 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["STOP_GRACE_S", "end_group", "environ_names", "free_port", "resident_bytes", "started_at"]
+from core.errors import LaunchError
+
+__all__ = ["STOP_GRACE_S", "Gate", "end_group", "environ_names", "free_port", "resident_bytes", "started_at"]
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +81,32 @@ def end_group(pgid: int, *, grace_s: float = STOP_GRACE_S, reap: Callable[[], ob
                 return
             time.sleep(0.02)
     log.warning("process group %d is still there after SIGKILL", pgid)
+
+
+class Gate:
+    """Servers being started, until they are known to whoever stops them: closing waits for those under way, and
+    no start passes after it."""
+
+    def __init__(self) -> None:
+        self._closed = False
+        self._under_way = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def passage(self) -> Iterator[None]:
+        """Start a server within; LaunchError once closed."""
+        with self._changed:
+            if self._closed:
+                raise LaunchError("envhub is stopping: the server was not started")
+            self._under_way += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._under_way -= 1
+                self._changed.notify_all()
+
+    def close(self, timeout_s: float) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.wait_for(lambda: self._under_way == 0, timeout=timeout_s)
