@@ -260,6 +260,30 @@ def test_bad_input_is_answered_with_what_to_do(urls: dict[str, str]) -> None:
         assert not_json.status_code == 400 and not_json.json()["error"]["code"] == -32700
 
 
+def test_a_method_the_door_does_not_know_is_method_not_found_with_or_without_a_session(urls: dict[str, str]) -> None:
+    # A 2026-07-28 draft client (Claude Code) opens with server/discover, with that version's header and no session.
+    url = f"{urls['wordle']}/mcp"
+    discover = {"jsonrpc": "2.0", "id": "d-1", "method": "server/discover", "params": {}}
+    with httpx.Client(timeout=30) as http:
+        for headers in (ACCEPT | {"mcp-protocol-version": "2026-07-28"}, ACCEPT):
+            refused = http.post(url, json=discover, headers=headers)
+            assert refused.status_code == 200  # an error answers a request as any answer (Streamable HTTP 2025-11-25)
+            assert refused.json()["id"] == "d-1" and refused.json()["error"]["code"] == -32601
+        cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "d-1"}}
+        assert (
+            http.post(url, json=cancelled, headers=ACCEPT | {"mcp-protocol-version": "2026-07-28"}).status_code == 202
+        )
+
+        opened = http.post(url, json=INITIALIZE, headers=ACCEPT)
+        session = ACCEPT | {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        for method in ("server/discover", "resources/list"):
+            inside = http.post(url, json={"jsonrpc": "2.0", "id": 7, "method": method}, headers=session)
+            assert inside.status_code == 200 and inside.json()["error"]["code"] == -32601 and inside.json()["id"] == 7
+        listed = http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "tools/list"}, headers=session)
+        assert {t["name"] for t in listed.json()["result"]["tools"]} == {"reset", "step", "state"}
+        assert http.delete(url, headers=session).status_code == 204
+
+
 def test_an_unknown_tool_is_a_protocol_error(urls: dict[str, str]) -> None:
     async def call() -> str:
         async with mcp(urls["wordle"]) as session:

@@ -3,10 +3,12 @@
 POST carries one JSON-RPC message. `initialize` negotiates the protocol version, opens the session's environment
 session on a replica (sessions.py) and answers with an `Mcp-Session-Id`; every later request carries that id
 (missing: 400 with a JSON-RPC error saying to initialize; unknown or ended: 404) and may carry
-`MCP-Protocol-Version` (an unsupported one: 400). Notifications and responses get 202. A request is answered
-with JSON, or with an SSE stream when the client ranks `text/event-stream` above `application/json`. GET answers
-405 (the door has nothing to stream), DELETE ends the session. Who may use the endpoint (its bearer, the page's
-Origin) and how large a body may be are the gateway's to check before it hands the request over.
+`MCP-Protocol-Version` (an unsupported one: 400). A method the door does not know (server/discover, a 2026-07-28
+draft client's first request) is "method not found" (-32601), session or not. Notifications and responses get
+202. A request is answered with JSON, or with an SSE stream when the client ranks `text/event-stream` above
+`application/json`. GET answers 405 (the door has nothing to stream), DELETE ends the session. Who may use the
+endpoint (its bearer, the page's Origin) and how large a body may be are the gateway's to check before it hands
+the request over.
 """
 
 import asyncio
@@ -61,7 +63,8 @@ log = logging.getLogger("envhub.mcp")
 _KEEPALIVE_S = 15.0  # an SSE answer still being worked on sends a comment this often, so proxies keep it open
 _SSE = {"content-type": CONTENT_TYPE_SSE, "cache-control": "no-cache"}
 # Standard methods OpenEnv's own JSON-RPC does not know: only a standard client sends them.
-_STANDARD_METHODS = ("initialize", "ping")
+_STANDARD_METHODS = ("initialize", "ping", "server/discover")
+_SESSION_METHODS = ("ping", "tools/list", "tools/call")  # what a session answers; any other method is not found
 _OPENING_MAX = 8192  # characters of the first observation the instructions quote
 
 
@@ -103,6 +106,11 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _not_offered(request_id: Any, method: str) -> dict[str, Any]:
+    offered = "an environment through envhub offers tools (tools/list, tools/call) and ping, after initialize"
+    return _error(request_id, METHOD_NOT_FOUND, f"{method} is not offered here: {offered}")
 
 
 def _result(request_id: Any, result: BaseModel) -> dict[str, Any]:
@@ -225,6 +233,13 @@ class Door:
             return _json(200, answer, extra)
         request_id = message.id if isinstance(message, JSONRPCRequest) else None
         if not session_id:
+            # An error answers a request as any answer does: 200 and one JSON object (Streamable HTTP 2025-11-25,
+            # "Sending Messages"). Not the draft's 404 for an unknown method: its dual-era clients take that for a
+            # server of the draft's era, not one to initialize. The door acts on no notification (202, no answer).
+            if not isinstance(message, JSONRPCRequest):
+                return HttpReply(202)
+            if message.method not in _SESSION_METHODS:
+                return _json(200, _not_offered(request_id, message.method))
             return _json(
                 400,
                 _error(
@@ -273,12 +288,7 @@ class Door:
         if message.method == "tools/list":
             return _result(request_id, ListToolsResult(tools=list(session.surface.tools)))
         if message.method != "tools/call":
-            return _error(
-                request_id,
-                METHOD_NOT_FOUND,
-                f"{message.method} is not offered here: an environment through envhub offers tools "
-                "(tools/list, tools/call) and ping",
-            )
+            return _not_offered(request_id, message.method)
         name, arguments = params.get("name"), params.get("arguments") or {}
         if not isinstance(name, str) or name not in session.surface.names:
             listed = ", ".join(sorted(session.surface.names)) or "none"
