@@ -141,5 +141,5 @@ class McpApp:
         try:
             response = await proxy(self.gateway, Request(scope, receive), endpoint_id, "mcp", door=self.door.serve)
         except EnvhubError as exc:
-            response = JSONResponse(exc.payload(), status_code=exc.status_code)
+            response = JSONResponse(exc.payload(), status_code=exc.status_code, headers=exc.headers())
         await response(scope, receive, send)

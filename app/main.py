@@ -62,7 +62,7 @@ def create_app(
 
     @app.exception_handler(EnvhubError)
     async def envhub_error(_request: Request, exc: EnvhubError) -> JSONResponse:
-        return JSONResponse(exc.payload(), status_code=exc.status_code)
+        return JSONResponse(exc.payload(), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

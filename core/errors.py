@@ -13,6 +13,7 @@ __all__ = [
     "BackendUnavailableError",
     "BadRequestError",
     "ConflictError",
+    "EndpointStartingError",
     "EnvhubError",
     "ForbiddenError",
     "HubUnavailableError",
@@ -42,6 +43,10 @@ class EnvhubError(Exception):
     def payload(self) -> dict[str, Any]:
         """The JSON body of the error response: the message as detail, its code, and what a subclass adds."""
         return {"detail": self.message, "code": self.code}
+
+    def headers(self) -> dict[str, str]:
+        """The error response's headers beyond the JSON body's."""
+        return {}
 
 
 class BadRequestError(EnvhubError):
@@ -126,6 +131,16 @@ class LaunchError(UpstreamError):
     """The environment could not be started; the message says why and what to do."""
 
     code = "launch_failed"
+
+
+class EndpointStartingError(EnvhubError):
+    """An endpoint has no server ready yet (it is starting, or starting again with envhub): clients retry."""
+
+    status_code = 503
+    code = "endpoint_starting"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "5"}
 
 
 class HubUnavailableError(EnvhubError):

@@ -21,7 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from core.errors import BadRequestError, NotFoundError, PayloadTooLargeError, UpstreamError
+from core.errors import BadRequestError, EndpointStartingError, NotFoundError, PayloadTooLargeError, UpstreamError
 from core.outbound import read_capped
 from gateway.gate import admit, client_of, origin_refusal
 from gateway.jsonbody import read_json
@@ -83,12 +83,14 @@ def ready(found: Pool | Down, endpoint_id: str) -> Pool:
             raise not_found(endpoint_id)
         if found.ended:  # gone for good: a 404 clients do not retry, not a 502 they would
             raise NotFoundError(f"{found.reason}; launch it again for a new URL", code="endpoint_stopped")
-        raise UpstreamError(found.reason)
+        raise EndpointStartingError(f"{found.reason}; retry in a few seconds")  # a 503 clients retry, not a 502
     return found
 
 
-def _no_replica(endpoint_id: str) -> UpstreamError:
-    return UpstreamError(f"endpoint {endpoint_id} has no ready replica now (one is starting or being replaced); retry")
+def _no_replica(endpoint_id: str) -> EndpointStartingError:
+    return EndpointStartingError(
+        f"endpoint {endpoint_id} has no ready replica now (one is starting or being replaced); retry in a few seconds"
+    )
 
 
 class _TooLarge(Exception):

@@ -40,8 +40,8 @@ async def serve_session(
         return
     found = await gateway.routes.pool(endpoint_id)
     if isinstance(found, Down):
-        # Starting or stopping: a server's trouble (1011), worth retrying; unknown or ended: refused for good (1008).
-        client.close(1011 if found.reason and not found.ended else 1008, found.reason or f"no endpoint {endpoint_id!r}")
+        # Starting: try again later (1013, as HTTP's 503); unknown or ended: refused for good (1008).
+        client.close(1013 if found.reason and not found.ended else 1008, found.reason or f"no endpoint {endpoint_id!r}")
         return
     refusal = origin_refusal(gateway, headers, endpoint_id)
     user = None

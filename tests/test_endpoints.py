@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,38 @@ def test_an_endpoint_whose_servers_keep_dying_fails(envhub: Envhub, count_templa
     assert "killed by signal 9 (SIGKILL)" in failed["message"]
     down = envhub.http.get(f"/endpoints/{endpoint['id']}/health")
     assert (down.status_code, down.json()["code"]) == (404, "endpoint_stopped")  # for good: not a 502 to retry
+
+
+def test_a_starting_endpoints_url_says_to_retry_rather_than_failing(
+    settings: Settings, tmp_path: Path, templates_dir: Path
+) -> None:
+    """While its server starts (a launch, or envhub starting it again after a restart), an endpoint's URL answers
+    503 endpoint_starting with Retry-After (a WebSocket closes with 1013, try again later), which clients retry, not
+    a 502 that says something broke."""
+    app = write_count_env(templates_dir / "gated") / "server" / "app.py"
+    # The server, once started, waits at import until the test lets go of the connection it opens.
+    gate = "import os, socket\nhost, port = os.environ['START_GATE'].rsplit(':', 1)\n"
+    gate += "with socket.create_connection((host, int(port))) as held:\n    held.recv(1)\n"
+    app.write_text(gate + app.read_text())
+    envhub = Envhub(settings.model_copy(update={"data_dir": tmp_path / "data"}))
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            listener.settimeout(120)
+            start_gate = f"127.0.0.1:{listener.getsockname()[1]}"
+            endpoint = envhub.launch("template:gated", options={"env": {"START_GATE": start_gate}})
+            held, _ = listener.accept()  # its server has started and is not ready
+            with held:
+                answer = envhub.http.post(f"/endpoints/{endpoint['id']}/reset", json={})
+                assert (answer.status_code, answer.json()["code"]) == (503, "endpoint_starting")
+                assert int(answer.headers["retry-after"]) > 0
+                socket_url = f"ws://127.0.0.1:{envhub.port}/endpoints/{endpoint['id']}/ws"
+                with connect(socket_url) as ws, pytest.raises(ConnectionClosed):
+                    ws.recv(timeout=30)
+                assert ws.close_code == 1013  # try again later, as the 503 says
+        assert envhub.wait_status(endpoint["id"], "running", "failed")["status"] == "running"
+        assert envhub.http.post(f"/endpoints/{endpoint['id']}/reset", json={}).status_code == 200
+    finally:
+        envhub.stop()
 
 
 def endpoint_pid(endpoint_id: str) -> int:
