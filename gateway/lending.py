@@ -8,6 +8,7 @@ time.
 """
 
 import asyncio
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,6 +19,8 @@ from core.errors import SlotsInUseError
 from gateway.pools import Pool, Slot
 
 __all__ = ["Lender", "lender"]
+
+SPARE_WAIT_S = 5.0  # how long envhub's own work waits for a free slot before it gives way
 
 
 @dataclass(eq=False)
@@ -48,7 +51,7 @@ class Lender:
         SlotsInUseError when no slot is free or a client's session waits, at once or later."""
         pool = self.pool
         own = sum(1 for seat in self._seats if seat.slot.id == replica_id)
-        slot = pool.take_spare(replica_id, own) if pool is not None else None
+        slot = await _spare(pool, replica_id, own) if pool is not None else None
         if pool is None or slot is None:
             raise SlotsInUseError(self._busy(f"replica {replica_id} has no slot nobody waits for"))
         task = asyncio.current_task()
@@ -87,6 +90,15 @@ class Lender:
             f"envhub's own sessions on endpoint {self.endpoint_id} gave way to its clients ({why}); "
             "run it again when they leave a slot free"
         )
+
+
+async def _spare(pool: Pool, replica_id: str, own: int) -> Slot | None:
+    """A free slot on the replica, waiting a few seconds for one: a session that just closed gives its slot back a
+    moment later (its server's close is answered first). Never while a client's session waits."""
+    deadline = time.monotonic() + SPARE_WAIT_S
+    while (slot := pool.take_spare(replica_id, own)) is None and not pool.waiting and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return slot
 
 
 _LENDERS: "WeakKeyDictionary[Pool, Lender]" = WeakKeyDictionary()  # a lender lives as long as its pool
