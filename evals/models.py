@@ -1,5 +1,6 @@
-"""Evaluations' tables (runs, their episodes and those episodes' steps, the model presets runs may name, and agent
-sessions, whose episodes are kept as a run's are) and the public shapes the API returns of them."""
+"""Evaluations' tables (runs, their episodes and those episodes' steps, the model presets runs may name, agent
+sessions, whose episodes are kept as a run's are, and agent runs with their model calls) and the public shapes the
+API returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -173,6 +174,7 @@ class ModelPresetBase(SQLModel):
     seed: int | None = Field(default=None, sa_type=BigInteger)
     timeout_s: float = 60
     system_prompt: str | None = None
+    token_ids: bool = Field(default=False, description="the server returns token ids and log-probs (vLLM)")
     updated_at: datetime = Field(default_factory=utcnow)
 
 
@@ -187,3 +189,71 @@ class ModelPresetPublic(ModelPresetBase):
 class ModelPresetsPublic(SQLModel):
     data: list[ModelPresetPublic]
     count: int
+
+
+class AgentRunStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"  # the harness or the model server broke it
+    STOPPED = "stopped"  # a limit, its owner, or its expiry ended it
+
+
+class AgentRunBase(SQLModel):
+    """One harness x model preset x endpoint x task: the model calls the harness sent through the model door, joined
+    (by the run's credential) to the episodes its MCP sessions played through the endpoint's door."""
+
+    id: str = Field(primary_key=True, description="ar-<12 hex>")
+    owner: str | None = Field(default=None, index=True)
+    endpoint: str = Field(index=True)
+    environment: str = Field(index=True)
+    revision: str | None = None
+    harness: str = Field(index=True, description="claude-code, codex, opencode, qwen-code, or own")
+    preset: str = Field(description="the owner's model preset the door forwards to")
+    model: str = Field(description="the preset's model name, kept as it was when the run started")
+    task: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    status: str = Field(default=AgentRunStatus.RUNNING, index=True, description="an AgentRunStatus")
+    code: str = Field(default="", description="the error code that ended it, if one did")
+    message: str = ""
+    expires_at: datetime
+    limits: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="calls, output tokens, wall time")
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reward: float | None = Field(default=None, description="its episodes' reward; None when none was given, not 0")
+    client_sessions: list[str] = Field(default_factory=list, sa_type=JSON, description="the harness's own ids")
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class AgentRun(AgentRunBase, table=True):
+    credential_hash: str = Field(description="sha256 of the run's credential; the credential itself is not kept")
+    instance: str = Field(default="", description="the envhub process that serves it")
+
+
+class ModelCallBase(SQLModel):
+    """One request a harness sent through the model door, and what came back."""
+
+    id: str = Field(primary_key=True, description="<run>-<index>")
+    run: str = Field(index=True)
+    index: int
+    dialect: str = Field(description="chat, responses or messages")
+    stream: bool = False
+    status: int = Field(description="the HTTP status the harness got")
+    code: str = Field(default="", description="envhub's error code when the door answered for the model")
+    started_at: datetime = Field(default_factory=utcnow)
+    wall_s: float = 0.0
+    first_token_s: float | None = Field(default=None, description="streamed calls: until the first event")
+    request: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="the body, never its headers")
+    response: dict[str, Any] | None = Field(default=None, sa_type=JSON, description="in the non-streamed shape")
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON, description="{id, name, arguments}")
+    finish_reason: str | None = None
+    usage: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="input_tokens, output_tokens")
+    prompt_token_ids: list[int] | None = Field(default=None, sa_type=JSON)
+    completion_token_ids: list[int] | None = Field(default=None, sa_type=JSON)
+    completion_logprobs: list[float] | None = Field(default=None, sa_type=JSON)
+    client_session: str | None = None
+
+
+class ModelCall(ModelCallBase, table=True):
+    pass

@@ -62,6 +62,7 @@ class ModelConfig(BaseModel):
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     timeout_s: float = Field(default=60, gt=0, le=600)
     system_prompt: str | None = Field(default=None, max_length=20_000, description="instead of the harness's own")
+    token_ids: bool = Field(default=False, description="the server returns token ids and log-probs when asked (vLLM)")
 
     @field_validator("base_url")
     @classmethod
