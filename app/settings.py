@@ -9,6 +9,8 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 
+from evals.harnesses.install import default_cache_dir
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -138,6 +140,14 @@ class Settings(BaseSettings):
         "besides envhub's own; clients that send no Origin (trainers, scripts) are not affected",
     )
     space_poll_s: float = Field(default=5, gt=0, description="how often a Space's build is checked")
+    harness_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="where the harness CLIs (Claude Code, Codex, opencode, Qwen Code) are installed from npm, a "
+        "folder per package and version",
+    )
+    harness_wall_s: float = Field(
+        default=900, gt=0, description="how long one headless harness run may take before its processes are killed"
+    )
     launch_timeout_s: float = Field(default=60, gt=0, description="how long a server may take to answer /health")
     process_preload: Preload = Field(
         default=Preload.START,
