@@ -17,6 +17,7 @@ from app.main import create_app
 from app.settings import Preload, Settings
 from catalog.models import EnvironmentDetail, Source
 from core.db import create_db_engine, init_db
+from evals.harnesses import HARNESSES, Installed, install, installed
 from hosting.options import ProcessOptions
 from hosting.runtimes import LaunchSpec
 from hosting.runtimes.process import ProcessRuntime
@@ -51,7 +52,14 @@ POSTGRES_URL = os.environ.get("ENVHUB_TEST_POSTGRES_URL", "")
 os.environ["ENVHUB_QUALITY_INTERVAL_S"] = "0"
 # The trainer's own virtualenv (TRL and torch): skipped on a laptop until built, built here in CI if not yet.
 needs_trainer = needs("trl", ready(venv_dir()), "build the trainer's virtualenv: python3 tests/trainer_venv.py")
+# The agent-harness CLIs (npm): skipped on a laptop until installed, installed here in CI if .ci/run has not.
+HARNESS_DIR = Settings().harness_dir
 on_postgres = needs("postgres", bool(POSTGRES_URL), "set ENVHUB_TEST_POSTGRES_URL to run on Postgres (see .ci/run)")
+
+
+def needs_harness(name: str) -> pytest.MarkDecorator:
+    available = installed(HARNESSES[name], HARNESS_DIR)
+    return needs(name, available, f"install it: python -m app harnesses install {name}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -80,6 +88,12 @@ def postgres_schema() -> Iterator[str]:
 def trainer_python() -> Path:
     """The python of the trainer's virtualenv, which has trl, transformers and a CPU torch."""
     return build_trainer_venv()
+
+
+@pytest.fixture(scope="session")
+def harness_cli() -> Callable[[str], Installed]:
+    """harness_cli(name): that harness CLI, installed (the test is marked needs_harness(name))."""
+    return lambda name: install(HARNESSES[name], HARNESS_DIR)
 
 
 @pytest.fixture
