@@ -72,8 +72,8 @@ def run_headless(
 
 
 def _run(command: Command, stdout: IO[bytes], stderr: IO[bytes], wall_s: float) -> tuple[int, int | None]:
-    """Its pid, and its exit status or None when the wall-time limit came first. Whatever the CLI left running in its process
-    group (a server it started, a tool's child) is killed either way."""
+    """Its pid, and its exit status or None when the wall-time limit came first. Whatever the CLI left running in
+    its process group (a server it started, a tool's child) is killed either way."""
     uid, gid = command.user if command.user is not None else (None, None)
     process = subprocess.Popen(
         command.argv,
