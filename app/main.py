@@ -10,7 +10,18 @@ from fastapi.responses import JSONResponse
 
 from app import gateway
 from app.agents import McpApp
-from app.api import checks, datasets, environments, health, presets, publications, sessions, signin, sync
+from app.api import (
+    agent_run_exports,
+    checks,
+    datasets,
+    environments,
+    health,
+    presets,
+    publications,
+    sessions,
+    signin,
+    sync,
+)
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
@@ -75,6 +86,7 @@ def create_app(
         sync,
         endpoints_api,
         sessions,
+        agent_run_exports,  # before any /api/agent-runs/{id} route: its /sft.jsonl is not a run's id
         evaluations_api,
         presets,
         checks,

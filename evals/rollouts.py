@@ -2,16 +2,11 @@
 time), and as a dataset repo on the Hub, pushed with the user's own token, with a card naming the environment, its
 revision, the policy and the summary."""
 
-import io
 import json
-import tempfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
-from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
-
-from core.errors import ForbiddenError, InvalidInputError, UpstreamError
+from evals.hub_push import push_dataset
 from evals.models import EpisodeBase, Evaluation
 from evals.steps import streamed
 from evals.store import EvaluationStore
@@ -88,35 +83,9 @@ def push_rollouts(
     store: EvaluationStore, evaluation_id: str, repo_id: str, *, token: str | None, endpoint: str, private: bool = False
 ) -> str:
     """Create (or reuse) the dataset repo and commit the rollouts and their card; the repo's URL."""
-    if not token:
-        raise ForbiddenError(
-            "pushing to the Hub acts with your Hub token: sign in, or send 'Authorization: Bearer <token>'"
-        )
-    if repo_id.count("/") != 1:
-        raise InvalidInputError(f"name the dataset as namespace/name, not {repo_id!r}")
     run = store.get(evaluation_id)
-    api = HfApi(endpoint=endpoint, token=token, library_name="envhub")
-    with tempfile.TemporaryFile() as rollouts:  # written to disk a piece at a time, then sent
-        for piece in rollouts_jsonl(store, evaluation_id):
-            rollouts.write(piece.encode())
-        rollouts.seek(0)
-        files: dict[str, BinaryIO] = {DATA_FILE: rollouts, "README.md": io.BytesIO(dataset_card(run).encode())}
-        try:
-            url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-            for path, content in files.items():
-                api.upload_file(
-                    path_or_fileobj=content,
-                    path_in_repo=path,
-                    repo_id=repo_id,
-                    repo_type="dataset",
-                    commit_message=f"Rollouts of envhub evaluation {run.id}",
-                )
-        except HfHubHTTPError as exc:
-            status = getattr(exc.response, "status_code", None)
-            if status in (401, 403):
-                raise ForbiddenError(
-                    f"the Hub refused to write {repo_id} with your token (HTTP {status}); "
-                    "push to your own namespace, or use a token that may write there"
-                ) from exc
-            raise UpstreamError(f"pushing to {repo_id} on {endpoint} failed: HTTP {status}") from exc
-    return str(url)
+    files = {DATA_FILE: rollouts_jsonl(store, evaluation_id)}
+    message = f"Rollouts of envhub evaluation {run.id}"
+    return push_dataset(
+        repo_id, files, dataset_card(run), token=token, endpoint=endpoint, private=private, message=message
+    )

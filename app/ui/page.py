@@ -1,5 +1,5 @@
 """The whole UI: one Gradio Blocks page with Browse, Environment, Play, Evaluate and Launch tabs,
-deep links (/?env=owner/name, /?q=wordle, /?episode=ID), and its mount at / on the FastAPI app."""
+deep links (/?env=owner/name, /?q=wordle, /?episode=ID, /?agent_run=ID), and its mount at / on the FastAPI app."""
 
 import asyncio
 import importlib.resources
@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import browse, detail, evaluate, launch, play, publish, quality, status
+from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, status
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
@@ -47,6 +47,8 @@ def build_blocks(services: Services) -> gr.Blocks:
     checker, tokens = services.checker, services.endpoint_tokens
     live = Live(endpoints, visitors, spaces, services.guard)
     runs = Runs(engine, services.evaluations, services.agents, endpoints, visitors)
+    # The door's sessions of a run are looked up by their `run` column once the door keeps it.
+    agent_runs = agent_run.AgentRuns(engine, services.agents, endpoints.access, visitors, lambda run_id: [])
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:
         selected = gr.Textbox(visible=False, elem_id="selected-env")
@@ -67,6 +69,8 @@ def build_blocks(services: Services) -> gr.Blocks:
                 lp = launch.build(list(endpoints.runtimes))
             with gr.Tab("My endpoints", id="endpoints", elem_id="tab-endpoints") as endpoints_tab:
                 mine = my_endpoints.build()
+            with gr.Tab("Agent run", id="agent-run", elem_id="tab-agent-run"):
+                ar = agent_run.build()
         browse.wire(engine, endpoints.store, b)
         search = (b.filters, b.outputs, lambda *values: browse.run_search(engine, endpoints.store, values, 0))
         status.wire(syncer, settings, visitors, banner, search)
@@ -74,6 +78,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         launch.wire(endpoints, visitors, lp, selected)
         evaluate.wire(runs, services.presets, services.evaluator, services.runner, hf_endpoint, ev, selected)
         publish.wire(publisher, visitors, d.publish, selected)
+        agent_run.wire(agent_runs, ar)
 
         opened = [selected, tabs, lp.environment, ev.environment, ev.board, d.board]
         opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup]
@@ -117,6 +122,10 @@ def build_blocks(services: Services) -> gr.Blocks:
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
             run_id = str(params.get("run", "")).strip()[:100]
+            agent_run_id = str(params.get("agent_run", "")).strip()[:100]
+            if agent_run_id:  # a harness run's link: its page
+                shown_run = {ar.run_id: agent_run_id, ar.view: agent_runs.view(request, agent_run_id)}
+                return values | shown_run | {tabs: gr.Tabs(selected="agent-run")}
             if run_id and not episode_id:  # a run's link: its environment, and the run with its first episode
                 try:
                     opened_env = open_environment(runs.get(request, run_id).environment, request)
@@ -143,7 +152,22 @@ def build_blocks(services: Services) -> gr.Blocks:
         blocks.load(
             start_page,
             None,
-            list(dict.fromkeys([*b.outputs, b.query, b.tags, account, *banner.outputs, *opened, *viewer, *run_view])),
+            list(
+                dict.fromkeys(
+                    [
+                        *b.outputs,
+                        b.query,
+                        b.tags,
+                        account,
+                        *banner.outputs,
+                        *opened,
+                        *viewer,
+                        *run_view,
+                        ar.run_id,
+                        ar.view,
+                    ]
+                )
+            ),
             show_progress="hidden",
         ).then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, [*opened, b.tags], show_progress="hidden").then(
