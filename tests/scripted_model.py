@@ -350,7 +350,7 @@ class ScriptedModel:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 with scripted._lock:
                     scripted.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                dialect = DIALECTS.get(self.path)
+                dialect = DIALECTS.get(self.path.split("?")[0])  # Claude Code asks /v1/messages?beta=true
                 if dialect is None:
                     self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                     return
