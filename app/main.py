@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from app import gateway
 from app.agents import McpApp
-from app.api import checks, datasets, environments, health, presets, publications, sessions, signin, sync
+from app.api import agent_runs, checks, datasets, environments, health, presets, publications, sessions, signin, sync
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
@@ -76,6 +76,7 @@ def create_app(
         endpoints_api,
         sessions,
         evaluations_api,
+        agent_runs,
         presets,
         checks,
         health,
@@ -85,6 +86,8 @@ def create_app(
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(signin.router)
     app.include_router(gateway.router)
+    # A harness's model calls: an ASGI app of its own, past FastAPI's routing (it answers in each model API's shapes).
+    app.mount("/model", services.model_door)
     if services.settings.ui:
         from app.ui.page import mount_ui  # imported only when a page is served: building one takes seconds
 
