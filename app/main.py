@@ -12,6 +12,7 @@ from app import gateway
 from app.agents import McpApp
 from app.api import (
     agent_run_exports,
+    agent_runs,
     checks,
     datasets,
     environments,
@@ -88,6 +89,7 @@ def create_app(
         sessions,
         agent_run_exports,  # before any /api/agent-runs/{id} route: its /sft.jsonl is not a run's id
         evaluations_api,
+        agent_runs,
         presets,
         checks,
         health,
@@ -97,6 +99,8 @@ def create_app(
         app.include_router(module.router, dependencies=[Depends(require_csrf)])
     app.include_router(signin.router)
     app.include_router(gateway.router)
+    # A harness's model calls: an ASGI app of its own, past FastAPI's routing (it answers in each model API's shapes).
+    app.mount("/model", services.model_door)
     if services.settings.ui:
         from app.ui.page import mount_ui  # imported only when a page is served: building one takes seconds
 

@@ -34,6 +34,7 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
+from app.model_runs import DoorRuns
 from app.settings import Preload, Settings
 from app.usecases.evaluations import Evaluator
 from app.usecases.play import PlaySessions
@@ -49,12 +50,14 @@ from core.db import create_db_engine, init_db
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import EndpointTokens, Sealer
+from evals.agent_runs import AgentRuns
 from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.mcp import Door
 from gateway.mcp.sessions import free_idle_slots
+from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
 from gateway.replica_http import replica_client
@@ -189,6 +192,8 @@ class Services:
     agents: AgentSessions  # the agent sessions on record, played through the MCP door
     mcp: Door  # every endpoint's standard MCP door, and the sessions it holds in this process
     door: PooledDoor  # the door as the gateway hands it requests, each seated in its endpoint's pool
+    agent_runs: AgentRuns  # harness runs on record, with the model calls they sent through the model door
+    model_door: ModelDoor  # agent runs' model calls, passed on to their presets' servers and recorded
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -271,6 +276,13 @@ class Services:
         door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
         runner = Runner(evaluations, settings.evaluation_budget_bytes)
         presets = ModelPresets(engine, sessions.sealer)
+        agent_runs = AgentRuns(engine, leases.instance)
+        model_door = ModelDoor(
+            DoorRuns(agent_runs, presets),
+            guard,
+            max_body_bytes=settings.model_door_max_body_bytes,
+            max_answer_bytes=settings.model_door_max_answer_bytes,
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -303,6 +315,8 @@ class Services:
             agents=agents,
             mcp=door,
             door=PooledDoor(door, endpoints, keeper.check_soon, settings.pool_queue_s),
+            agent_runs=agent_runs,
+            model_door=model_door,
         )
 
     @contextmanager
@@ -401,6 +415,7 @@ class Services:
                 await task
         await self.runner.stop()
         await self.mcp.aclose()
+        await self.model_door.aclose()
         await self.play.close_all()
         await self.publisher.aclose()
         await self.monitor.aclose()

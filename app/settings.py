@@ -114,6 +114,24 @@ class Settings(BaseSettings):
         description="an MCP session (the standard door's) nobody calls this long gives its environment slot back; "
         "its id stays valid, and its next call takes a slot again (its episode lost: the answer says episode_lost)",
     )
+    agent_run_max_calls: int = Field(
+        default=200, gt=0, description="model calls an agent run may make, unless it asks for fewer"
+    )
+    agent_run_max_output_tokens: int = Field(
+        default=200_000, gt=0, description="output tokens an agent run's model may write, unless it asks for fewer"
+    )
+    agent_run_wall_s: float = Field(
+        default=1800, gt=0, description="how long an agent run may take its model's calls, unless it asks for less"
+    )
+    agent_run_ttl_s: float = Field(
+        default=86_400, gt=0, description="an agent run's credential lapses this long after the run starts"
+    )
+    model_door_max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, gt=0, description="the largest request body the model door passes on to a model"
+    )
+    model_door_max_answer_bytes: int = Field(
+        default=16 * 1024 * 1024, gt=0, description="the largest model answer the model door reads whole or records"
+    )
     ws_idle_s: float = Field(
         default=300,
         gt=0,

@@ -27,6 +27,7 @@ from conformance.checker import Checker
 from core.callers import Access, Caller
 from core.errors import ForbiddenError, UnauthorizedError
 from core.sealing import EndpointTokens
+from evals.agent_runs import AgentRuns
 from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.sessions import AgentSessions
@@ -76,6 +77,7 @@ EvaluationsDep = Annotated[EvaluationStore, Depends(_part(lambda s: s.evaluation
 RunnerDep = Annotated[Runner, Depends(_part(lambda s: s.runner))]
 EvaluatorDep = Annotated[Evaluator, Depends(_part(lambda s: s.evaluator))]
 AgentsDep = Annotated[AgentSessions, Depends(_part(lambda s: s.agents))]
+AgentRunsDep = Annotated[AgentRuns, Depends(_part(lambda s: s.agent_runs))]
 IdentitiesDep = Annotated[Identities, Depends(_part(lambda s: s.identities))]
 OAuthDep = Annotated[Provider, Depends(_part(lambda s: s.oauth))]
 HttpDep = Annotated[httpx.AsyncClient | None, Depends(_part(lambda s: s.http))]  # envhub's own client, while it serves

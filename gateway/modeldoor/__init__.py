@@ -1,0 +1,8 @@
+"""The model door: an agent run's harness reaches its model through envhub, which passes each call on to the run's
+model preset's server and records it. door: the ASGI app; answers: each dialect's answers, streamed and not, and
+error shapes; ports: what the door needs from envhub."""
+
+from gateway.modeldoor.door import DIALECT_PATHS, ModelDoor
+from gateway.modeldoor.ports import Call, Runs, Ticket
+
+__all__ = ["DIALECT_PATHS", "Call", "ModelDoor", "Runs", "Ticket"]
