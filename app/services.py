@@ -271,6 +271,12 @@ class Services:
         door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
         runner = Runner(evaluations, settings.evaluation_budget_bytes)
         presets = ModelPresets(engine, sessions.sealer)
+        gateway = Gateway(
+            routes=endpoints.routes,
+            bearers=GatewayBearers(identities, tokens),
+            traffic=endpoints.traffic.counters,
+            settings=gateway_settings(settings),
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -294,15 +300,10 @@ class Services:
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
-            gateway=Gateway(
-                routes=endpoints.routes,
-                bearers=GatewayBearers(identities, tokens),
-                traffic=endpoints.traffic.counters,
-                settings=gateway_settings(settings),
-            ),
+            gateway=gateway,
             agents=agents,
             mcp=door,
-            door=PooledDoor(door, endpoints, keeper.check_soon, settings.pool_queue_s),
+            door=PooledDoor(door, gateway),
         )
 
     @contextmanager

@@ -23,10 +23,12 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from gateway.mcp.episodes import EpisodeLog
-from gateway.mcp.ports import Placement, PoolFull, Recorder, Seat, SessionRecord
+from gateway.mcp.ports import Recorder, SessionRecord
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
 from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
+from gateway.placement import Placement, Refused, Unreachable
+from gateway.pools import PoolFull, Slot
 from gateway.relay import HandshakeError
 from protocol.frames import STATE as STATE_FRAME
 from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
@@ -65,46 +67,44 @@ class Closed(Exception):
 
 async def open_socket(
     placement: Placement, gone: "asyncio.Future[None]", probe: dict[str, Any], *, connect_s: float, ping_s: float
-) -> tuple[Seat, Upstream, dict[str, Any]]:
-    """A slot and a socket to its replica's `/ws`, moving on while replicas refuse the session at capacity or do
-    not answer; and the replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
-    avoid: set[str] = set()
-    while True:
-        seat = await placement.take(frozenset(avoid), gone)
-        if seat is None:
-            raise Unavailable("the client left while its session waited for a slot")
+) -> tuple[Slot, Upstream, dict[str, Any]]:
+    """A slot and a socket to its replica's `/ws`, placed as every door's session is (gateway.placement); and the
+    replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
+    endpoint_id = placement.endpoint_id
+
+    async def attempt(slot: Slot) -> tuple[Upstream, dict[str, Any]]:
+        url, headers = slot.upstream.url, dict(slot.upstream.headers)
         try:
-            socket = await connect_upstream(
-                seat.url, dict(seat.headers), timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE
-            )
+            socket = await connect_upstream(url, headers, timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE)
         except (OSError, HandshakeError, TimeoutError) as exc:
-            placement.unreachable(seat)
-            if seat.replica not in avoid and len(avoid) + 1 < placement.replicas:
-                avoid.add(seat.replica)
-                continue
-            raise Unavailable(f"endpoint {placement.endpoint_id} is not answering ({type(exc).__name__})") from exc
+            raise Unreachable(f"endpoint {endpoint_id} is not answering ({type(exc).__name__})") from exc
         with contextlib.suppress(UpstreamClosed):  # a server that refused at once has closed: its refusal is read
             await socket.send(json.dumps(probe))
         try:
             first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
         except (UpstreamClosed, TimeoutError, ValueError) as exc:
             await socket.close()
-            placement.unreachable(seat)
-            raise Unavailable(f"endpoint {placement.endpoint_id} dropped the session as it opened") from exc
+            raise Unreachable(f"endpoint {endpoint_id} dropped the session as it opened", retry=False) from exc
         refused = capacity(first)
         if refused is not None:
             await socket.close()
             most = refused.get("max_sessions")
-            await placement.refused(seat, most if isinstance(most, int) and not isinstance(most, bool) else None)
-            avoid.add(seat.replica)
-            continue
+            raise Refused(most if isinstance(most, int) and not isinstance(most, bool) else None)
         if error_code(first) is not None:
             await socket.close()
-            placement.release(seat)
             message = first.get("data", {}).get("message") if isinstance(first.get("data"), dict) else None
-            raise Unavailable(f"endpoint {placement.endpoint_id} could not open a session: {message or first}")
-        placement.accepted(seat)
-        return seat, socket, first
+            raise Unavailable(f"endpoint {endpoint_id} could not open a session: {message or first}")
+        return socket, first
+
+    try:
+        placed = await placement.place(gone, attempt)
+    except Unreachable as exc:
+        raise Unavailable(exc.why) from exc
+    if placed is None:
+        raise Unavailable("the client left while its session waited for a slot")
+    slot, (socket, first) = placed
+    placement.accepted(slot)
+    return slot, socket, first
 
 
 @dataclass(eq=False)
@@ -113,7 +113,7 @@ class EnvironmentSession:
 
     endpoint_id: str
     placement: Placement
-    seat: Seat
+    seat: Slot  # the slot it holds on a replica (while seated)
     socket: Upstream
     surface: Surface
     recorder: Recorder

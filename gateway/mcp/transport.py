@@ -49,10 +49,12 @@ from pydantic_core import to_json
 
 from gateway.jsonbody import TooDeep, read_json
 from gateway.mcp.interfaces import Interface, Interfaces
-from gateway.mcp.ports import Card, Placement, PoolFull, Recorder, SessionRecord
+from gateway.mcp.ports import Card, Recorder, SessionRecord
 from gateway.mcp.results import text_of
 from gateway.mcp.sessions import PROBE, Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
 from gateway.mcp.tools import Surface, action_surface, tools_surface
+from gateway.placement import Placement
+from gateway.pools import PoolFull
 from protocol.frames import RPC_SERVER_ERROR
 from protocol.tools import OPENING_META, parse_tools
 
@@ -368,7 +370,7 @@ class Door:
             card = self._cards[endpoint_id] = await self.recorder.card(endpoint_id)
         seat, socket, first = await open_socket(placement, gone, PROBE, connect_s=self.connect_s, ping_s=self.ping_s)
         try:
-            interface = await self._interfaces.of(endpoint_id, seat.url, dict(seat.headers))
+            interface = await self._interfaces.of(endpoint_id, seat.upstream.url, dict(seat.upstream.headers))
             surface = _surface(first, interface, card)
             if surface is None:
                 raise Unavailable(
