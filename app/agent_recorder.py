@@ -65,6 +65,8 @@ class AgentRecorder:
             client=session.client,
             protocol_version=session.protocol_version,
             owner=session.user,
+            run=session.run,
+            client_session=session.client_session,
             tools=list(session.tools),
             holder=session.holder,
         )

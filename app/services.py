@@ -283,6 +283,12 @@ class Services:
             max_body_bytes=settings.model_door_max_body_bytes,
             max_answer_bytes=settings.model_door_max_answer_bytes,
         )
+        gateway = Gateway(
+            routes=endpoints.routes,
+            bearers=GatewayBearers(identities, tokens),
+            traffic=endpoints.traffic.counters,
+            settings=gateway_settings(settings),
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -306,15 +312,10 @@ class Services:
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
-            gateway=Gateway(
-                routes=endpoints.routes,
-                bearers=GatewayBearers(identities, tokens),
-                traffic=endpoints.traffic.counters,
-                settings=gateway_settings(settings),
-            ),
+            gateway=gateway,
             agents=agents,
             mcp=door,
-            door=PooledDoor(door, endpoints, keeper.check_soon, settings.pool_queue_s),
+            door=PooledDoor(door, gateway),
             agent_runs=agent_runs,
             model_door=model_door,
         )

@@ -136,6 +136,8 @@ class AgentSessionBase(SQLModel):
     client: str = Field(default="", description="the MCP client, as it named itself at initialize")
     protocol_version: str = ""
     owner: str | None = Field(default=None, description="who the session's bearer proved to be")
+    run: str | None = Field(default=None, index=True, description="the agent run it played for (its X-Envhub-Run)")
+    client_session: str | None = Field(default=None, description="the harness's own session id, as its header said")
     tools: list[str] = Field(default_factory=list, sa_type=JSON)
     status: str = Field(default="open", description="open, or ended")
     message: str = Field(default="", description="why it ended")

@@ -28,12 +28,13 @@ from gateway.jsonbody import read_json
 from gateway.mcp import is_standard
 from gateway.paths import PATH_SAFE, gateway_location, gateway_path, inner_path
 from gateway.pinned import close_on_replica
-from gateway.pools import Pool, PoolFull, Slot, Upstream, Waiter, acquire_unless_gone
+from gateway.placement import Placement, Refused
+from gateway.pools import Pool, PoolFull, Slot, Upstream
 from gateway.ports import Down, Gateway
 from gateway.traffic import Traffic
 from protocol.frames import rpc_capacity, rpc_capacity_error
 
-__all__ = ["Door", "as_int", "client_left", "not_found", "note_capacity", "proxy", "ready", "watch_loss"]
+__all__ = ["Door", "as_int", "client_left", "not_found", "proxy", "ready", "watch_loss"]
 
 # The MCP door, for standard MCP requests: (pool, request, body, user, client, a watch on the client's leaving) ->
 # its answer. The watch is made only by a request that waits (an initialize, for a slot).
@@ -368,41 +369,38 @@ async def _create_mcp_session(
     A client that leaves while it waits gives its place up; one that left while its session was being made gets
     it closed on the replica, so no slot stays taken by a session nobody holds.
     """
-    avoid: set[str] = set()
-    waiter = Waiter(client, active=True)  # an MCP call is work: it may grow the pool
+    # An MCP call is work: it may grow the pool while it waits; its slot is load once it asks for work (Pool.work).
+    placement = Placement(gateway, pool, client, presses=True)
     left: asyncio.Future[None] = asyncio.ensure_future(client_left(request))
+
+    async def attempt(slot: Slot) -> tuple[_Answer, bytes, dict[str, Any]]:
+        answer = await _send(request, gateway, pool, slot, "mcp", body, traffic)
+        content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
+        parsed = _json(content)
+        refused = rpc_capacity(parsed)
+        if refused is not None:
+            raise Refused(as_int(refused.get("max_sessions")))
+        return answer, content, parsed
+
     try:
-        while True:
-            try:
-                slot = await acquire_unless_gone(pool, gateway.settings.pool_queue_s, avoid, left, waiter)
-            except PoolFull as full:
-                refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity, full.limit)
-                return Response(json.dumps(refusal), media_type="application/json")
-            if slot is None:
-                return Response(status_code=499)  # nobody is there to read it
-            try:
-                answer = await _send(request, gateway, pool, slot, "mcp", body, traffic)
-                content = await answer.read(_CONTROL_MAX, pool.endpoint_id)
-            except BaseException:
-                pool.release(slot, client=client)
-                raise
-            parsed = _json(content)
-            refused = rpc_capacity(parsed)
-            if refused is not None:
-                pool.refused(slot, as_int(refused.get("max_sessions")), client=client)
-                await note_capacity(gateway, slot)
-                avoid.add(slot.id)
-                continue
-            result = parsed.get("result")
-            if not isinstance(result, dict) or not isinstance(result.get("session_id"), str):
-                pool.release(slot, client=client)
-            elif left.done():
-                await close_on_replica(gateway.http, slot, result["session_id"])
-                pool.release(slot, client=client)
-            else:
-                pool.accepted(slot)
-                pool.pin(result["session_id"], slot, client)  # load once it asks for work (Pool.work), not before
-            return _passed_on(answer, gateway, slot, pool.endpoint_id, "mcp", traffic, content)
+        try:
+            placed = await placement.place(left, attempt)
+        except PoolFull as full:
+            refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity, full.limit)
+            return Response(json.dumps(refusal), media_type="application/json")
+        if placed is None:
+            return Response(status_code=499)  # nobody is there to read it
+        slot, (answer, content, parsed) = placed
+        result = parsed.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("session_id"), str):
+            placement.release(slot)
+        elif left.done():
+            await close_on_replica(gateway.http, slot, result["session_id"])
+            placement.release(slot)
+        else:
+            placement.accepted(slot)
+            pool.pin(result["session_id"], slot, client)  # load once it asks for work (Pool.work), not before
+        return _passed_on(answer, gateway, slot, pool.endpoint_id, "mcp", traffic, content)
     finally:
         left.cancel()
 
@@ -423,8 +421,3 @@ def _json(content: bytes) -> dict[str, Any]:
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-async def note_capacity(gateway: Gateway, slot: Slot) -> None:
-    if slot.said:
-        await gateway.routes.note_capacity(slot)

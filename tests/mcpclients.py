@@ -13,11 +13,12 @@ from mcp.types import CallToolResult, TextContent
 
 
 @asynccontextmanager
-async def mcp(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    """An initialized session on `{url}/mcp`; leaving it ends the session (DELETE), as the SDK does."""
+async def mcp(url: str, headers: dict[str, str] | None = None, *, close: bool = True) -> AsyncIterator[ClientSession]:
+    """An initialized session on `{url}/mcp`; leaving it ends the session (DELETE), as the SDK does, unless `close`
+    is false: then it is left open, as Claude Code and opencode leave theirs."""
     async with (
         httpx.AsyncClient(headers=headers or {}, timeout=httpx.Timeout(60, read=300)) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        streamable_http_client(f"{url}/mcp", http_client=http, terminate_on_close=close) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()

@@ -1,12 +1,13 @@
 """Running an OpenEnv environment folder as a real server for a test."""
 
+import asyncio
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from sqlalchemy import event
@@ -17,6 +18,8 @@ from app.services import Services
 from app.settings import REPO_ROOT, Settings
 from core.outbound import OutboundGuard
 from tests.conftest import wait_until
+
+T = TypeVar("T")
 
 TEMPLATES = REPO_ROOT / "spaces_templates"
 
@@ -88,6 +91,11 @@ class Envhub:
         for endpoint in self.http.get("/api/endpoints").json()["data"]:
             if endpoint["status"] in ("starting", "running"):
                 self.http.delete(f"/api/endpoints/{endpoint['id']}")
+
+    def on_loop(self, work: Coroutine[Any, Any, T], timeout_s: float = 30) -> T:
+        """What a coroutine returns, run on envhub's event loop (where its gateway and door live)."""
+        loop = self.server.servers[0].get_loop()
+        return asyncio.run_coroutine_threadsafe(work, loop).result(timeout_s)
 
     def stop(self) -> None:
         self.http.close()

@@ -58,11 +58,15 @@ def test_a_pool_of_four_holds_sixteen_mcp_sessions_at_once_and_refuses_the_seven
     async def load() -> tuple[list[float | None], dict[str, int], str]:
         played, release = asyncio.Semaphore(0), asyncio.Event()
 
-        async def agent() -> float | None:  # holds its session until every agent has played
+        async def agent() -> float | None:  # holds its session mid-episode until every agent has played
             async with mcp(url) as session:
-                reward = await count_to_ten(session)
+                await session.call_tool("reset", {})
+                await session.call_tool("step", {"add": 3})
                 played.release()
                 await release.wait()
+                done = await session.call_tool("step", {"add": 7})
+                assert done.structuredContent is not None and done.structuredContent["done"] is True
+                reward: float | None = done.structuredContent["reward"]
                 return reward
 
         agents = [asyncio.ensure_future(agent()) for _ in range(16)]

@@ -8,27 +8,19 @@ as tool results; episodes: what a session played, for the recorder; ports: what 
 
 from gateway.mcp.ports import (
     Card,
-    Counters,
     EpisodeRecord,
-    Placement,
-    PoolFull,
     Recorder,
-    Seat,
     SessionRecord,
 )
 from gateway.mcp.transport import Door, HttpReply, HttpRequest, is_standard
 
 __all__ = [
     "Card",
-    "Counters",
     "Door",
     "EpisodeRecord",
     "HttpReply",
     "HttpRequest",
-    "Placement",
-    "PoolFull",
     "Recorder",
-    "Seat",
     "SessionRecord",
     "is_standard",
 ]

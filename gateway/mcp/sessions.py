@@ -4,10 +4,11 @@ Why a WebSocket for every environment, MCP or not: the same socket carries an MC
 steps, so that their rewards and done come back) and a schema-action environment's reset, step and state; the
 server's capacity refusal arrives on it as on any `/ws` session, so a refused session moves to another replica
 unseen; and each call is one frame on an open socket rather than an HTTP request. A slot is taken from the pool
-when the session opens (waiting in its queue as a `/ws` session does) and given back when it closes: by DELETE,
-after `idle_s` without a call, when the replica is lost, or when envhub stops. A session nobody calls for a shorter
-while gives its slot back and keeps its id (`free_idle_slots`): its next call takes a slot again, and says so
-(`episode_lost`) when an episode was under way, so that a client gone quiet holds no environment.
+when the session opens (waiting in its queue as a `/ws` session does, gateway.placement) and given back when it
+closes: by DELETE, after `idle_s` without a call, when the replica is lost, when its agent run ends, or when envhub
+stops. A session whose episode is done, or that nobody calls for a shorter while (`free_idle_slots`), gives its slot
+back and keeps its id: its next call takes a slot again, and says so (`episode_lost`) when an episode was under way,
+so that a client gone quiet (agent harnesses never end their sessions) holds no environment.
 """
 
 import asyncio
@@ -23,10 +24,12 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from gateway.mcp.episodes import EpisodeLog
-from gateway.mcp.ports import Placement, PoolFull, Recorder, Seat, SessionRecord
+from gateway.mcp.ports import Recorder, SessionRecord
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
 from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
+from gateway.placement import Placement, Refused, Unreachable
+from gateway.pools import PoolFull, Slot
 from gateway.relay import HandshakeError
 from protocol.frames import STATE as STATE_FRAME
 from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
@@ -65,46 +68,44 @@ class Closed(Exception):
 
 async def open_socket(
     placement: Placement, gone: "asyncio.Future[None]", probe: dict[str, Any], *, connect_s: float, ping_s: float
-) -> tuple[Seat, Upstream, dict[str, Any]]:
-    """A slot and a socket to its replica's `/ws`, moving on while replicas refuse the session at capacity or do
-    not answer; and the replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
-    avoid: set[str] = set()
-    while True:
-        seat = await placement.take(frozenset(avoid), gone)
-        if seat is None:
-            raise Unavailable("the client left while its session waited for a slot")
+) -> tuple[Slot, Upstream, dict[str, Any]]:
+    """A slot and a socket to its replica's `/ws`, placed as every door's session is (gateway.placement); and the
+    replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
+    endpoint_id = placement.endpoint_id
+
+    async def attempt(slot: Slot) -> tuple[Upstream, dict[str, Any]]:
+        url, headers = slot.upstream.url, dict(slot.upstream.headers)
         try:
-            socket = await connect_upstream(
-                seat.url, dict(seat.headers), timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE
-            )
+            socket = await connect_upstream(url, headers, timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE)
         except (OSError, HandshakeError, TimeoutError) as exc:
-            placement.unreachable(seat)
-            if seat.replica not in avoid and len(avoid) + 1 < placement.replicas:
-                avoid.add(seat.replica)
-                continue
-            raise Unavailable(f"endpoint {placement.endpoint_id} is not answering ({type(exc).__name__})") from exc
+            raise Unreachable(f"endpoint {endpoint_id} is not answering ({type(exc).__name__})") from exc
         with contextlib.suppress(UpstreamClosed):  # a server that refused at once has closed: its refusal is read
             await socket.send(json.dumps(probe))
         try:
             first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
         except (UpstreamClosed, TimeoutError, ValueError) as exc:
             await socket.close()
-            placement.unreachable(seat)
-            raise Unavailable(f"endpoint {placement.endpoint_id} dropped the session as it opened") from exc
+            raise Unreachable(f"endpoint {endpoint_id} dropped the session as it opened", retry=False) from exc
         refused = capacity(first)
         if refused is not None:
             await socket.close()
             most = refused.get("max_sessions")
-            await placement.refused(seat, most if isinstance(most, int) and not isinstance(most, bool) else None)
-            avoid.add(seat.replica)
-            continue
+            raise Refused(most if isinstance(most, int) and not isinstance(most, bool) else None)
         if error_code(first) is not None:
             await socket.close()
-            placement.release(seat)
             message = first.get("data", {}).get("message") if isinstance(first.get("data"), dict) else None
-            raise Unavailable(f"endpoint {placement.endpoint_id} could not open a session: {message or first}")
-        placement.accepted(seat)
-        return seat, socket, first
+            raise Unavailable(f"endpoint {endpoint_id} could not open a session: {message or first}")
+        return socket, first
+
+    try:
+        placed = await placement.place(gone, attempt)
+    except Unreachable as exc:
+        raise Unavailable(exc.why) from exc
+    if placed is None:
+        raise Unavailable("the client left while its session waited for a slot")
+    slot, (socket, first) = placed
+    placement.accepted(slot)
+    return slot, socket, first
 
 
 @dataclass(eq=False)
@@ -113,7 +114,7 @@ class EnvironmentSession:
 
     endpoint_id: str
     placement: Placement
-    seat: Seat
+    seat: Slot  # the slot it holds on a replica (while seated)
     socket: Upstream
     surface: Surface
     recorder: Recorder
@@ -129,6 +130,7 @@ class EnvironmentSession:
     seated: bool = True  # it holds its slot and socket (else it gave them back, idle, and takes them at its next call)
     _opening: dict[str, Any] = field(default_factory=dict)  # its first reset's arguments, to begin again with
     _lost: str | None = None  # why the episode under way went with the slot it gave back
+    _final: dict[str, Any] | None = None  # the state its done episode left, asked for as the slot went back
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _writing: "asyncio.Task[None] | None" = None
     _flushed: float = field(default_factory=time.monotonic)
@@ -156,27 +158,41 @@ class EnvironmentSession:
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         self.last_used = time.monotonic()
         try:
-            try:
-                lost = await self._seat()
-            except (PoolFull, Unavailable) as exc:
-                why = exc.message if isinstance(exc, PoolFull) else str(exc)
-                text = f"this session gave its slot back while idle, and {why}; call again later"
-                return error_result(text, observation={"error": text, "code": NO_SLOT})
-            self.placement.activate(self.seat)  # it works: its session is load that may grow the pool
-            if lost is not None and not (self.surface.generated and name == RESET):
-                return error_result(lost, observation={"error": lost, "code": EPISODE_LOST})
-            if self.surface.generated:
-                if name == RESET:
-                    return await self._reset(arguments)
-                if name == STEP:
-                    return await self._step(arguments)
-                assert name == STATE
-                return await self._state()
-            if self.surface.tool_steps:
-                return await self._tool_step(name, arguments)
-            return await self._tool_rpc(name, arguments)
+            if not self._over(name):
+                try:
+                    lost = await self._seat()
+                except (PoolFull, Unavailable) as exc:
+                    why = exc.message if isinstance(exc, PoolFull) else str(exc)
+                    text = f"this session gave its slot back (its episode done, or idle), and {why}; call again later"
+                    return error_result(text, observation={"error": text, "code": NO_SLOT})
+                self.placement.activate(self.seat)  # it works: its session is load that may grow the pool
+                if lost is not None and not (self.surface.generated and name == RESET):
+                    return error_result(lost, observation={"error": lost, "code": EPISODE_LOST})
+            result = await self._called(name, arguments)
+            if self.episode is not None and self.episode.done:
+                await self._done()
+            return result
         finally:
             self.last_used = time.monotonic()
+
+    def _over(self, name: str) -> bool:
+        """Whether the call is answered without the environment: its episode is done and the call plays on in it,
+        which the answer refuses, or reads the state it left; a reset takes a slot again."""
+        if self.episode is None or not self.episode.done:
+            return False
+        return self.surface.tool_steps or name == STEP or (name == STATE and self._final is not None)
+
+    async def _called(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        if self.surface.generated:
+            if name == RESET:
+                return await self._reset(arguments)
+            if name == STEP:
+                return await self._step(arguments)
+            assert name == STATE
+            return await self._state()
+        if self.surface.tool_steps:
+            return await self._tool_step(name, arguments)
+        return await self._tool_rpc(name, arguments)
 
     async def begin(self, arguments: dict[str, Any]) -> CallToolResult | None:
         """Start the session's first episode, with the reset arguments its URL gave (a seed, a task): an MCP
@@ -210,6 +226,7 @@ class EnvironmentSession:
             task = {"split": split, "index": int(index or 0)}
             options |= task
         seed = arguments.get("seed")
+        self._final = None
         self._end_episode("the agent reset before the episode was done")
         episode = EpisodeLog(self.record.id, self.episodes, seed=seed if isinstance(seed, int) else None, task=task)
         answer, elapsed = await self._ask(reset_frame(options))
@@ -251,7 +268,7 @@ class EnvironmentSession:
         return observation_result(data, over_note=_OVER, is_error=refused is not None)
 
     async def _state(self) -> CallToolResult:
-        answer, _ = await self._ask(STATE_FRAME)
+        answer = self._final if self._final is not None and not self.seated else (await self._ask(STATE_FRAME))[0]
         if answer.get("type") != "state":
             return error_result(f"the environment did not give its state: {_message(answer)}")
         state = answer.get("data")
@@ -370,6 +387,22 @@ class EnvironmentSession:
                     "slot back; "
                     + ("call reset to start a new one" if self.surface.generated else "a new one has begun, call again")
                 )
+            await self._let_go()
+
+    async def _done(self) -> None:
+        """The episode is done: the slot goes back at once, as after an idle while (harnesses never end their
+        session). The episode stays, done, for the calls that would play on in it to be refused; a reset (or an MCP
+        environment's next session) takes a slot again. Its final state is kept, for the state tool to read."""
+        final = None
+        if self.surface.generated:
+            with contextlib.suppress(Closed):
+                final, _ = await self._ask(STATE_FRAME)
+        async with self._lock:
+            if self.ended is not None or not self.seated:
+                return
+            self._final = final
+            self.seated = False
+            self._forget()
             await self._let_go()
 
     async def _seat(self) -> str | None:

@@ -6,7 +6,8 @@ session on a replica (sessions.py) and answers with an `Mcp-Session-Id`; every l
 `MCP-Protocol-Version` (an unsupported one: 400). A method the door does not know (server/discover, a 2026-07-28
 draft client's first request) is "method not found" (-32601), session or not. Notifications and responses get
 202. A request is answered with JSON, or with an SSE stream when the client ranks `text/event-stream` above
-`application/json`. GET answers 405 (the door has nothing to stream), DELETE ends the session. Who may use the
+`application/json`. GET answers 405 (the door has nothing to stream), DELETE ends the session. An initialize
+carrying a run credential (X-Envhub-Run) binds the session to its agent run, which ends it when it ends. Who may use the
 endpoint (its bearer, the page's Origin) and how large a body may be are the gateway's to check before it hands
 the request over.
 """
@@ -49,10 +50,13 @@ from pydantic_core import to_json
 
 from gateway.jsonbody import TooDeep, read_json
 from gateway.mcp.interfaces import Interface, Interfaces
-from gateway.mcp.ports import Card, Placement, PoolFull, Recorder, SessionRecord
+from gateway.mcp.ports import Card, Recorder, SessionRecord
 from gateway.mcp.results import text_of
 from gateway.mcp.sessions import PROBE, Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
 from gateway.mcp.tools import Surface, action_surface, tools_surface
+from gateway.placement import Placement
+from gateway.pools import PoolFull
+from gateway.runs import RUN_HEADER, client_session, run_of
 from protocol.frames import RPC_SERVER_ERROR
 from protocol.tools import OPENING_META, parse_tools
 
@@ -320,7 +324,11 @@ class Door:
         if problem is not None:
             return _error(request_id, INVALID_PARAMS, problem), None
         try:
-            session, opening = await self.open(placement, gone, params.clientInfo, version, request.user, arguments)
+            run = run_of(request.headers.get(RUN_HEADER, ""))  # the run id only: the credential is kept nowhere
+            joined = (run, client_session(request.headers))
+            session, opening = await self.open(
+                placement, gone, params.clientInfo, version, request.user, arguments, joined
+            )
         except PoolFull as full:
             data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | (
                 {"limit": full.limit} if full.limit else {}
@@ -359,16 +367,18 @@ class Door:
         version: str,
         user: str | None,
         reset: dict[str, Any],
+        joined: tuple[str | None, str | None] = (None, None),
     ) -> tuple[EnvironmentSession, CallToolResult | None]:
         """A new session: a slot and a socket on a replica, its tools, its record, and its first episode begun
-        (`reset`: the arguments of its first reset); and that reset's answer, when the door sent one."""
+        (`reset`: the arguments of its first reset; `joined`: the agent run it plays for and the harness's own
+        session id); and that reset's answer, when the door sent one."""
         endpoint_id = placement.endpoint_id
         card = self._cards.get(endpoint_id)
         if card is None:
             card = self._cards[endpoint_id] = await self.recorder.card(endpoint_id)
         seat, socket, first = await open_socket(placement, gone, PROBE, connect_s=self.connect_s, ping_s=self.ping_s)
         try:
-            interface = await self._interfaces.of(endpoint_id, seat.url, dict(seat.headers))
+            interface = await self._interfaces.of(endpoint_id, seat.upstream.url, dict(seat.upstream.headers))
             surface = _surface(first, interface, card)
             if surface is None:
                 raise Unavailable(
@@ -388,6 +398,8 @@ class Door:
             user=user,
             tools=tuple(tool.name for tool in surface.tools),
             holder=placement.client,
+            run=joined[0],
+            client_session=joined[1],
         )
         session = EnvironmentSession(
             endpoint_id, placement, seat, socket, surface, self.recorder, record, self.call_timeout_s,
@@ -414,6 +426,13 @@ class Door:
     async def close(self, session: EnvironmentSession, reason: str) -> None:
         self.sessions.pop(session.id, None)
         await session.close(reason)
+
+    async def end_run(self, run_id: str) -> int:
+        """The agent run ended: every session playing for it ends (its slot back at once, its episodes kept); how
+        many did."""
+        bound = [s for s in self.sessions.values() if s.record.run == run_id and s.ended is None]
+        await asyncio.gather(*(self.close(s, f"its agent run {run_id} ended") for s in bound))
+        return len(bound)
 
     async def reap(self, idle_s: float) -> None:
         """Close the sessions nobody has called for idle_s (none with a call under way): their slots free."""
