@@ -4,6 +4,7 @@ harness sent through the model door, in order."""
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +53,12 @@ class AgentRuns:
     def __init__(self, engine: Engine, instance: str = "") -> None:
         self.engine = engine
         self.instance = instance
+        self._end_listeners: list[Callable[[str], None]] = []
+
+    def on_end(self, listener: Callable[[str], None]) -> None:
+        """Have `listener(run_id)` called as each run ends through this store, in the thread that ended it, before
+        `end` returns."""
+        self._end_listeners.append(listener)
 
     def create(
         self,
@@ -147,7 +154,11 @@ class AgentRuns:
                 .values(status=status, code=code, message=message, ended_at=utcnow())
             )
             session.commit()
-            return session.get(AgentRun, run_id)
+            run = session.get(AgentRun, run_id)
+        if run is not None and run.status != AgentRunStatus.RUNNING:
+            for listener in self._end_listeners:
+                listener(run_id)
+        return run
 
     def get(self, run_id: str) -> AgentRun:
         with Session(self.engine) as session:
