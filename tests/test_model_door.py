@@ -332,6 +332,28 @@ def test_calls_at_once_never_pass_a_run_s_calls_limit(hub_server: Envhub, endpoi
         model.close()
 
 
+def test_on_a_server_without_sign_in_a_run_started_by_nobody_in_particular_is_read_and_exported(
+    hub_server: Envhub, endpoint: str, model: ScriptedModel
+) -> None:
+    body = {"base_url": model.url + "/v1", "model": "served-model", "api_key": KEY}
+    assert hub_server.http.put("/api/models/mine", json=body).status_code == 200
+    response = hub_server.http.post("/api/agent-runs", json={"endpoint": endpoint, "preset": "mine"})
+    assert response.status_code == 201, response.text
+    started = response.json()
+    run_id = started["run"]["id"]
+    client = openai.OpenAI(base_url=started["model_url"], api_key=started["credential"], max_retries=0)
+    client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+
+    def written() -> bool:
+        return len(hub_server.http.get(f"/api/agent-runs/{run_id}").json()["calls"]) == 1
+
+    wait_until(written)
+    assert [r["id"] for r in hub_server.http.get("/api/agent-runs").json()] == [run_id]
+    exported = hub_server.http.get(f"/api/agent-runs/{run_id}/sft.jsonl")
+    assert exported.status_code == 200
+    assert [json.loads(line)["run"] for line in exported.text.splitlines()] == [run_id]
+
+
 def failing(ask: Ask) -> Turn:
     said = ask.body["messages"][-1]["content"]
     if said == "rate":
