@@ -106,11 +106,15 @@ class DoorRuns:
         while True:
             call = await self._calls.get()
             try:
-                await asyncio.to_thread(self.runs.record, ModelCall(id="", index=0, **asdict(call)))
+                await asyncio.to_thread(self._write_one, call)
             except Exception:  # a call that could not be kept must not keep the ones after it from being kept
                 log.exception("could not record a model call of agent run %s", call.run)
             finally:
                 self._calls.task_done()
+
+    def _write_one(self, call: Call) -> None:
+        """In a worker thread: the row is built there too (a request's messages are copied into it)."""
+        self.runs.record(ModelCall(id="", index=0, **asdict(call)))
 
     async def end(self, run: str, status: str, code: str, message: str) -> None:
         self._ended(run)
