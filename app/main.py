@@ -32,6 +32,7 @@ from app.settings import Settings
 from catalog.hub import Hub
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard
+from gateway.modeldoor import ModelDoor
 from gateway.ports import Gateway
 from hosting.models import Backend
 from hosting.runtimes import AnyRuntime
@@ -59,11 +60,13 @@ def create_app(
     services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp | ModelDoor]]:
         await services.start()
         try:
-            # What envhub's server hands the data plane (gateway.server): the gateway, and the app of requests to /mcp.
-            yield {"gateway": services.gateway, "mcp": McpApp(services.gateway, services.door)}
+            # What envhub's server hands the data plane (gateway.server): the gateway, and the apps of requests to
+            # /mcp and to /model.
+            mcp = McpApp(services.gateway, services.door)
+            yield {"gateway": services.gateway, "mcp": mcp, "model": services.model_door}
         finally:
             await services.stop()
 

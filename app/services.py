@@ -278,7 +278,7 @@ class Services:
         presets = ModelPresets(engine, sessions.sealer)
         agent_runs = AgentRuns(engine, leases.instance)
         model_door = ModelDoor(
-            DoorRuns(agent_runs, presets),
+            DoorRuns(agent_runs, presets, settings.model_door_recheck_s),
             guard,
             max_body_bytes=settings.model_door_max_body_bytes,
             max_answer_bytes=settings.model_door_max_answer_bytes,

@@ -132,6 +132,12 @@ class Settings(BaseSettings):
     model_door_max_answer_bytes: int = Field(
         default=16 * 1024 * 1024, gt=0, description="the largest model answer the model door reads whole or records"
     )
+    model_door_recheck_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how often the model door reads a running agent run's row again, to see an end by another "
+        "envhub process (an end through this one is seen at once)",
+    )
     ws_idle_s: float = Field(
         default=300,
         gt=0,

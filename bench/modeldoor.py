@@ -6,7 +6,8 @@ envhub runs as its own process (`python -m app serve`, its own data folder and S
 allowed) with one endpoint (tests/environments.py's `tools`) for the agent run to name. The model is
 tests/scripted_model.py in this process, answering each call after `--delay-ms`. The client is httpx: each call is
 timed alternately through the door (`<envhub>/model/v1/chat/completions` with the run's credential) and straight
-to the scripted model, after a warm-up of each; the door records every call it passes on. Reported: the p50 of
+to the scripted model, after a warm-up of each; the door records every call it passes on (just after its answer:
+the count is read once they are all written). Reported: the p50 of
 each and their ratio, and for streamed calls the time to the first content delta, and what the door adds to it.
 """
 
@@ -27,6 +28,7 @@ from tests.scripted_model import Ask, ScriptedModel, Turn
 
 MESSAGES = [{"role": "system", "content": "You play."}, {"role": "user", "content": "Say something."}]
 ANSWER = "A few words of an answer, streamed in pieces."
+WARM_UP = 10  # calls of each path and mode before the timed ones
 
 
 def timed_call(http: httpx.Client, url: str, key: str, stream: bool) -> tuple[float, float | None]:
@@ -42,6 +44,17 @@ def timed_call(http: httpx.Client, url: str, key: str, stream: bool) -> tuple[fl
             if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
                 first = time.perf_counter() - started
     return time.perf_counter() - started, first
+
+
+def written(envhub: str, run_id: str, calls: int, within_s: float = 60) -> int:
+    """The calls of the run on record once all `calls` are (the door writes each just after its answer), or after
+    `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        recorded: int = httpx.get(f"{envhub}/api/agent-runs/{run_id}").json()["run"]["calls"]
+        if recorded >= calls or time.monotonic() > deadline:
+            return recorded
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -76,7 +89,7 @@ def main() -> None:
             with httpx.Client(timeout=30) as http:
                 for stream in (False, True):
                     for url, key in paths.values():  # warm-up
-                        for _ in range(10):
+                        for _ in range(WARM_UP):
                             timed_call(http, url, key, stream)
                     for _ in range(args.calls):
                         for name, (url, key) in paths.items():
@@ -84,7 +97,7 @@ def main() -> None:
                             walls.setdefault((name, stream), []).append(wall)
                             if first is not None:
                                 firsts.setdefault(name, []).append(first)
-            recorded = httpx.get(f"{envhub}/api/agent-runs/{started['run']['id']}").json()["run"]["calls"]
+            recorded = written(envhub, started["run"]["id"], 2 * (WARM_UP + args.calls))
     model.close()
 
     rows = []

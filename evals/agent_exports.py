@@ -12,11 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, String, cast, false, or_
-from sqlmodel import Session, col, select
-
-from core.callers import Access, Caller
-from core.errors import ConflictError, NotFoundError
+from core.errors import ConflictError
+from evals.agent_runs import AgentRuns
 from evals.dialects import Conversation, conversation
 from evals.hub_push import push_dataset
 from evals.models import AgentRun, Episode, ModelCall
@@ -28,55 +25,15 @@ __all__ = [
     "dataset_card",
     "door_episodes",
     "ensure_token_ids",
-    "list_visible_runs",
-    "model_calls",
     "push_runs",
     "rl_jsonl",
     "rl_rows",
-    "runs_with_token_ids",
     "sft_jsonl",
     "sft_rows",
-    "visible_agent_run",
 ]
 
 SFT_FILE = "data/sft.jsonl"
 RL_FILE = "data/rl.jsonl"
-
-
-# -- reading runs (a few queries; the runs' store keeps the rest)
-
-
-def visible_agent_run(engine: Engine, access: Access, caller: Caller, run_id: str) -> AgentRun:
-    """The run, if the caller may see it (its owner, the admin); to anyone else it does not exist."""
-    with Session(engine) as session:
-        run = session.get(AgentRun, run_id)
-    if run is None or not access.may_see(caller, run.owner, private=True):
-        raise NotFoundError(
-            f"no agent run {run_id!r}: check the id, or sign in as its owner", code="agent_run_not_found"
-        )
-    return run
-
-
-def list_visible_runs(
-    engine: Engine,
-    access: Access,
-    caller: Caller,
-    *,
-    endpoint: str | None = None,
-    harness: str | None = None,
-    model: str | None = None,
-) -> list[AgentRun]:
-    """The runs the caller may see (their own; the admin: all), oldest first, filtered as asked."""
-    query = select(AgentRun).order_by(col(AgentRun.created_at), col(AgentRun.id))
-    for column, value in ((AgentRun.endpoint, endpoint), (AgentRun.harness, harness), (AgentRun.model, model)):
-        if value:
-            query = query.where(col(column) == value)
-    if not caller.admin:
-        mine = [col(AgentRun.owner) == caller.name] if caller.name else []
-        nobodys = [col(AgentRun.owner).is_(None)] if not access.sign_in else []
-        query = query.where(or_(false(), *mine, *nobodys))
-    with Session(engine) as session:
-        return list(session.exec(query))
 
 
 def door_episodes(agents: AgentSessions, session_ids: Iterable[str]) -> Iterator[Episode]:
@@ -85,21 +42,8 @@ def door_episodes(agents: AgentSessions, session_ids: Iterable[str]) -> Iterator
         yield from agents.episodes(session_id)
 
 
-def model_calls(engine: Engine, run_id: str) -> list[ModelCall]:
-    with Session(engine) as session:
-        return list(session.exec(select(ModelCall).where(col(ModelCall.run) == run_id).order_by(col(ModelCall.index))))
-
-
-def runs_with_token_ids(engine: Engine, run_ids: Iterable[str]) -> set[str]:
-    """Those of the runs one of whose calls has its token ids recorded (a JSON null is no ids)."""
-    ids = col(ModelCall.prompt_token_ids)
-    query = select(ModelCall.run).where(col(ModelCall.run).in_(list(run_ids)), ids.is_not(None))
-    with Session(engine) as session:
-        return set(session.exec(query.where(cast(ids, String) != "null").distinct()))
-
-
-def ensure_token_ids(engine: Engine, run: AgentRun) -> None:
-    if run.id not in runs_with_token_ids(engine, [run.id]):
+def ensure_token_ids(store: AgentRuns, run: AgentRun) -> None:
+    if run.id not in store.with_token_ids([run.id]):
         raise ConflictError(
             f"agent run {run.id} recorded no token ids, so it has no RL rows: run it with a model preset whose server "
             "returns them (token_ids: true, a vLLM server), or export its SFT rows",
@@ -260,15 +204,15 @@ def _lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
         yield json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
-def sft_jsonl(engine: Engine, runs: Iterable[AgentRun]) -> Iterator[str]:
+def sft_jsonl(store: AgentRuns, runs: Iterable[AgentRun]) -> Iterator[str]:
     """The runs' SFT rows, a run's calls read at a time."""
     for run in runs:
-        yield from _lines(sft_rows(run, model_calls(engine, run.id)))
+        yield from _lines(sft_rows(run, store.calls(run.id)))
 
 
-def rl_jsonl(engine: Engine, runs: Iterable[AgentRun]) -> Iterator[str]:
+def rl_jsonl(store: AgentRuns, runs: Iterable[AgentRun]) -> Iterator[str]:
     for run in runs:
-        yield from _lines(rl_rows(run, model_calls(engine, run.id)))
+        yield from _lines(rl_rows(run, store.calls(run.id)))
 
 
 def dataset_card(runs: list[AgentRun], with_rl: bool) -> str:
@@ -300,11 +244,11 @@ def dataset_card(runs: list[AgentRun], with_rl: bool) -> str:
 
 
 def push_runs(
-    engine: Engine, runs: list[AgentRun], repo_id: str, *, token: str | None, endpoint: str, private: bool
+    store: AgentRuns, runs: list[AgentRun], repo_id: str, *, token: str | None, endpoint: str, private: bool
 ) -> str:
     """Push the runs' SFT rows, and their RL rows where any recorded token ids, with a card; the repo's URL."""
-    with_rl = bool(runs_with_token_ids(engine, [r.id for r in runs]))
-    files = {SFT_FILE: sft_jsonl(engine, runs)} | ({RL_FILE: rl_jsonl(engine, runs)} if with_rl else {})
+    with_rl = bool(store.with_token_ids(r.id for r in runs))
+    files = {SFT_FILE: sft_jsonl(store, runs)} | ({RL_FILE: rl_jsonl(store, runs)} if with_rl else {})
     card = dataset_card(runs, with_rl)
     message = f"Agent runs recorded by envhub ({len(runs)})"
     return push_dataset(repo_id, files, card, token=token, endpoint=endpoint, private=private, message=message)

@@ -1,20 +1,31 @@
 """Agent runs on record: each run's credential (only its hash kept), its limits and figures, and the model calls its
-harness sent through the model door, in order."""
+harness sent through the model door, in order; and who may see a run (its owner and the admin: to anyone else it
+does not exist)."""
 
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, String, cast, or_, update
 from sqlmodel import Session, col, select
 
+from core.callers import Access, Caller
 from core.clock import as_utc, utcnow
 from core.errors import NotFoundError, UnauthorizedError
 from evals.models import AgentRun, AgentRunStatus, ModelCall
+from evals.presets import LOCAL_OWNER
 
-__all__ = ["CREDENTIAL_PREFIX", "AgentRuns", "credential_hash", "mint_credential", "run_of_credential"]
+__all__ = [
+    "CREDENTIAL_PREFIX",
+    "AgentRuns",
+    "credential_hash",
+    "may_see_run",
+    "mint_credential",
+    "run_of_credential",
+]
 
 CREDENTIAL_PREFIX = "envhub-run."
 _RUN_ID_HEX = 12
@@ -38,6 +49,19 @@ def credential_hash(credential: str) -> str:
     return hashlib.sha256(credential.encode()).hexdigest()
 
 
+def may_see_run(access: Access, caller: Caller, owner: str | None) -> bool:
+    """Whether the caller may see a run of `owner` (the owner of the presets it used): its owner and the admin may.
+    The local owner's runs (the admin's; anyone's on a server without sign-in) are nobody in particular's."""
+    return access.may_see(caller, None if owner == LOCAL_OWNER else owner, private=True)
+
+
+def _not_found(run_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"no agent run {run_id!r}: check the id (GET /api/agent-runs lists yours), or sign in as its owner",
+        code="agent_run_not_found",
+    )
+
+
 def _unknown() -> UnauthorizedError:
     return UnauthorizedError(
         "this is not an agent run's credential: start a run (POST /api/agent-runs) and send the credential it gives "
@@ -52,6 +76,12 @@ class AgentRuns:
     def __init__(self, engine: Engine, instance: str = "") -> None:
         self.engine = engine
         self.instance = instance
+        self._end_listeners: list[Callable[[str], None]] = []
+
+    def on_end(self, listener: Callable[[str], None]) -> None:
+        """Have `listener(run_id)` called as each run ends through this store, in the thread that ended it, before
+        `end` returns."""
+        self._end_listeners.append(listener)
 
     def create(
         self,
@@ -147,27 +177,62 @@ class AgentRuns:
                 .values(status=status, code=code, message=message, ended_at=utcnow())
             )
             session.commit()
-            return session.get(AgentRun, run_id)
+            run = session.get(AgentRun, run_id)
+        if run is not None and run.status != AgentRunStatus.RUNNING:
+            for listener in self._end_listeners:
+                listener(run_id)
+        return run
 
     def get(self, run_id: str) -> AgentRun:
         with Session(self.engine) as session:
             run = session.get(AgentRun, run_id)
         if run is None:
-            raise NotFoundError(f"no agent run {run_id!r}; GET /api/agent-runs lists yours")
+            raise _not_found(run_id)
         return run
 
-    def list_for(self, owner: str | None = None, endpoint: str | None = None, limit: int = 100) -> list[AgentRun]:
-        """The newest runs first, of an owner, of an endpoint, or of both."""
-        query = select(AgentRun).order_by(col(AgentRun.created_at).desc()).limit(limit)
-        if owner is not None:
-            query = query.where(col(AgentRun.owner) == owner)
-        if endpoint is not None:
-            query = query.where(col(AgentRun.endpoint) == endpoint)
+    def visible(self, access: Access, caller: Caller, run_id: str) -> AgentRun:
+        """The run, if the caller may see it; to anyone else it does not exist (404 agent_run_not_found)."""
         with Session(self.engine) as session:
-            return list(session.exec(query))
+            run = session.get(AgentRun, run_id)
+        if run is None or not may_see_run(access, caller, run.owner):
+            raise _not_found(run_id)
+        return run
+
+    def list_visible(
+        self,
+        access: Access,
+        caller: Caller,
+        *,
+        endpoint: str | None = None,
+        harness: str | None = None,
+        model: str | None = None,
+        newest: int | None = None,
+    ) -> list[AgentRun]:
+        """The runs the caller may see, filtered as asked: oldest first, or the `newest` ones, newest first."""
+        query = select(AgentRun)
+        for column, value in ((AgentRun.endpoint, endpoint), (AgentRun.harness, harness), (AgentRun.model, model)):
+            if value:
+                query = query.where(col(column) == value)
+        if not caller.admin:  # only the rows may_see_run could let through are read: it decides
+            owners = [owner for owner in (caller.name, None if access.sign_in else LOCAL_OWNER) if owner]
+            nobody = [] if access.sign_in else [col(AgentRun.owner).is_(None)]
+            query = query.where(or_(col(AgentRun.owner).in_(owners), *nobody))
+        if newest is None:
+            query = query.order_by(col(AgentRun.created_at), col(AgentRun.id))
+        else:
+            query = query.order_by(col(AgentRun.created_at).desc(), col(AgentRun.id).desc()).limit(newest)
+        with Session(self.engine) as session:
+            return [run for run in session.exec(query) if may_see_run(access, caller, run.owner)]
 
     def calls(self, run_id: str) -> list[ModelCall]:
         with Session(self.engine) as session:
             return list(
                 session.exec(select(ModelCall).where(col(ModelCall.run) == run_id).order_by(col(ModelCall.index)))
             )
+
+    def with_token_ids(self, run_ids: Iterable[str]) -> set[str]:
+        """Those of the runs one of whose calls has its token ids recorded (a JSON null is no ids)."""
+        ids = col(ModelCall.prompt_token_ids)
+        query = select(ModelCall.run).where(col(ModelCall.run).in_(list(run_ids)), ids.is_not(None))
+        with Session(self.engine) as session:
+            return set(session.exec(query.where(cast(ids, String) != "null").distinct()))

@@ -149,24 +149,33 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 
 
 class GatewayHttpProtocol(HeadDeadlineProtocol):
-    """envhub's HTTP protocol: HeadDeadlineProtocol's, and requests to an endpoint's `/mcp` handed straight to the
-    app the lifespan state names `"mcp"` (app.agents.McpApp), past the app's middleware and routing.
+    """envhub's HTTP protocol: HeadDeadlineProtocol's, and requests to the doors handed straight to their apps, past
+    the app's middleware and routing: an endpoint's `/mcp` to the app the lifespan state names `"mcp"`
+    (app.agents.McpApp), `/model/...` to the one it names `"model"` (gateway.modeldoor.ModelDoor).
 
-    The MCP door's calls (POSTs) are then answered as data-plane traffic: the answer leaves in one write, its head
+    The doors' calls (POSTs) are then answered as data-plane traffic: the answer leaves in one write, its head
     with its body, where uvicorn writes them apart, so the client wakes once, not twice; and it writes no access
-    line, as the frames the gateway relays write none (the endpoint's traffic figures count its calls). These took
-    a tool call's time through the door from 1.27 to about 1.2 times the server's own (bench/RESULTS.md)."""
+    line, as the frames the gateway relays write none (the endpoint's traffic figures count its MCP calls, an agent
+    run's record its model calls). These took a tool call's time through the door from 1.27 to about 1.2 times the
+    server's own (bench/RESULTS.md)."""
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
-        found = session_path(cycle.scope["path"])
-        mcp = self.app_state.get("mcp")
-        if found is not None and found[1] == "mcp" and mcp is not None and app is self.app:
-            app = mcp
+        door = self._door_of(cycle.scope["path"]) if app is self.app else None
+        if door is not None:
+            app = door
             # (a 100 Continue must leave at once: it is what the client waits for before sending its body)
             if cycle.scope["method"] == "POST" and not cycle.waiting_for_100_continue:
                 cycle.access_log = False
                 cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
         super()._start_asgi_task(cycle, app)
+
+    def _door_of(self, path: str) -> ASGI3Application | None:
+        found = session_path(path)
+        if found is not None and found[1] == "mcp":
+            return cast(ASGI3Application | None, self.app_state.get("mcp"))
+        if path == "/model" or path.startswith("/model/"):
+            return cast(ASGI3Application | None, self.app_state.get("model"))
+        return None
 
 
 class OneWrite:

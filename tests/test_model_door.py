@@ -2,6 +2,7 @@
 dialect, streamed and not; envhub passes each call on to the run's preset's server (a scripted model here) with the
 preset's key, and records it. Clients are the OpenAI SDK and httpx, against a real envhub."""
 
+import asyncio
 import json
 import secrets
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import openai
 import pytest
 
 from app.settings import Settings
+from tests.conftest import wait_until
 from tests.fakehub import FakeHub
 from tests.scripted_model import Ask, ScriptedModel, Turn, play
 from tests.serving import TEMPLATES, Envhub, free_port
@@ -62,10 +64,17 @@ def start_run(hub_server: Envhub, endpoint: str, name: str = "scripted", **extra
     return started
 
 
-def record(hub_server: Envhub, run_id: str, headers: dict[str, str] = ALICE) -> dict[str, Any]:
-    response = hub_server.http.get(f"/api/agent-runs/{run_id}", headers=headers)
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
+def record(hub_server: Envhub, run_id: str, calls: int) -> dict[str, Any]:
+    """The run and its calls, once its `calls` calls are written (the door writes each just after its answer)."""
+    found: dict[str, Any] = {}
+
+    def written() -> bool:
+        response = hub_server.http.get(f"/api/agent-runs/{run_id}", headers=ALICE)
+        assert response.status_code == 200, response.text
+        found.update(response.json())
+        return len(found["calls"]) >= calls
+
+    wait_until(written)
     return found
 
 
@@ -98,7 +107,7 @@ def test_a_run_s_chat_calls_pass_through_streamed_and_not_and_are_recorded(
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
         assert text == "The answer is 4."
         stream.close()
-        shown = record(hub_server, run_id)
+        shown = record(hub_server, run_id, 2)
 
     # The scripted server got the preset's model and key, never the run's credential.
     assert [s.body["model"] for s in model.seen] == ["served-model", "served-model"]
@@ -157,7 +166,7 @@ def test_responses_calls_with_a_namespace_s_tools_pass_through_and_are_recorded(
         "mcp__env",
         '{"answer": 4}',
     )
-    call = record(hub_server, started["run"]["id"])["calls"][0]
+    call = record(hub_server, started["run"]["id"], 1)["calls"][0]
     assert (call["dialect"], call["stream"], call["status"]) == ("responses", stream, 200)
     assert call["request"]["instructions"] == "Play." and call["request"]["tools"] == tools
     assert call["tool_calls"] == [
@@ -191,7 +200,7 @@ def test_anthropic_messages_calls_pass_through_and_are_recorded(
     else:
         assert answer.json()["content"][0]["input"] == {"answer": 4}
     assert model.seen[-1].headers["anthropic-version"] == "2023-06-01"
-    shown = record(hub_server, started["run"]["id"])
+    shown = record(hub_server, started["run"]["id"], 1)
     call = shown["calls"][0]
     assert (call["dialect"], call["stream"], call["finish_reason"]) == ("messages", stream, "tool_use")
     assert call["request"]["system"] == "Play."
@@ -222,7 +231,7 @@ def test_a_vllm_preset_s_token_ids_and_logprobs_are_recorded_and_prefix_the_next
     )
     assert answer.status_code == 200
     assert all(s.body["return_token_ids"] is True and s.body["logprobs"] is True for s in model.seen)
-    calls = record(hub_server, started["run"]["id"])["calls"]
+    calls = record(hub_server, started["run"]["id"], 2)["calls"]
     for c in calls:
         assert c["prompt_token_ids"] and c["completion_token_ids"]
         assert len(c["completion_logprobs"]) == len(c["completion_token_ids"])
@@ -258,8 +267,8 @@ def test_a_credential_is_its_run_s_only_and_refused_once_the_run_ended(
     refused = ask(a["credential"], "x-api-key")
     assert (refused.status_code, refused.json()["error"]["code"]) == (401, "run_ended")
     assert ask(b["credential"]).status_code == 200  # the other run goes on
-    assert [c["run"] for c in record(hub_server, a["run"]["id"])["calls"]] == [a["run"]["id"]]
-    assert len(record(hub_server, b["run"]["id"])["calls"]) == 1
+    assert [c["run"] for c in record(hub_server, a["run"]["id"], 1)["calls"]] == [a["run"]["id"]]
+    assert len(record(hub_server, b["run"]["id"], 1)["calls"]) == 1
 
 
 def test_past_its_calls_limit_a_run_is_stopped_and_the_harness_told_run_limit(
@@ -273,13 +282,76 @@ def test_past_its_calls_limit_a_run_is_stopped_and_the_harness_told_run_limit(
     with pytest.raises(openai.RateLimitError) as limited:
         client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert limited.value.status_code == 429 and limited.value.code == "run_limit"
-    shown = record(hub_server, started["run"]["id"])
+    shown = record(hub_server, started["run"]["id"], 3)
     assert (shown["run"]["status"], shown["run"]["code"]) == ("stopped", "run_limit")
     assert [(c["status"], c["code"]) for c in shown["calls"]] == [(200, ""), (200, ""), (429, "run_limit")]
     assert len(model.seen) == 2
     with pytest.raises(openai.AuthenticationError) as ended:
         client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert ended.value.code == "run_ended"
+
+
+def test_a_run_ended_after_its_calls_were_admitted_refuses_its_very_next_call(
+    hub_server: Envhub, endpoint: str, model: ScriptedModel
+) -> None:
+    preset(hub_server, model.url)
+    started = start_run(hub_server, endpoint)
+    run_id, url = started["run"]["id"], started["model_url"] + "/chat/completions"
+    auth = {"authorization": f"Bearer {started['credential']}"}
+    for _ in range(3):  # admitted, and so known to the door
+        assert httpx.post(url, json={"model": "m", "messages": MESSAGES}, headers=auth).status_code == 200
+    assert hub_server.http.post(f"/api/agent-runs/{run_id}/end", headers=ALICE).status_code == 200
+    for stream in (False, True):
+        refused = httpx.post(url, json={"model": "m", "messages": MESSAGES, "stream": stream}, headers=auth)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (401, "run_ended")
+    assert len(model.seen) == 3
+    assert [c["status"] for c in record(hub_server, run_id, 3)["calls"]] == [200, 200, 200]
+
+
+def test_calls_at_once_never_pass_a_run_s_calls_limit(hub_server: Envhub, endpoint: str) -> None:
+    model = ScriptedModel(lambda _ask: Turn(text="slow enough for the calls to overlap", delay_s=0.3))
+    try:
+        preset(hub_server, model.url)
+        started = start_run(hub_server, endpoint, limits={"max_calls": 3})
+        url, auth = started["model_url"] + "/chat/completions", {"authorization": f"Bearer {started['credential']}"}
+        assert httpx.post(url, json={"model": "m", "messages": MESSAGES}, headers=auth).status_code == 200
+
+        async def ask_all() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                body = {"model": "m", "messages": MESSAGES}
+                return await asyncio.gather(*(client.post(url, json=body, headers=auth) for _ in range(10)))
+
+        answers = asyncio.run(ask_all())
+        assert len(model.seen) == 3
+        assert sorted(a.status_code for a in answers).count(200) == 2
+        refused = {(a.status_code, a.json()["error"]["code"]) for a in answers if a.status_code != 200}
+        assert (429, "run_limit") in refused and refused <= {(429, "run_limit"), (401, "run_ended")}
+        run = record(hub_server, started["run"]["id"], 3)["run"]
+        assert (run["status"], run["code"]) == ("stopped", "run_limit")
+    finally:
+        model.close()
+
+
+def test_on_a_server_without_sign_in_a_run_started_by_nobody_in_particular_is_read_and_exported(
+    hub_server: Envhub, endpoint: str, model: ScriptedModel
+) -> None:
+    body = {"base_url": model.url + "/v1", "model": "served-model", "api_key": KEY}
+    assert hub_server.http.put("/api/models/mine", json=body).status_code == 200
+    response = hub_server.http.post("/api/agent-runs", json={"endpoint": endpoint, "preset": "mine"})
+    assert response.status_code == 201, response.text
+    started = response.json()
+    run_id = started["run"]["id"]
+    client = openai.OpenAI(base_url=started["model_url"], api_key=started["credential"], max_retries=0)
+    client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+
+    def written() -> bool:
+        return len(hub_server.http.get(f"/api/agent-runs/{run_id}").json()["calls"]) == 1
+
+    wait_until(written)
+    assert [r["id"] for r in hub_server.http.get("/api/agent-runs").json()] == [run_id]
+    exported = hub_server.http.get(f"/api/agent-runs/{run_id}/sft.jsonl")
+    assert exported.status_code == 200
+    assert [json.loads(line)["run"] for line in exported.text.splitlines()] == [run_id]
 
 
 def failing(ask: Ask) -> Turn:
@@ -313,7 +385,7 @@ def test_the_model_server_s_failures_reach_the_harness_and_are_recorded(hub_serv
         assert say("fine").status_code == 200
         huge = httpx.post(url, content=b'{"messages": "' + b"x" * (33 * 2**20) + b'"}', headers=auth)
         assert (huge.status_code, huge.json()["error"]["code"]) == (413, "payload_too_large")
-        shown = record(hub_server, started["run"]["id"])
+        shown = record(hub_server, started["run"]["id"], 6)
         assert [(c["status"], c["code"]) for c in shown["calls"]] == [
             (429, ""),
             (500, ""),
@@ -338,5 +410,5 @@ def test_an_unreachable_model_server_is_502_model_unreachable(hub_server: Envhub
     )
     assert (answer.status_code, answer.json()["error"]["code"]) == (502, "model_unreachable")
     assert KEY not in answer.text
-    calls = record(hub_server, started["run"]["id"])["calls"]
+    calls = record(hub_server, started["run"]["id"], 1)["calls"]
     assert [(c["status"], c["code"]) for c in calls] == [(502, "model_unreachable")]

@@ -8,17 +8,9 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import AccessDep, CallerDep, EngineDep, SettingsDep
+from app.api.deps import AccessDep, AgentRunsDep, CallerDep, SettingsDep
 from core.errors import NotFoundError
-from evals.agent_exports import (
-    ensure_token_ids,
-    list_visible_runs,
-    push_runs,
-    rl_jsonl,
-    runs_with_token_ids,
-    sft_jsonl,
-    visible_agent_run,
-)
+from evals.agent_exports import ensure_token_ids, push_runs, rl_jsonl, sft_jsonl
 from evals.models import AgentRun
 
 router = APIRouter(prefix="/api/agent-runs", tags=["agent runs"])
@@ -32,19 +24,19 @@ def _jsonl(lines: Iterator[str], name: str, headers: dict[str, str] | None = Non
 
 
 def _selected(
-    engine: EngineDep,
+    store: AgentRunsDep,
     access: AccessDep,
     caller: CallerDep,
     endpoint: str | None,
     harness: str | None,
     model: str | None,
 ) -> list[AgentRun]:
-    return list_visible_runs(engine, access, caller, endpoint=endpoint, harness=harness, model=model)
+    return store.list_visible(access, caller, endpoint=endpoint, harness=harness, model=model)
 
 
 @router.get("/sft.jsonl")
 def export_sft_of_runs(
-    engine: EngineDep,
+    store: AgentRunsDep,
     access: AccessDep,
     caller: CallerDep,
     endpoint: str | None = None,
@@ -52,13 +44,13 @@ def export_sft_of_runs(
     model: str | None = None,
 ) -> StreamingResponse:
     """The SFT rows of every run you may see (yours; the admin: all), of an endpoint, a harness, a model if named."""
-    runs = _selected(engine, access, caller, endpoint, harness, model)
-    return _jsonl(sft_jsonl(engine, runs), "agent-runs-sft.jsonl")
+    runs = _selected(store, access, caller, endpoint, harness, model)
+    return _jsonl(sft_jsonl(store, runs), "agent-runs-sft.jsonl")
 
 
 @router.get("/rl.jsonl")
 def export_rl_of_runs(
-    engine: EngineDep,
+    store: AgentRunsDep,
     access: AccessDep,
     caller: CallerDep,
     endpoint: str | None = None,
@@ -67,26 +59,26 @@ def export_rl_of_runs(
 ) -> StreamingResponse:
     """The RL rows of the runs selected as for /sft.jsonl; the header X-Envhub-Runs-Skipped counts those that
     recorded no token ids."""
-    runs = _selected(engine, access, caller, endpoint, harness, model)
-    with_ids = runs_with_token_ids(engine, [r.id for r in runs])
+    runs = _selected(store, access, caller, endpoint, harness, model)
+    with_ids = store.with_token_ids(r.id for r in runs)
     kept = [r for r in runs if r.id in with_ids]
-    return _jsonl(rl_jsonl(engine, kept), "agent-runs-rl.jsonl", {SKIPPED_HEADER: str(len(runs) - len(kept))})
+    return _jsonl(rl_jsonl(store, kept), "agent-runs-rl.jsonl", {SKIPPED_HEADER: str(len(runs) - len(kept))})
 
 
 @router.get("/{run_id}/sft.jsonl")
-def export_sft(run_id: str, engine: EngineDep, access: AccessDep, caller: CallerDep) -> StreamingResponse:
+def export_sft(run_id: str, store: AgentRunsDep, access: AccessDep, caller: CallerDep) -> StreamingResponse:
     """The run's SFT rows: one per conversation chain, its `messages` and `tools` as TRL's SFTTrainer reads them."""
-    run = visible_agent_run(engine, access, caller, run_id)
-    return _jsonl(sft_jsonl(engine, [run]), f"{run.id}-sft.jsonl")
+    run = store.visible(access, caller, run_id)
+    return _jsonl(sft_jsonl(store, [run]), f"{run.id}-sft.jsonl")
 
 
 @router.get("/{run_id}/rl.jsonl")
-def export_rl(run_id: str, engine: EngineDep, access: AccessDep, caller: CallerDep) -> StreamingResponse:
+def export_rl(run_id: str, store: AgentRunsDep, access: AccessDep, caller: CallerDep) -> StreamingResponse:
     """The run's RL rows (token ids, log-probs, the mask over the model's own tokens); 409 no_token_ids when its
     model server returned none."""
-    run = visible_agent_run(engine, access, caller, run_id)
-    ensure_token_ids(engine, run)
-    return _jsonl(rl_jsonl(engine, [run]), f"{run.id}-rl.jsonl")
+    run = store.visible(access, caller, run_id)
+    ensure_token_ids(store, run)
+    return _jsonl(rl_jsonl(store, [run]), f"{run.id}-rl.jsonl")
 
 
 class PushRequest(BaseModel):
@@ -96,10 +88,10 @@ class PushRequest(BaseModel):
 
 
 async def _push(
-    runs: list[AgentRun], body: PushRequest, engine: EngineDep, settings: SettingsDep, token: str | None
+    runs: list[AgentRun], body: PushRequest, store: AgentRunsDep, settings: SettingsDep, token: str | None
 ) -> dict[str, str]:
     url = await asyncio.to_thread(
-        push_runs, engine, runs, body.repo, token=token, endpoint=settings.hf_endpoint, private=body.private
+        push_runs, store, runs, body.repo, token=token, endpoint=settings.hf_endpoint, private=body.private
     )
     return {"url": url, "repo": body.repo}
 
@@ -107,7 +99,7 @@ async def _push(
 @router.post("/push")
 async def push_runs_to_hub(
     body: PushRequest,
-    engine: EngineDep,
+    store: AgentRunsDep,
     settings: SettingsDep,
     access: AccessDep,
     caller: CallerDep,
@@ -117,16 +109,16 @@ async def push_runs_to_hub(
 ) -> dict[str, str]:
     """Push the selected runs' SFT rows (and RL rows, where token ids were recorded) to a Hub dataset with your own
     token, with a dataset card."""
-    runs = await asyncio.to_thread(_selected, engine, access, caller, endpoint, harness, model)
+    runs = await asyncio.to_thread(_selected, store, access, caller, endpoint, harness, model)
     if not runs:
         raise NotFoundError("no agent run of yours matches: nothing to push", code="agent_run_not_found")
-    return await _push(runs, body, engine, settings, caller.token)
+    return await _push(runs, body, store, settings, caller.token)
 
 
 @router.post("/{run_id}/push")
 async def push_run_to_hub(
-    run_id: str, body: PushRequest, engine: EngineDep, settings: SettingsDep, access: AccessDep, caller: CallerDep
+    run_id: str, body: PushRequest, store: AgentRunsDep, settings: SettingsDep, access: AccessDep, caller: CallerDep
 ) -> dict[str, str]:
     """Push the run's SFT rows (and RL rows, if it recorded token ids) to a Hub dataset with your own token."""
-    run = await asyncio.to_thread(visible_agent_run, engine, access, caller, run_id)
-    return await _push([run], body, engine, settings, caller.token)
+    run = await asyncio.to_thread(store.visible, access, caller, run_id)
+    return await _push([run], body, store, settings, caller.token)

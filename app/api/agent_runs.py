@@ -1,6 +1,6 @@
 """Agent runs: a harness x model preset x endpoint x task, started here with a credential the harness sends as its
 model API key (to the model door) and as X-Envhub-Run (to the endpoint's MCP door); read with its model calls; ended.
-A run is its owner's (whose presets it names): anyone else is told there is no such run."""
+A run is its owner's (whose presets it names) and the admin's: anyone else is told there is no such run."""
 
 import asyncio
 from typing import Any
@@ -10,15 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AccessDep, AgentRunsDep, CallerDep, EndpointsDep, PresetsDep, SettingsDep
 from app.urls import connection_base, endpoint_url
-from core.callers import Access, Caller
 from core.errors import NotFoundError
-from evals.agent_runs import AgentRuns
 from evals.models import AgentRun, AgentRunBase, AgentRunStatus, ModelCallBase
 from evals.presets import preset_owner
 
 router = APIRouter(prefix="/api/agent-runs", tags=["agent runs"])
 
 HARNESSES = ("claude-code", "codex", "opencode", "qwen-code", "own")
+LISTED = 100
 
 
 class Limits(BaseModel):
@@ -55,13 +54,6 @@ class AgentRunRecord(BaseModel):
 
 def _public(run: AgentRun) -> AgentRunBase:
     return AgentRunBase.model_validate(run.model_dump())
-
-
-def _own_run(runs: AgentRuns, access: Access, caller: Caller, run_id: str) -> AgentRun:
-    run = runs.get(run_id)
-    if run.owner != preset_owner(caller, access):
-        raise NotFoundError(f"no agent run {run_id!r}; GET /api/agent-runs lists yours")
-    return run
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
@@ -115,14 +107,14 @@ async def start_agent_run(
 
 @router.get("")
 def list_agent_runs(runs: AgentRunsDep, access: AccessDep, caller: CallerDep) -> list[AgentRunBase]:
-    """Your newest runs."""
-    return [_public(run) for run in runs.list_for(owner=preset_owner(caller, access))]
+    """Your newest runs (the admin's: everyone's)."""
+    return [_public(run) for run in runs.list_visible(access, caller, newest=LISTED)]
 
 
 @router.get("/{run_id}")
 def read_agent_run(run_id: str, runs: AgentRunsDep, access: AccessDep, caller: CallerDep) -> AgentRunRecord:
     """The run and its model calls, in order."""
-    run = _own_run(runs, access, caller, run_id)
+    run = runs.visible(access, caller, run_id)
     calls = [ModelCallBase.model_validate(call.model_dump()) for call in runs.calls(run_id)]
     return AgentRunRecord(run=_public(run), calls=calls)
 
@@ -131,7 +123,7 @@ def read_agent_run(run_id: str, runs: AgentRunsDep, access: AccessDep, caller: C
 def end_agent_run(run_id: str, runs: AgentRunsDep, access: AccessDep, caller: CallerDep) -> AgentRunBase:
     """End the run (stopped, by its owner); its credential is refused from then on. A run already over stays as it
     ended."""
-    _own_run(runs, access, caller, run_id)
+    runs.visible(access, caller, run_id)
     ended = runs.end(run_id, AgentRunStatus.STOPPED, "", "ended by its owner")
     assert ended is not None
     return _public(ended)

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
-from sqlalchemy import Engine
 
 from app.ui.requests import Visitors
 from core.callers import Access
 from core.errors import EnvhubError
-from evals.agent_exports import door_episodes, model_calls, visible_agent_run
+from evals.agent_exports import door_episodes
+from evals.agent_runs import AgentRuns as RunStore
 from evals.dialects import conversation
 from evals.models import AgentRun, Episode, ModelCall
 from evals.sessions import AgentSessions
@@ -36,7 +36,7 @@ class AgentRunPanel:
 class AgentRuns:
     """Where the page reads a run from, for whoever looks."""
 
-    engine: Engine
+    store: RunStore
     agents: AgentSessions
     access: Access
     visitors: Visitors
@@ -44,11 +44,11 @@ class AgentRuns:
 
     def view(self, request: gr.Request | None, run_id: str) -> str:
         try:
-            run = visible_agent_run(self.engine, self.access, self.visitors.caller(request), run_id.strip())
+            run = self.store.visible(self.access, self.visitors.caller(request), run_id.strip())
         except EnvhubError as exc:
             return f"<p>{html.escape(exc.message)}</p>"
         episodes = list(door_episodes(self.agents, self.sessions_of(run.id)))
-        return run_html(run, model_calls(self.engine, run.id), episodes)
+        return run_html(run, self.store.calls(run.id), episodes)
 
 
 def build() -> AgentRunPanel:

@@ -48,7 +48,9 @@ def build_blocks(services: Services) -> gr.Blocks:
     live = Live(endpoints, visitors, spaces, services.guard)
     runs = Runs(engine, services.evaluations, services.agents, endpoints, visitors)
     # The door's sessions of a run are looked up by their `run` column once the door keeps it.
-    agent_runs = agent_run.AgentRuns(engine, services.agents, endpoints.access, visitors, lambda run_id: [])
+    agent_runs = agent_run.AgentRuns(
+        services.agent_runs, services.agents, endpoints.access, visitors, lambda run_id: []
+    )
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:
         selected = gr.Textbox(visible=False, elem_id="selected-env")

@@ -78,6 +78,7 @@ class ModelDoor:
         self._outbound: OrderedDict[str, OutboundSession] = OrderedDict()
 
     async def aclose(self) -> None:
+        await self.runs.aclose()
         while self._outbound:
             await self._outbound.popitem()[1].aclose()
 
@@ -110,28 +111,25 @@ class ModelDoor:
         call = Call(ticket.run, dialect, False, utcnow(), client_session=_client_session(headers))
         reply: Reply | None = None
         try:
-            reply = await self._serve(ticket, call, headers, receive, send)
-        except Refusal as refusal:
-            call.status, call.code = refusal.status, refusal.code
-            reply = Reply(refusal.status, error_body(dialect, refusal.status, refusal.code, refusal.message))
-        except OSError:  # the harness left before its answer was sent: what came of the call is still kept
-            call.code = call.code or "client_left"
+            try:
+                reply = await self._serve(ticket, call, headers, receive, send)
+            except Refusal as refusal:
+                call.status, call.code = refusal.status, refusal.code
+                reply = Reply(refusal.status, error_body(dialect, refusal.status, refusal.code, refusal.message))
+            except OSError:  # the harness left before its answer was sent: what came of the call is still kept
+                call.code = call.code or "client_left"
+            finally:
+                call.wall_s = time.perf_counter() - started
+                # Counted before the answer ends: the harness's next call finds the limit counting this one.
+                ticket.output_tokens += int(call.usage.get("output_tokens") or 0)
+            with suppress(OSError):
+                if reply is not None:
+                    await _answer(send, reply.status, reply.body, reply.headers)
+                elif call.stream and call.first_token_s is not None:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            call.wall_s = time.perf_counter() - started
-            await self._record(call)
-        # The answer ends once its call is kept: a harness that has its answer finds it recorded, and its run's
-        # figures (and limits) counting it.
-        with suppress(OSError):
-            if reply is not None:
-                await _answer(send, reply.status, reply.body, reply.headers)
-            elif call.stream and call.first_token_s is not None:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _record(self, call: Call) -> None:
-        try:
-            await self.runs.record(call)
-        except Exception:  # a call that could not be kept must not take the harness's answer with it
-            log.exception("could not record a model call of agent run %s", call.run)
+            # Written after the answer has gone (the harness does not wait for it), in order, flushed on shutdown.
+            self.runs.record(call)
 
     async def _serve(
         self, ticket: Ticket, call: Call, headers: dict[str, str], receive: Receive, send: Send
@@ -145,8 +143,13 @@ class ModelDoor:
         if not isinstance(request, dict):
             raise Refusal(400, "invalid_request", "the body must be a JSON object, as the model API's is")
         call.request, call.stream = request, request.get("stream") is True
+        # Checked and counted with no await between: calls at once cannot both take a run's last call.
+        if ticket.ended:
+            raise Refusal(401, "run_ended", f"agent run {ticket.run} has ended: start a new run")
         reason = _over_limit(ticket)
-        if reason is not None:
+        if reason is None:
+            ticket.calls += 1
+        else:
             await self.runs.end(ticket.run, "stopped", "run_limit", reason)
             raise Refusal(429, "run_limit", f"{reason}: the run is stopped; start a new run to go on")
         sent = {**request, "model": ticket.model}

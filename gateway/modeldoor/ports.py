@@ -8,9 +8,11 @@ from typing import Any, Protocol
 __all__ = ["Call", "Runs", "Ticket"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Ticket:
-    """An admitted run's model: where it is served and how, its limits, and its figures when it was admitted."""
+    """An admitted run's model: where it is served and how, its limits, and its figures so far. One ticket stands for
+    its run in this process while it is kept: the door counts each call on it (in the event loop, so two calls at
+    once never both take the last one) and it says at once when the run has ended."""
 
     run: str
     base_url: str  # the preset's OpenAI-compatible base, ending in /v1
@@ -23,6 +25,7 @@ class Ticket:
     deadline: datetime  # the run's wall time ends then
     calls: int
     output_tokens: int
+    ended: bool = False
 
 
 @dataclass
@@ -55,6 +58,14 @@ class Runs(Protocol):
         """The running run of the credential; an EnvhubError (401 run_unknown, run_ended) when there is none."""
         ...
 
-    async def record(self, call: Call) -> None: ...
+    def record(self, call: Call) -> None:
+        """Keep the call: written after its answer has gone, in the order calls were given here."""
+        ...
 
-    async def end(self, run: str, status: str, code: str, message: str) -> None: ...
+    async def end(self, run: str, status: str, code: str, message: str) -> None:
+        """End the run: its ticket says so before this returns."""
+        ...
+
+    async def aclose(self) -> None:
+        """Write every call given so far."""
+        ...
