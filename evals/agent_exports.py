@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 
 from core.callers import Access, Caller
 from core.errors import ConflictError, NotFoundError
+from evals.agent_runs import door_side
 from evals.dialects import Conversation, conversation
 from evals.hub_push import push_dataset
 from evals.models import AgentRun, Episode, ModelCall
@@ -263,7 +264,8 @@ def _lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
 def sft_jsonl(engine: Engine, runs: Iterable[AgentRun]) -> Iterator[str]:
     """The runs' SFT rows, a run's calls read at a time."""
     for run in runs:
-        yield from _lines(sft_rows(run, model_calls(engine, run.id)))
+        environment_tools = door_side(engine, run.id).tools or None  # none known without a door session
+        yield from _lines(sft_rows(run, model_calls(engine, run.id), environment_tools))
 
 
 def rl_jsonl(engine: Engine, runs: Iterable[AgentRun]) -> Iterator[str]:
