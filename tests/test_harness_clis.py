@@ -6,6 +6,9 @@ one that hangs is killed at the episode's wall time, failing its episode with wh
 
 import json
 import os
+import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,8 +17,10 @@ from typing import Any
 import pytest
 
 from app.settings import Preload, Settings
+from app.ui.snippets import RECORDED, Target, agents
 from core.clock import utcnow
 from evals.harnesses import HARNESSES, HarnessRun, run_headless
+from evals.harnesses.specs import scratch_env
 from tests.conftest import ADMIN_TOKEN, HARNESS_DIR, needs_harness, wait_until
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub
@@ -282,3 +287,48 @@ def test_a_harness_that_hangs_is_killed_whole_at_its_wall_time_limit(
     assert (outcome.timed_out, outcome.exit_status, outcome.code) == (True, None, "harness_timeout")
     wait_until(lambda: not group_alive(outcome.pid))  # its last processes, killed, are reaped by init
     assert list(scratch.iterdir()) == []
+
+
+def resets_then_adds_ten(ask: Ask) -> Turn:
+    """As a model on a user's machine plays: its URL starts no episode, so it resets first."""
+    tools = {suffix: next((t for t in ask.tools if t.startswith(("mcp__", "count")) and t.endswith(suffix)), None)
+             for suffix in ("reset", TOOL)}  # fmt: skip
+    reset, step = tools["reset"], tools[TOOL]
+    if reset is None or step is None:
+        return Turn(text="A short answer.")
+    if any(re.search(r'"done"\s*:\s*true', result) for result in ask.tool_results):
+        return Turn(text="Done.")
+    return Turn(tool_calls=[(step, {"add": 10})] if ask.tool_results else [(reset, {"seed": 7})])
+
+
+# Codex and Qwen Code: with a model that must reset first, Claude Code and opencode did not always end their turn
+# against the scripted brain (the job's runs above cover both, their episode started by the URL).
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs_harness(name)) for name in ("codex", "qwen-code")])
+def test_the_connect_panel_s_script_records_a_run_of_the_harness_on_a_user_s_machine(
+    envhub: Envhub, endpoint: dict[str, Any], harness_cli: Any, name: str, tmp_path: Path
+) -> None:
+    installed = harness_cli(name)
+    [script] = [
+        code for tab, code in agents(Target(endpoint["url"], "count", door=True)).items() if RECORDED.get(tab) == name
+    ]
+    resetting = ScriptedModel(resets_then_adds_ten)
+    body = {"base_url": resetting.url + "/v1", "model": "resetting-model", "api_key": KEY}
+    assert envhub.http.put("/api/models/resetting", json=body).status_code == 200
+    script = script.replace('"preset": "NAME"', '"preset": "resetting"')
+    home = tmp_path / "home"
+    home.mkdir()
+    env = scratch_env(home) | {"PATH": f"{installed.binary.parent}:{scratch_env(home)['PATH']}"}
+    (home / "tmp").mkdir()
+    for companion in installed.companions.values():  # opencode's plugin, which it would fetch from npm at start
+        shutil.copytree(companion, home / ".config" / "opencode", symlinks=True, dirs_exist_ok=True)
+    try:
+        done = subprocess.run(
+            ["bash", "-e", "-c", script], env=env, cwd=home, capture_output=True, text=True, timeout=60
+        )
+    finally:
+        resetting.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    [run] = [r for r in envhub.http.get("/api/agent-runs").json() if r["harness"] == name][:1]
+    ended = envhub.http.post(f"/api/agent-runs/{run['id']}/end").json()
+    assert (ended["reward"], ended["calls"] > 0) == (1.0, True)  # its model calls and its episode, joined
