@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+from app.agent_run_ends import RunEnds
 from core.clock import as_utc, utcnow
 from core.errors import UnauthorizedError
 from evals.agent_runs import AgentRuns, credential_hash, run_of_credential
@@ -36,8 +37,8 @@ class _Kept:
 
 
 class DoorRuns:
-    def __init__(self, runs: AgentRuns, presets: ModelPresets, recheck_s: float) -> None:
-        self.runs, self.presets, self.recheck_s = runs, presets, recheck_s
+    def __init__(self, runs: AgentRuns, presets: ModelPresets, ends: RunEnds, recheck_s: float) -> None:
+        self.runs, self.presets, self.ends, self.recheck_s = runs, presets, ends, recheck_s
         self._kept: dict[str, _Kept] = {}  # by run id (a run has one credential)
         self._calls: asyncio.Queue[Call] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
@@ -118,7 +119,7 @@ class DoorRuns:
 
     async def end(self, run: str, status: str, code: str, message: str) -> None:
         self._ended(run)
-        await asyncio.to_thread(self.runs.end, run, status, code, message)
+        await self.ends.end(run, status, code, message)  # a whole run's end: its door sessions too
 
     async def aclose(self) -> None:
         await self._calls.join()

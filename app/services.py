@@ -20,6 +20,7 @@ from sqlalchemy import Engine, make_url
 from sqlmodel import Session
 
 from app.agent_recorder import AgentRecorder
+from app.agent_run_ends import RunEnds
 from app.agents import PooledDoor
 from app.auth.bearers import GatewayBearers
 from app.auth.callers import Identities
@@ -37,6 +38,7 @@ from app.background import (
 from app.model_runs import DoorRuns
 from app.settings import Preload, Settings
 from app.usecases.evaluations import Evaluator
+from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
 from catalog.downloads import Downloads
@@ -68,6 +70,7 @@ from hosting.monitor import HealthMonitor
 from hosting.publish import Publisher
 from hosting.reconcile import Keeper
 from hosting.runtimes import AnyRuntime
+from hosting.runtimes.confinement import Confinement
 from hosting.runtimes.containers import ContainerRuntime
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
@@ -193,6 +196,7 @@ class Services:
     mcp: Door  # every endpoint's standard MCP door, and the sessions it holds in this process
     door: PooledDoor  # the door as the gateway hands it requests, each seated in its endpoint's pool
     agent_runs: AgentRuns  # harness runs on record, with the model calls they sent through the model door
+    run_ends: RunEnds  # ends a run whole: on record, its door sessions, its reward
     model_door: ModelDoor  # agent runs' model calls, passed on to their presets' servers and recorded
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -277,8 +281,17 @@ class Services:
         runner = Runner(evaluations, settings.evaluation_budget_bytes)
         presets = ModelPresets(engine, sessions.sealer)
         agent_runs = AgentRuns(engine, leases.instance)
+        run_ends = RunEnds(agent_runs, door)
+        process = endpoints.runtimes.get(Backend.PROCESS)
+        # Harness CLIs are kept from envhub as the process backend keeps its servers: its user, homes and view.
+        confinement = (
+            process.confinement
+            if isinstance(process, ProcessRuntime)
+            else Confinement(settings.data_dir / "runtime", settings.process_user, closed=[settings.data_dir])
+        )
+        harnesses = HarnessJobs(settings, confinement, agent_runs, run_ends)
         model_door = ModelDoor(
-            DoorRuns(agent_runs, presets, settings.model_door_recheck_s),
+            DoorRuns(agent_runs, presets, run_ends, settings.model_door_recheck_s),
             guard,
             max_body_bytes=settings.model_door_max_body_bytes,
             max_answer_bytes=settings.model_door_max_answer_bytes,
@@ -308,7 +321,9 @@ class Services:
             play=PlaySessions(),
             evaluations=evaluations,
             runner=runner,
-            evaluator=Evaluator(settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens),
+            evaluator=Evaluator(
+                settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens, harnesses
+            ),
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -317,6 +332,7 @@ class Services:
             mcp=door,
             door=PooledDoor(door, gateway),
             agent_runs=agent_runs,
+            run_ends=run_ends,
             model_door=model_door,
         )
 

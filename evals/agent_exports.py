@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import ConflictError
-from evals.agent_runs import AgentRuns
+from evals.agent_runs import AgentRuns, door_side
 from evals.dialects import Conversation, conversation
 from evals.hub_push import push_dataset
 from evals.models import AgentRun, Episode, ModelCall
@@ -207,7 +207,8 @@ def _lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
 def sft_jsonl(store: AgentRuns, runs: Iterable[AgentRun]) -> Iterator[str]:
     """The runs' SFT rows, a run's calls read at a time."""
     for run in runs:
-        yield from _lines(sft_rows(run, store.calls(run.id)))
+        environment_tools = door_side(store.engine, run.id).tools or None  # none known without a door session
+        yield from _lines(sft_rows(run, store.calls(run.id), environment_tools))
 
 
 def rl_jsonl(store: AgentRuns, runs: Iterable[AgentRun]) -> Iterator[str]:

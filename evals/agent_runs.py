@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -15,16 +16,20 @@ from sqlmodel import Session, col, select
 from core.callers import Access, Caller
 from core.clock import as_utc, utcnow
 from core.errors import NotFoundError, UnauthorizedError
-from evals.models import AgentRun, AgentRunStatus, ModelCall
+from evals.models import AgentRun, AgentRunStatus, AgentSession, Episode, ModelCall
 from evals.presets import LOCAL_OWNER
 
 __all__ = [
     "CREDENTIAL_PREFIX",
     "AgentRuns",
+    "DoorSide",
     "credential_hash",
+    "door_side",
     "may_see_run",
     "mint_credential",
     "run_of_credential",
+    "run_reward",
+    "settle_reward",
 ]
 
 CREDENTIAL_PREFIX = "envhub-run."
@@ -236,3 +241,46 @@ class AgentRuns:
         query = select(ModelCall.run).where(col(ModelCall.run).in_(list(run_ids)), ids.is_not(None))
         with Session(self.engine) as session:
             return set(session.exec(query.where(cast(ids, String) != "null").distinct()))
+
+
+@dataclass(frozen=True)
+class DoorSide:
+    """What a run played through the MCP door: its agent sessions (those whose `run` is its id) and their episodes,
+    in order."""
+
+    sessions: list[AgentSession]
+    episodes: list[Episode]
+
+    @property
+    def tools(self) -> set[str]:
+        """The environment's tools its sessions offered."""
+        return {tool for s in self.sessions for tool in s.tools}
+
+
+def door_side(engine: Engine, run_id: str) -> DoorSide:
+    with Session(engine) as session:
+        sessions = list(
+            session.exec(
+                select(AgentSession).where(col(AgentSession.run) == run_id).order_by(col(AgentSession.created_at))
+            )
+        )
+        order = {s.id: n for n, s in enumerate(sessions)}
+        episodes = list(session.exec(select(Episode).where(col(Episode.evaluation).in_(list(order)))))
+    episodes.sort(key=lambda e: (order[e.evaluation], e.index))
+    return DoorSide(sessions, episodes)
+
+
+def run_reward(episodes: list[Episode]) -> float | None:
+    """A run's reward as an evaluation counts an episode's: the sum of its rewards, here over every door episode the
+    run played; None when no step of any gave a reward (no reward is not 0)."""
+    rewarded = [e.reward for e in episodes if e.final_reward is not None]
+    return sum(rewarded) if rewarded else None
+
+
+def settle_reward(engine: Engine, run_id: str) -> AgentRun | None:
+    """Write the run's reward from its door episodes; the run as it then is (None when there is no such run)."""
+    reward = run_reward(door_side(engine, run_id).episodes)
+    with Session(engine) as session:
+        session.execute(update(AgentRun).where(col(AgentRun.id) == run_id).values(reward=reward))
+        session.commit()
+        return session.get(AgentRun, run_id)

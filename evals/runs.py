@@ -26,11 +26,14 @@ from rollout.episodes import EpisodeResult, EpisodeSpec, Limits, play_episode
 from rollout.harness import Brief
 from rollout.players import Policy
 
-__all__ = ["Play", "PrepareError", "Runner", "new_evaluation_id"]
+__all__ = ["EpisodePlayer", "Keep", "Play", "PrepareError", "Runner", "new_evaluation_id"]
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[Evaluation, EpisodeResult], None]
+Keep = Callable[[dict[str, Any]], Awaitable[None]]  # stores one of an episode's records as it is played
+# Plays an episode whole its own way (a harness CLI run headless) instead of step by step with the policy.
+EpisodePlayer = Callable[[EpisodeSpec, Keep], Awaitable[EpisodeResult]]
 
 
 def new_evaluation_id() -> str:
@@ -49,6 +52,7 @@ class Play:
     limits: Limits
     concurrency: int
     after: Callable[[], Awaitable[None]] | None = None  # e.g. stop the endpoint launched for the run
+    player: EpisodePlayer | None = None  # plays each episode instead of play_episode with the policy
 
 
 class PrepareError(Exception):
@@ -128,16 +132,19 @@ class Runner:
 
             async with slots:
                 unfinished.add(named)
-                result = await play_episode(
-                    play.url,
-                    play.outbound,
-                    play.policy,
-                    play.brief,
-                    spec,
-                    play.limits,
-                    keep=keep,
-                    player_name=f"envhub evaluation {evaluation.id}",
-                )
+                if play.player is not None:
+                    result = await play.player(spec, keep)
+                else:
+                    result = await play_episode(
+                        play.url,
+                        play.outbound,
+                        play.policy,
+                        play.brief,
+                        spec,
+                        play.limits,
+                        keep=keep,
+                        player_name=f"envhub evaluation {evaluation.id}",
+                    )
             evaluation.summary = await asyncio.to_thread(self.store.record, evaluation, result, loop.time() - started)
             unfinished.discard(named)
             if progress is not None:

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import AccessDep, AgentRunsDep, CallerDep, EndpointsDep, PresetsDep, SettingsDep
+from app.api.deps import AccessDep, AgentRunsDep, CallerDep, EndpointsDep, PresetsDep, RunEndsDep, SettingsDep
 from app.urls import connection_base, endpoint_url
 from core.errors import NotFoundError
 from evals.models import AgentRun, AgentRunBase, AgentRunStatus, ModelCallBase
@@ -120,10 +120,12 @@ def read_agent_run(run_id: str, runs: AgentRunsDep, access: AccessDep, caller: C
 
 
 @router.post("/{run_id}/end")
-def end_agent_run(run_id: str, runs: AgentRunsDep, access: AccessDep, caller: CallerDep) -> AgentRunBase:
-    """End the run (stopped, by its owner); its credential is refused from then on. A run already over stays as it
-    ended."""
-    runs.visible(access, caller, run_id)
-    ended = runs.end(run_id, AgentRunStatus.STOPPED, "", "ended by its owner")
+async def end_agent_run(
+    run_id: str, runs: AgentRunsDep, ends: RunEndsDep, access: AccessDep, caller: CallerDep
+) -> AgentRunBase:
+    """End the run (stopped, by its owner): its credential is refused from then on, its MCP door sessions end (their
+    slots back), and its reward is settled from their episodes. A run already over stays as it ended."""
+    await asyncio.to_thread(runs.visible, access, caller, run_id)
+    ended = await ends.end(run_id, AgentRunStatus.STOPPED, "", "ended by its owner")
     assert ended is not None
     return _public(ended)

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.requests import HTTPConnection
 
+from app.agent_run_ends import RunEnds
 from app.agents import PooledDoor
 from app.auth.callers import Identities
 from app.auth.provider import Provider
@@ -78,6 +79,7 @@ RunnerDep = Annotated[Runner, Depends(_part(lambda s: s.runner))]
 EvaluatorDep = Annotated[Evaluator, Depends(_part(lambda s: s.evaluator))]
 AgentsDep = Annotated[AgentSessions, Depends(_part(lambda s: s.agents))]
 AgentRunsDep = Annotated[AgentRuns, Depends(_part(lambda s: s.agent_runs))]
+RunEndsDep = Annotated[RunEnds, Depends(_part(lambda s: s.run_ends))]
 IdentitiesDep = Annotated[Identities, Depends(_part(lambda s: s.identities))]
 OAuthDep = Annotated[Provider, Depends(_part(lambda s: s.oauth))]
 HttpDep = Annotated[httpx.AsyncClient | None, Depends(_part(lambda s: s.http))]  # envhub's own client, while it serves

@@ -11,11 +11,17 @@ from tqdm import tqdm
 
 from app.settings import Settings
 from core.errors import EnvhubError
+from evals.harnesses import HARNESSES
 
 
 def evaluate(settings: Settings, args: argparse.Namespace) -> int:
     """Run an evaluation here, with envhub's own gateway on a loopback port, and record it in the catalog."""
     policy: Any = {"preset": args.preset} if args.preset else args.baseline
+    if args.harness:
+        if not args.preset:
+            print("envhub: --harness needs --preset, the model preset the harness's calls go to", file=sys.stderr)
+            return 2
+        policy = {"harness": args.harness, "preset": args.preset}
     if args.model_url:
         if not args.model:
             print("envhub: --model-url needs --model, the model's name on that server", file=sys.stderr)
@@ -136,6 +142,11 @@ def add(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     model_cmd = command.add_mutually_exclusive_group()
     model_cmd.add_argument("--model-url", help="an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
     model_cmd.add_argument("--preset", help="a model preset saved by the admin or without sign-in (GET /api/models)")
+    command.add_argument(
+        "--harness",
+        choices=list(HARNESSES),
+        help="run this harness CLI headless per episode, its model the --preset (see python -m app harnesses)",
+    )
     command.add_argument("--model", help="the model's name on that server")
     command.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the model's API key")
     command.add_argument("--temperature", type=float, default=None)

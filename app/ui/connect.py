@@ -6,7 +6,7 @@ from typing import Any
 import gradio as gr
 
 from app.ui.forms import form_fields
-from app.ui.snippets import Target, all_snippets
+from app.ui.snippets import RECORDED, Target, all_snippets
 from app.ui.wording import plural
 from app.urls import endpoint_url
 from hosting.models import PoolPublic, ReplicaStatus
@@ -28,11 +28,14 @@ HARNESSES = {  # harness -> (language, where its text goes)
     "Cursor": ("json", ".cursor/mcp.json"),
     "Claude Desktop": ("json", "claude_desktop_config.json (Settings, Developer, Edit Config)"),
     "MCP Inspector": ("shell", "run in a terminal to list the tools"),
+    **{name: ("shell", "a recorded run: its model calls and its episode, through envhub") for name in RECORDED},
 }
 AGENTS_NOTE = (
     "Every envhub endpoint is an MCP server at its URL + `/mcp` (Streamable HTTP): an MCP environment offers its "
     "own tools, any other `reset`, `step` and `state`. A private endpoint's configurations carry `TOKEN`: put its "
-    "access token there (`access_token` in `GET /api/endpoints/{id}`, shown to its owner)."
+    "access token there (`access_token` in `GET /api/endpoints/{id}`, shown to its owner). The *run* scripts send "
+    "the harness's model calls through envhub too, recorded as an agent run with its episode and reward, for "
+    "training: they start a run with your saved model `NAME` and keep its credential in `$ENVHUB_RUN`."
 )
 
 

@@ -21,6 +21,7 @@ from app.usecases.evaluations import EvaluationRequest, Evaluator
 from catalog.revisions import split_pin
 from core.callers import Caller
 from core.errors import EnvhubError
+from evals.harnesses import HARNESSES
 from evals.models import UNDER_WAY, Episode, EvaluationPublic, Leaderboard
 from evals.presets import ModelPresets, preset_owner
 from evals.rollouts import push_rollouts
@@ -28,7 +29,9 @@ from evals.runs import Runner
 from evals.steps import EpisodeSteps
 from rollout.model import ModelConfig
 
-POLICIES = ["random", "first-legal", "model"]
+# A harness CLI plays with one of the caller's saved models (its key stays sealed at the model door).
+POLICIES: list[str | tuple[str, str]] = ["random", "first-legal", "model"]
+POLICIES += [(f"{name} (harness, saved model)", name) for name in HARNESSES]
 PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has
 REPLAY_S = 0.8  # between steps when the viewer plays an episode
 
@@ -316,9 +319,10 @@ def wire(
 
     def choose_policy(request: gr.Request, policy: str) -> list[Any]:
         shown = policy == "model"
-        names = presets_of(visitors.caller(request)) if shown else []
+        saved = shown or policy in HARNESSES  # a harness takes a saved model only
+        names = presets_of(visitors.caller(request)) if saved else []
         return [
-            gr.Dropdown(choices=names, value=None, visible=shown),
+            gr.Dropdown(choices=names, value=None, visible=saved),
             *[gr.Textbox(visible=shown)] * 4,
             gr.Button(visible=shown),
         ]
@@ -363,7 +367,11 @@ def wire(
         if not environment_id:
             return {evaluate.message: "Open an environment first."}
         choice: Any = policy
-        if policy == "model" and preset:
+        if policy in HARNESSES:
+            if not preset:
+                return {evaluate.message: f"**Not started:** choose the saved model {policy} calls."}
+            choice = {"harness": policy, "preset": preset}
+        elif policy == "model" and preset:
             choice = {"preset": preset}
         elif policy == "model":
             config: dict[str, Any] = {"base_url": (base_url or "").strip(), "model": (model or "").strip()}

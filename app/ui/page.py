@@ -23,6 +23,7 @@ from app.ui.runs import Runs
 from app.ui.style import CSS, THEME
 from catalog.store import read_environment
 from core.errors import EnvhubError
+from evals.agent_runs import door_side
 from hosting.models import Endpoint
 
 HEADER = (
@@ -49,7 +50,11 @@ def build_blocks(services: Services) -> gr.Blocks:
     runs = Runs(engine, services.evaluations, services.agents, endpoints, visitors)
     # The door's sessions of a run are looked up by their `run` column once the door keeps it.
     agent_runs = agent_run.AgentRuns(
-        services.agent_runs, services.agents, endpoints.access, visitors, lambda run_id: []
+        services.agent_runs,
+        services.agents,
+        endpoints.access,
+        visitors,
+        lambda run_id: [s.id for s in door_side(engine, run_id).sessions],
     )
     blocks = gr.Blocks(title="envhub", analytics_enabled=False, fill_width=True)
     with blocks:

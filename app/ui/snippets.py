@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.ui.forms import FieldKind, FormField, form_fields, snippet_action, visible
+from app.ui.harness_snippets import harness_scripts
 from app.ui.wording import plural
 from protocol.tools import Tool, tool_call
 
@@ -336,15 +337,27 @@ def inspector(target: Target) -> str:
     )
 
 
+# The recorded runs' scripts, by their tab's name: each harness's model and tools both through envhub.
+RECORDED = {
+    "Claude Code run": "claude-code",
+    "Codex run": "codex",
+    "opencode run": "opencode",
+    "Qwen Code run": "qwen-code",
+}
+
+
 def agents(target: Target) -> dict[str, str]:
-    """Each harness's configuration for the endpoint's MCP server, by harness."""
+    """Each harness's configuration for the endpoint's MCP server, by harness; then, for the four harness CLIs,
+    the script that records a run of it (its model calls too)."""
+    tools = tuple(tool.name for tool in target.tools)
+    scripts = harness_scripts(target.url, target.server_name, tools, target.private)
     return {
         "Claude Code": claude_code(target),
         "Codex": codex(target),
         "Cursor": cursor(target),
         "Claude Desktop": claude_desktop(target),
         "MCP Inspector": inspector(target),
-    }
+    } | {name: scripts[harness] for name, harness in RECORDED.items()}
 
 
 def all_snippets(target: Target) -> dict[str, str]:

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.settings import Settings
+from app.usecases.harness_jobs import HarnessChoice, HarnessJobs, HarnessPolicy
 from catalog.store import load_environment
 from catalog.tasksets import Tasksets, dataset_resets
 from core.callers import Access, Caller
@@ -29,6 +30,7 @@ from evals.presets import ModelPresets, preset_owner
 from evals.runs import Play, PrepareError, Runner, new_evaluation_id
 from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
+from gateway.paths import gateway_path
 from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
@@ -41,6 +43,7 @@ from rollout.players import BASELINES, Policy
 __all__ = [
     "EvaluationRequest",
     "Evaluator",
+    "HarnessChoice",
     "ModelChoice",
     "PresetChoice",
     "ensure_sessions_visible",
@@ -72,7 +75,7 @@ class EvaluationRequest(BaseModel):
     environment: str | None = Field(default=None, description="launch an endpoint of it for the run")
     endpoint: str | None = Field(default=None, description="a running endpoint to play through")
     backend: Backend = Field(default=Backend.PROCESS, description="where to launch, with `environment`")
-    policy: Literal["random", "first-legal"] | ModelChoice | PresetChoice = "random"
+    policy: Literal["random", "first-legal"] | ModelChoice | PresetChoice | HarnessChoice = "random"
     episodes: int | None = Field(default=None, ge=1, le=MAX_EPISODES, description="seeds 0..N-1")
     seeds: list[int] | None = Field(default=None, min_length=1, max_length=MAX_EPISODES)
     split: str | None = Field(default=None, description="a Task API split, or the dataset's with `dataset`")
@@ -213,6 +216,7 @@ class Evaluator:
     store: EvaluationStore
     runner: Runner
     tokens: EndpointTokens  # a private endpoint's bearer token, for the run's own session
+    harnesses: HarnessJobs  # runs a harness CLI per episode, when the policy is one
 
     async def start(
         self, body: EvaluationRequest, caller: Caller, client: str | None, gateway: Callable[[str], str]
@@ -260,7 +264,12 @@ class Evaluator:
             environment_id = str(body.environment)
         environment = await asyncio.to_thread(load_environment, self.engine, environment_id)
         choice = body.policy
-        if isinstance(choice, PresetChoice):
+        harness: HarnessPolicy | None = None
+        if isinstance(choice, HarnessChoice):
+            preset = await asyncio.to_thread(self.presets.get, preset_owner(caller, manager.access), choice.preset)
+            harness = self.harnesses.policy(choice, preset)  # harness_missing now, before anything is started
+            choice = "random"  # not played: the harness plays each episode whole
+        elif isinstance(choice, PresetChoice):
             owner = preset_owner(caller, manager.access)
             choice = ModelChoice(model=self.presets.config_of(self.presets.get(owner, choice.preset)))
         if isinstance(choice, ModelChoice):
@@ -282,7 +291,7 @@ class Evaluator:
             )
         endpoint_id = body.endpoint or (launched.id if launched else "")
         taskset, taskset_label = body.taskset(dataset_revision)
-        policy = _policy(choice, self.guard)
+        policy: Policy = harness if harness is not None else _policy(choice, self.guard)
         specs = body.specs(resets)
         # A run is as private as the endpoint it plays on (one launched for it is the caller's own, not private).
         private = endpoint is not None and endpoint.options.get("private") is True
@@ -338,7 +347,16 @@ class Evaluator:
                 await stop_launched()
                 raise
             brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
-            return Play(url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched)
+            player = None
+            if harness is not None:
+                played_on = await asyncio.to_thread(manager.store.get, endpoint_id)
+                base = url.removesuffix(gateway_path(endpoint_id))
+                owner = preset_owner(caller, manager.access)
+                headers = self.tokens.header(endpoint_id) if private else {}
+                player = self.harnesses.player(harness, owner, played_on, base, headers, brief, body.limits())
+            return Play(
+                url, outbound, policy, brief, specs, body.limits(), body.concurrency, after=stop_launched, player=player
+            )
 
         self.runner.start(row, prepare)
         return row

@@ -20,14 +20,17 @@ from hosting.runtimes.views import View, wrap
 __all__ = ["confined", "run_harness"]
 
 
-def run_harness(settings: Settings, confinement: Confinement, harness: str, run: HarnessRun) -> HarnessOutcome:
-    """One run of the named harness, held to ENVHUB_HARNESS_WALL_S; harness_missing when it is not installed."""
+def run_harness(
+    settings: Settings, confinement: Confinement, harness: str, run: HarnessRun, wall_s: float | None = None
+) -> HarnessOutcome:
+    """One run of the named harness, held to wall_s and ENVHUB_HARNESS_WALL_S at most; harness_missing when it is
+    not installed."""
     confinement.prepare()
     return run_headless(
         harness_named(harness),
         run,
         cache_dir=settings.harness_dir,
-        wall_s=settings.harness_wall_s,
+        wall_s=min(wall_s or settings.harness_wall_s, settings.harness_wall_s),
         scratch_dir=confinement.homes,
         wrap=confined(confinement),
     )

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 from app.ui.forms import form_fields
-from app.ui.snippets import Target, agents, all_snippets, curl, trl, websocket_messages
+from app.ui.snippets import RECORDED, Target, agents, all_snippets, curl, trl, websocket_messages
 from protocol.tools import parse_tools
 from tests.ui.schemas import ARITHMETIC, CALL_TOOL, CONNECT_FOUR, CONVERT_UNITS_TOOL, MAZE, NESTED
 
@@ -82,7 +82,7 @@ HARNESSES = {"Claude Code", "Codex", "Cursor", "Claude Desktop", "MCP Inspector"
 
 def test_every_endpoint_gets_agent_configurations() -> None:
     snippets = all_snippets(Target(URL, "Connect Four", form_fields(CONNECT_FOUR), door=True))
-    assert set(snippets) == {"Python", "Python (async)", "TRL", "curl", "WebSocket"} | HARNESSES  # no tools: no "MCP"
+    assert set(snippets) == {"Python", "Python (async)", "TRL", "curl", "WebSocket"} | HARNESSES | set(RECORDED)
     mcp_url = f"{URL}/mcp"
     assert snippets["Claude Code"] == f"claude mcp add --transport http connect-four {mcp_url}\n"
     assert snippets["Codex"] == f'[mcp_servers.connect-four]\nurl = "{mcp_url}"\n'
