@@ -130,6 +130,11 @@ def templates_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(database_url: str, hub: FakeHub, templates_dir: Path) -> Settings:
+    return settings_for(database_url, hub, templates_dir)
+
+
+def settings_for(database_url: str, hub: FakeHub, templates_dir: Path) -> Settings:
+    """The settings a test's envhub starts from (a module's shared envhub too): no sync, no background checks."""
     return Settings(
         database_url=database_url,
         hf_endpoint=hub.url,

@@ -56,6 +56,7 @@ TYPED = {
 SLOW = {
     "test_envhubs_protocol_check_passes_core": ("chess_env",),
     "test_envhubs_quality_suite_runs_every_check": ("chess_env", "connect4_env"),
+    "test_sixteen_sessions_at_once_through_a_pool_of_one_to_eight": ("chess_env",),
 }
 
 

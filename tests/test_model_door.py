@@ -6,15 +6,13 @@ import asyncio
 import json
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from app.settings import Settings
-from tests.conftest import wait_until
+from tests.conftest import settings_for, wait_until
 from tests.fakehub import FakeHub
 from tests.scripted_model import Ask, ScriptedModel, Turn, play
 from tests.serving import TEMPLATES, Envhub, free_port
@@ -27,17 +25,22 @@ TOOLS = [{"type": "function", "function": {"name": "mcp__env__guess", "parameter
 MESSAGES = [{"role": "system", "content": "You play arithmetic."}, {"role": "user", "content": "Solve 2+2."}]
 
 
-@pytest.fixture
-def hub_server(settings: Settings, hub: FakeHub, tmp_path: Path) -> Iterator[Envhub]:
-    hub.users["hf_bob"] = "bob"
-    update = {"data_dir": tmp_path / "data", "templates_dir": TEMPLATES, "allow_private_urls": True}
-    server = Envhub(settings.model_copy(update=update))
-    yield server
-    server.end_endpoints()
-    server.stop()
+@pytest.fixture(scope="module")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
+    """One envhub for the module (its tests tell their runs apart by id), with the fake Hub's alice and bob."""
+    scratch = tmp_path_factory.mktemp("model-door")
+    with FakeHub() as hub:
+        hub.users["hf_bob"] = "bob"
+        settings = settings_for(f"sqlite:///{scratch / 'envhub.db'}", hub, TEMPLATES)
+        server = Envhub(settings.model_copy(update={"data_dir": scratch / "data", "allow_private_urls": True}))
+        try:
+            yield server
+        finally:
+            server.end_endpoints()
+            server.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def endpoint(hub_server: Envhub) -> str:
     endpoint_id: str = hub_server.running("template:arithmetic_tasks")["id"]
     return endpoint_id
@@ -72,7 +75,8 @@ def record(hub_server: Envhub, run_id: str, calls: int) -> dict[str, Any]:
         response = hub_server.http.get(f"/api/agent-runs/{run_id}", headers=ALICE)
         assert response.status_code == 200, response.text
         found.update(response.json())
-        return len(found["calls"]) >= calls
+        # The run and its calls are read one after the other: the run's own figures say when both are there.
+        return found["run"]["calls"] >= calls and len(found["calls"]) >= calls
 
     wait_until(written)
     return found
@@ -134,8 +138,11 @@ def test_a_run_s_chat_calls_pass_through_streamed_and_not_and_are_recorded(
 
     # The preset's key is in no answer, record or log line.
     listed = hub_server.http.get("/api/agent-runs", headers=ALICE)
-    assert [r["id"] for r in listed.json()] == [run_id]
-    for text_shown in (json.dumps(shown), listed.text, json.dumps(started), caplog.text):
+    assert run_id in [r["id"] for r in listed.json()]
+    exported = [hub_server.http.get(f"/api/agent-runs/{run_id}/{kind}.jsonl", headers=ALICE) for kind in ("sft", "rl")]
+    assert [e.status_code for e in exported] == [200, 409]  # rl: no token ids recorded
+    assert exported[0].text.count("\n") == 1  # one conversation chain
+    for text_shown in (json.dumps(shown), listed.text, json.dumps(started), caplog.text, *(e.text for e in exported)):
         assert KEY not in text_shown
     # Nor is the run another user's to read or end.
     assert hub_server.http.get(f"/api/agent-runs/{run_id}", headers=BOB).status_code == 404
@@ -348,7 +355,7 @@ def test_on_a_server_without_sign_in_a_run_started_by_nobody_in_particular_is_re
         return len(hub_server.http.get(f"/api/agent-runs/{run_id}").json()["calls"]) == 1
 
     wait_until(written)
-    assert [r["id"] for r in hub_server.http.get("/api/agent-runs").json()] == [run_id]
+    assert run_id in [r["id"] for r in hub_server.http.get("/api/agent-runs").json()]
     exported = hub_server.http.get(f"/api/agent-runs/{run_id}/sft.jsonl")
     assert exported.status_code == 200
     assert [json.loads(line)["run"] for line in exported.text.splitlines()] == [run_id]

@@ -83,6 +83,7 @@ def test_grpo_trains_through_the_endpoint_url(envhub: Envhub, trainer_python: Pa
     assert sum(entry["reward"] * BATCH for entry in logged) == pytest.approx(-STEP_COST * stats["steps"], abs=1e-6)
 
 
+@pytest.mark.slow  # a second GRPO run; the URL a trainer holds is trained through in the test above
 def test_grpo_trains_on_two_endpoints_as_trls_environments(
     envhub: Envhub, trainer_python: Path, tmp_path: Path
 ) -> None:
