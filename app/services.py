@@ -41,6 +41,7 @@ from app.usecases.evaluations import Evaluator
 from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
+from app.usecases.statistics import Statistics
 from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
@@ -188,6 +189,7 @@ class Services:
     evaluations: EvaluationStore  # the evaluation runs on record, and their episodes
     runner: Runner  # the evaluation runs under way in this process
     evaluator: Evaluator  # starts evaluation runs, from the API, the UI and the CLI
+    statistics: Statistics  # statistical reports: reference players play an endpoint, as evaluations
     presets: ModelPresets  # the models people saved, keys sealed
     tasksets: Tasksets  # linked datasets, read from the Hub at pinned revisions
     endpoint_tokens: EndpointTokens  # each private endpoint's own bearer token
@@ -302,6 +304,9 @@ class Services:
             traffic=endpoints.traffic.counters,
             settings=gateway_settings(settings),
         )
+        evaluator = Evaluator(
+            settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens, harnesses
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -321,9 +326,8 @@ class Services:
             play=PlaySessions(),
             evaluations=evaluations,
             runner=runner,
-            evaluator=Evaluator(
-                settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens, harnesses
-            ),
+            evaluator=evaluator,
+            statistics=Statistics(settings, evaluator),
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -430,6 +434,7 @@ class Services:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+        await self.statistics.stop()
         await self.runner.stop()
         await self.mcp.aclose()
         await self.model_door.aclose()

@@ -264,6 +264,20 @@ class Settings(BaseSettings):
         description="bytes one evaluation stores of its episodes' steps with their observations whole; past them, "
         "each observation is stored as its digest and start",
     )
+    statistical_episodes: int = Field(
+        default=8, ge=1, le=500, description="tasks (or seeds) each reference player of a statistical report plays"
+    )
+    statistical_k: int = Field(default=4, ge=1, le=64, description="samples a model plays of each task, for pass@k")
+    statistical_group_size: int = Field(default=8, ge=2, le=1024, description="G, the GRPO group P(signal) is for")
+    statistical_temperature: float = Field(default=1.0, ge=0, le=2, description="a model player's sampling temperature")
+    statistical_reference_preset: str = Field(
+        default="", description="the admin's model preset a statistical report plays when its caller picks none"
+    )
+    statistical_replays: int = Field(default=2, ge=1, le=20, description="episodes the variance check plays again")
+    statistical_max_steps: int = Field(default=100, ge=1, le=10_000, description="steps of a reference episode")
+    statistical_concurrency: int = Field(
+        default=4, ge=1, le=64, description="episodes a reference player plays at once"
+    )
 
     hf_endpoint: str = Field(
         default="https://huggingface.co",

@@ -10,12 +10,14 @@ from sqlmodel import JSON, Field, SQLModel
 
 from conformance.quality.report import QualityReport
 from conformance.report import ConformanceReport
+from conformance.statistical.report import StatisticalReport
 from core.clock import utcnow
 
 
 class Suite(StrEnum):
     PROTOCOL = "protocol"  # the conformance checklist (conformance.report)
     QUALITY = "quality"  # the quality report (conformance.quality)
+    STATISTICAL = "statistical"  # does it teach? (conformance.statistical)
 
 
 class CheckReportBase(SQLModel):
@@ -60,13 +62,26 @@ class QualityReportPublic(CheckReportBase):
     report: QualityReport
 
 
-AnyReportPublic = Annotated[CheckReportPublic | QualityReportPublic, PydanticField(discriminator="suite")]
+class StatisticalReportPublic(CheckReportBase):
+    """A filed statistical report."""
+
+    id: int
+    suite: Literal["statistical"] = "statistical"
+    report: StatisticalReport
 
 
-def public(row: CheckReport) -> CheckReportPublic | QualityReportPublic:
+FiledReport = CheckReportPublic | QualityReportPublic | StatisticalReportPublic
+AnyReportPublic = Annotated[
+    CheckReportPublic | QualityReportPublic | StatisticalReportPublic, PydanticField(discriminator="suite")
+]
+
+
+def public(row: CheckReport) -> FiledReport:
     """The public shape of a filed report, by its suite."""
     if row.suite == Suite.QUALITY:
         return QualityReportPublic.model_validate(row)
+    if row.suite == Suite.STATISTICAL:
+        return StatisticalReportPublic.model_validate(row)
     return CheckReportPublic.model_validate(row)
 
 

@@ -179,6 +179,12 @@ class Runner:
         except Exception:
             log.exception("cleaning up after an evaluation failed")
 
+    async def ended(self, evaluation_id: str) -> None:
+        """Wait until a run under way here ends (at once when it does not run here)."""
+        task = self._tasks.get(evaluation_id)
+        if task is not None:
+            await asyncio.wait([task])
+
     async def cancel(self, evaluation_id: str) -> bool:
         """Cancel a run under way here and wait for it to end; False when it does not run in this process."""
         task = self._tasks.get(evaluation_id)

@@ -16,7 +16,7 @@ from evals.steps import EpisodeSteps
 from evals.summary import EpisodeFigures, summarize
 from rollout.episodes import EpisodeResult
 
-__all__ = ["INTERRUPTED", "EvaluationStore", "episode_id"]
+__all__ = ["INTERRUPTED", "EvaluationStore", "episode_figures", "episode_id"]
 
 INTERRUPTED = "envhub stopped while this ran; the episodes that finished are kept"
 
@@ -45,7 +45,7 @@ def _episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
     )
 
 
-def _figures(row: EpisodeBase) -> EpisodeFigures:
+def episode_figures(row: EpisodeBase) -> EpisodeFigures:
     return EpisodeFigures(
         reward=row.reward,
         final_reward=row.final_reward,
@@ -143,7 +143,7 @@ class EvaluationStore:
         with Session(self.engine) as session:
             session.merge(_episode_row(evaluation.id, result))
             session.flush()
-            figures = [_figures(episode) for episode in _episodes_without_steps(session, evaluation.id)]
+            figures = [episode_figures(episode) for episode in _episodes_without_steps(session, evaluation.id)]
             summary = summarize(figures, wall_s).as_dict()
             session.execute(update(Evaluation).where(col(Evaluation.id) == evaluation.id).values(summary=summary))
             session.commit()

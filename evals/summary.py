@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EpisodeFigures", "Summary", "summarize", "t_975"]
+__all__ = ["EpisodeFigures", "Summary", "succeeded", "summarize", "t_975"]
 
 # Student's t at 0.975 for small degrees of freedom; beyond the table it is read off 1/df.
 _T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -59,7 +59,7 @@ class Summary:
         return asdict(self)
 
 
-def _succeeded(episode: EpisodeFigures) -> bool:
+def succeeded(episode: EpisodeFigures) -> bool:
     if episode.success is not None:
         return episode.success
     return episode.completed and episode.final_reward is not None and episode.final_reward > 0
@@ -81,7 +81,7 @@ def summarize(episodes: Sequence[EpisodeFigures], wall_s: float) -> Summary:
         completed=sum(e.completed for e in episodes),
         mean_reward=mean,
         ci95=ci,
-        success_rate=sum(_succeeded(e) for e in episodes) / n,
+        success_rate=sum(succeeded(e) for e in episodes) / n,
         mean_steps=steps / n,
         invalid_rate=invalid / attempts if attempts else 0.0,
         tokens=sum(e.tokens for e in episodes),

@@ -8,7 +8,8 @@ from sqlmodel import SQLModel
 import app.auth.sessions  # noqa: F401
 import catalog.models
 import catalog.revisions  # noqa: F401
-import conformance.models  # noqa: F401
+import conformance.models
+import conformance.statistical.models  # noqa: F401
 import core.leases  # noqa: F401
 import evals.models  # noqa: F401
 import hosting.models  # noqa: F401

@@ -13,7 +13,17 @@ from protocol.schemas import example_value, resolve
 from protocol.tools import example_action, tool_call
 from rollout.harness import Brief
 
-__all__ = ["BASELINES", "FirstLegal", "Move", "Player", "Policy", "RandomPolicy", "baseline", "legal_as_action"]
+__all__ = [
+    "BASELINES",
+    "FirstLegal",
+    "Move",
+    "Player",
+    "Policy",
+    "RandomPolicy",
+    "baseline",
+    "legal_as_action",
+    "random_value",
+]
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def _bound(value: Any, default: float) -> float:
     return default
 
 
-def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
+def random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
     node = resolve(schema, root) if isinstance(schema, dict) else {}
     if depth > 6:
         return example_value(node, root)
@@ -90,7 +100,7 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
     for key in ("anyOf", "oneOf"):
         branches = [b for b in node.get(key) or [] if isinstance(b, dict) and resolve(b, root).get("type") != "null"]
         if branches:
-            return _random_value(rng.choice(branches), root, rng, depth + 1)
+            return random_value(rng.choice(branches), root, rng, depth + 1)
     kind = node.get("type")
     kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
     if kind == "boolean":
@@ -109,14 +119,14 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
         return "".join(rng.choice(string.ascii_lowercase) for _ in range(size))
     if kind == "array":
         size = int(min(max(_bound(node.get("minItems"), 0), 0), 16))
-        return [_random_value(node.get("items", {}), root, rng, depth + 1) for _ in range(size)]
+        return [random_value(node.get("items", {}), root, rng, depth + 1) for _ in range(size)]
     if kind == "object" or "properties" in node:
         properties = node.get("properties")
         properties = properties if isinstance(properties, dict) else {}
         required = node.get("required")
         required = required if isinstance(required, list) else []
         return {
-            name: _random_value(properties.get(name, {}), root, rng, depth + 1)
+            name: random_value(properties.get(name, {}), root, rng, depth + 1)
             for name in required
             if isinstance(name, str) and name != "metadata"
         }
@@ -140,10 +150,10 @@ class _Baseline:
             return Move(action, problem=None if action else "the environment describes no action")
         if self.brief.uses_tools:
             tool = self.rng.choice(self.brief.tools)
-            arguments = _random_value(tool.input_schema or {}, tool.input_schema or {}, self.rng)
+            arguments = random_value(tool.input_schema or {}, tool.input_schema or {}, self.rng)
             return Move(tool_call(tool.name, arguments if isinstance(arguments, dict) else {}))
         schema = self.brief.action_schema or {}
-        value = _random_value(schema, schema, self.rng)
+        value = random_value(schema, schema, self.rng)
         return Move(value if isinstance(value, dict) else None)
 
     async def retry(self, problem: str) -> Move:

@@ -21,6 +21,7 @@ from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator
+from app.usecases.statistics import Statistics
 from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
 from catalog.tasksets import Tasksets
@@ -77,6 +78,7 @@ PresetsDep = Annotated[ModelPresets, Depends(_part(lambda s: s.presets))]
 EvaluationsDep = Annotated[EvaluationStore, Depends(_part(lambda s: s.evaluations))]
 RunnerDep = Annotated[Runner, Depends(_part(lambda s: s.runner))]
 EvaluatorDep = Annotated[Evaluator, Depends(_part(lambda s: s.evaluator))]
+StatisticsDep = Annotated[Statistics, Depends(_part(lambda s: s.statistics))]
 AgentsDep = Annotated[AgentSessions, Depends(_part(lambda s: s.agents))]
 AgentRunsDep = Annotated[AgentRuns, Depends(_part(lambda s: s.agent_runs))]
 RunEndsDep = Annotated[RunEnds, Depends(_part(lambda s: s.run_ends))]

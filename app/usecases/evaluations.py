@@ -219,11 +219,17 @@ class Evaluator:
     harnesses: HarnessJobs  # runs a harness CLI per episode, when the policy is one
 
     async def start(
-        self, body: EvaluationRequest, caller: Caller, client: str | None, gateway: Callable[[str], str]
+        self,
+        body: EvaluationRequest,
+        caller: Caller,
+        client: str | None,
+        gateway: Callable[[str], str],
+        chosen: Policy | None = None,
     ) -> Evaluation:
         """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
         server reaches an endpoint's gateway at, and a dataset's files downloaded count against `client` (None: nobody's
-        but the dataset's and the hour's)."""
+        but the dataset's and the hour's). `chosen` plays instead of the request's policy (the statistical lane's
+        adversarial panel and replays, which no request names)."""
         access = self.endpoints.access
         access.ensure_may_launch(caller)
         capped = _capped(access, caller)
@@ -231,7 +237,7 @@ class Evaluator:
             _ensure_within_caps(self.settings, body)
         # The slot is held from before the first wait until the run is on record, so that requests at once count too.
         with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
-            return await self._start(body, caller, client, gateway)
+            return await self._start(body, caller, client, gateway, chosen)
 
     async def _running(self, endpoint_id: str) -> None:
         """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
@@ -247,7 +253,12 @@ class Evaluator:
             await asyncio.sleep(0.5)
 
     async def _start(
-        self, body: EvaluationRequest, caller: Caller, client: str | None, gateway: Callable[[str], str]
+        self,
+        body: EvaluationRequest,
+        caller: Caller,
+        client: str | None,
+        gateway: Callable[[str], str],
+        chosen: Policy | None,
     ) -> Evaluation:
         manager = self.endpoints
         endpoint: Endpoint | None = None
@@ -291,7 +302,7 @@ class Evaluator:
             )
         endpoint_id = body.endpoint or (launched.id if launched else "")
         taskset, taskset_label = body.taskset(dataset_revision)
-        policy: Policy = harness if harness is not None else _policy(choice, self.guard)
+        policy: Policy = chosen or (harness if harness is not None else _policy(choice, self.guard))
         specs = body.specs(resets)
         # A run is as private as the endpoint it plays on (one launched for it is the caller's own, not private).
         private = endpoint is not None and endpoint.options.get("private") is True

@@ -1,0 +1,105 @@
+"""Statistical reports (does it teach?): start one on an endpoint, read it, its tasks' difficulty, the tasks that
+teach its model, and an evaluation's result in RFC 013's fields."""
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request, status
+from sqlmodel import Session, col, select
+
+from app.api.deps import AccessDep, CallerDep, EngineDep, EvaluationsDep, StatisticsDep
+from app.urls import own_gateway
+from app.usecases.evaluations import visible_run
+from app.usecases.statistics import StatisticsRequest
+from conformance.models import CheckReport, StatisticalReportPublic, Suite
+from conformance.statistical.exports import evaluation_result, task_split, teaching
+from conformance.statistical.lane import Played, task_key
+from conformance.statistical.models import TaskDifficulty
+from core.errors import NotFoundError
+from evals.models import EpisodeBase
+
+router = APIRouter(tags=["statistics"])
+
+
+@router.post("/api/statistics", status_code=status.HTTP_202_ACCEPTED)
+async def create_statistics(
+    body: StatisticsRequest, request: Request, statistics: StatisticsDep, caller: CallerDep
+) -> StatisticalReportPublic:
+    """Start a statistical report on a running endpoint: filed `running` now, `finished` (or `failed`) when its
+    players have played; follow it with GET /api/statistics/{id}."""
+    return await statistics.start(body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
+
+
+def _report(engine: Any, report_id: int) -> StatisticalReportPublic:
+    with Session(engine) as session:
+        row = session.get(CheckReport, report_id)
+    if row is None or row.suite != Suite.STATISTICAL:
+        raise NotFoundError(f"no statistical report {report_id}; list them with GET /api/checks?suite=statistical")
+    return StatisticalReportPublic.model_validate(row)
+
+
+def _difficulty(engine: Any, report_id: int) -> list[TaskDifficulty]:
+    with Session(engine) as session:
+        statement = select(TaskDifficulty).where(col(TaskDifficulty.report) == report_id)
+        return list(session.execute(statement).scalars())
+
+
+@router.get("/api/statistics/{report_id}")
+def read_statistics(engine: EngineDep, report_id: int) -> StatisticalReportPublic:
+    return _report(engine, report_id)
+
+
+@router.get("/api/statistics/{report_id}/tasks")
+def read_task_split(engine: EngineDep, report_id: int) -> dict[str, Any]:
+    """The split the report played, each task with its RFC 013 `difficulty` for the report's model."""
+    filed = _report(engine, report_id)
+    return {"report": report_id, "settings": filed.report.settings, "tasks": task_split(_difficulty(engine, report_id))}
+
+
+@router.get("/api/statistics/{report_id}/teaching")
+def read_teaching(engine: EngineDep, report_id: int) -> dict[str, Any]:
+    """The tasks that teach the report's model (0 < p < 1), the most signal first, with the reset options that
+    start each on the endpoint."""
+    _report(engine, report_id)
+    rows = teaching(_difficulty(engine, report_id))
+    return {
+        "report": report_id,
+        "player": rows[0].player if rows else None,
+        "tasks": task_split(rows),
+        "resets": [row.reset for row in rows],
+    }
+
+
+@router.get("/api/evaluations/{evaluation_id}/result")
+async def read_result(
+    evaluation_id: str, engine: EngineDep, store: EvaluationsDep, access: AccessDep, caller: CallerDep
+) -> dict[str, Any]:
+    """An evaluation's result in RFC 013's fields; `by_difficulty` and `reproducible` come from the newest
+    statistical report of its environment revision, when there is one."""
+    run = await asyncio.to_thread(visible_run, store, access, caller, evaluation_id)
+    episodes = await asyncio.to_thread(store.episodes, run.id)
+    played = Played(
+        run.policy_label, "evaluated", run.id, tuple(EpisodeBase.model_validate(e.model_dump()) for e in episodes)
+    )
+
+    def newest() -> tuple[dict[str, TaskDifficulty], bool | None]:
+        with Session(engine) as session:
+            statement = (
+                select(CheckReport)
+                .where(col(CheckReport.suite) == Suite.STATISTICAL.value)
+                .where(col(CheckReport.environment) == run.environment)
+                .where(col(CheckReport.revision) == run.revision)
+                .where(col(CheckReport.verdict).is_not(None))
+                .order_by(col(CheckReport.id).desc())
+            )
+            row = session.execute(statement.limit(1)).scalars().first()
+        if row is None:
+            return {}, None
+        report = StatisticalReportPublic.model_validate(row).report
+        variance = next((r for r in report.results if r.check_id == "statistical.variance_bound"), None)
+        reproducible = None if variance is None or variance.status == "skip" else variance.status == "pass"
+        return {d.task: d for d in _difficulty(engine, row.id or 0)}, reproducible
+
+    difficulty, reproducible = await asyncio.to_thread(newest)
+    k = max(1, len(played.episodes) // max(1, len({task_key(e) for e in played.episodes})))
+    return evaluation_result(played, k, difficulty, reproducible)

@@ -1,0 +1,341 @@
+"""A statistical report, run in the background: each reference player plays the endpoint as an evaluation (so that
+its episodes are stored and replay in the episode viewer), one after another, then the checks read the lane, and the
+report is filed in `checkreport` (suite statistical) with each task's difficulty.
+
+Players: `random` and `first-legal` once per task, the adversarial panel once per task, and each model preset (the
+caller's, then the admin's reference preset) k times per task at the lane's temperature. The tasks are the first
+`episodes` of a Task API split, or seeds 0..N-1 when the environment has none."""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session
+
+from app.settings import Settings
+from app.usecases.evaluations import EvaluationRequest, Evaluator, ModelChoice
+from catalog.store import load_environment
+from conformance.models import CheckReport, StatisticalReportPublic, Suite
+from conformance.quality.report import QualityResult
+from conformance.statistical.adversarial import PANEL, ReplayPolicy
+from conformance.statistical.checks import CHECKS
+from conformance.statistical.figures import wilson
+from conformance.statistical.gate import GATE
+from conformance.statistical.lane import Lane, Played, Replayed, declared_of, per_task
+from conformance.statistical.models import TaskDifficulty
+from conformance.statistical.report import PlayerFigures, StatisticalReport
+from core.callers import Caller
+from core.clock import utcnow
+from core.errors import ConflictError, NotFoundError
+from core.outbound import live_session
+from evals.models import EpisodeBase, EvaluationStatus
+from evals.presets import LOCAL_OWNER, preset_owner
+from hosting.models import EndpointStatus
+from protocol.interface import read_interface
+from protocol.observations import reward_number
+from rollout.players import Policy
+
+__all__ = ["Statistics", "StatisticsRequest"]
+
+log = logging.getLogger(__name__)
+
+
+class StatisticsRequest(BaseModel):
+    """Which endpoint the reference players play, with which models, on which tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = Field(max_length=64, description="a running endpoint")
+    presets: list[str] = Field(default_factory=list, max_length=4, description="the caller's model presets to play")
+    split: str | None = Field(default=None, max_length=100, description="a Task API split; else its first, or seeds")
+
+
+class LaneError(Exception):
+    """A reference player's evaluation could not run."""
+
+
+@dataclass
+class _Running:
+    body: StatisticsRequest
+    caller: Caller
+    url: str
+    report: StatisticalReport
+    models: list[tuple[str, ModelChoice]]
+    tasks: dict[str, Any] = field(default_factory=dict)  # the request's fields that choose the tasks
+
+
+class Statistics:
+    """Starts statistical reports, files them, and keeps what they measured per task."""
+
+    def __init__(self, settings: Settings, evaluator: Evaluator) -> None:
+        self.settings = settings
+        self.evaluator = evaluator
+        self.engine = evaluator.engine
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def start(
+        self, body: StatisticsRequest, caller: Caller, gateway: Callable[[str], str]
+    ) -> StatisticalReportPublic:
+        """Check who asks and what they name, file the report running, and run it in the background."""
+        manager = self.evaluator.endpoints
+        manager.access.ensure_may_launch(caller)
+        endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
+        if not manager.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+            raise NotFoundError(f"no endpoint {body.endpoint!r}; list them with GET /api/endpoints")
+        if endpoint.status != EndpointStatus.RUNNING:
+            raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; start it first")
+        models = await asyncio.to_thread(self._models, body, caller)
+        environment = await asyncio.to_thread(load_environment, self.engine, endpoint.environment)
+        url = gateway(endpoint.id)
+        s = self.settings
+        report = StatisticalReport(
+            target=url,
+            endpoint=endpoint.id,
+            environment=environment.id,
+            revision=endpoint.revision,
+            policy_version=GATE.version,
+            gate=GATE.described(),
+            settings={
+                "episodes": s.statistical_episodes,
+                "k": s.statistical_k,
+                "group_size": s.statistical_group_size,
+                "temperature": s.statistical_temperature,
+                "presets": [name for name, _ in models],
+                "replays": s.statistical_replays,
+                "max_steps": s.statistical_max_steps,
+            },
+            checked_at=utcnow(),
+            severities=GATE.severities,
+        )
+        filed = await asyncio.to_thread(self._file, None, report)
+        running = _Running(body, caller, url, report, models)
+        task = asyncio.create_task(self._run(filed.id, running), name=f"statistical report {filed.id}")
+        self._tasks[filed.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(filed.id, None))
+        return filed
+
+    def _models(self, body: StatisticsRequest, caller: Caller) -> list[tuple[str, ModelChoice]]:
+        """The caller's presets, then the admin's reference preset, each at the lane's temperature."""
+        presets = self.evaluator.presets
+        owner = preset_owner(caller, self.evaluator.endpoints.access) if body.presets else LOCAL_OWNER
+        named = [(owner, name) for name in body.presets]
+        reference = self.settings.statistical_reference_preset
+        if reference and (LOCAL_OWNER, reference) not in named:
+            named.append((LOCAL_OWNER, reference))
+        temperature = self.settings.statistical_temperature
+        return [
+            (
+                name,
+                ModelChoice(
+                    model=presets.config_of(presets.get(who, name)).model_copy(update={"temperature": temperature})
+                ),
+            )
+            for who, name in named
+        ]
+
+    async def ended(self, report_id: int) -> None:
+        """Wait until a report under way here ends."""
+        task = self._tasks.get(report_id)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, report_id: int, running: _Running) -> None:
+        began = time.monotonic()
+        report = running.report
+        try:
+            lane = await self._lane(running)
+            results = []
+            for check_id, check in CHECKS:
+                started = time.monotonic()
+                found = await check(lane)
+                results.append(
+                    QualityResult(
+                        check_id=check_id,
+                        status=found.status,
+                        measured=found.measured,
+                        evidence=found.evidence,
+                        remediation=found.remediation,
+                        duration_s=round(time.monotonic() - started, 3),
+                    )
+                )
+            players = tuple(_figures(p) for p in lane.played)
+            report = report.model_copy(
+                update={
+                    "status": "finished",
+                    "results": tuple(results),
+                    "players": players,
+                    "settings": report.settings | running.tasks,
+                }
+            )
+            await asyncio.to_thread(self._keep_difficulty, report_id, report, lane)
+        except asyncio.CancelledError:
+            report = report.model_copy(update={"status": "failed", "message": "envhub stopped while it ran"})
+            raise
+        except LaneError as exc:
+            report = report.model_copy(update={"status": "failed", "message": str(exc)})
+        except Exception as exc:
+            log.exception("statistical report %s failed", report_id)
+            report = report.model_copy(update={"status": "failed", "message": f"{type(exc).__name__}: {exc}"})
+        finally:
+            report = report.model_copy(update={"duration_s": round(time.monotonic() - began, 3)})
+            await asyncio.shield(asyncio.to_thread(self._file, report_id, report))
+
+    async def _lane(self, running: _Running) -> Lane:
+        s = self.settings
+        body = running.body
+        environment = await asyncio.to_thread(load_environment, self.engine, running.report.environment)
+        outbound = live_session(
+            self.evaluator.guard, running.url, credentials={running.url: self.evaluator.tokens.header(body.endpoint)}
+        )
+        try:
+            interface = await read_interface(running.url, outbound)
+        finally:
+            await outbound.aclose()
+        split = body.split or next((x.name for x in interface.splits), None)
+        count = next((x.count for x in interface.splits if x.name == split), None)
+        tasks = min(s.statistical_episodes, count) if count else s.statistical_episodes
+        running.tasks = {"split": split, "tasks": tasks}
+
+        def chosen(times: int) -> dict[str, Any]:
+            repeated = [n for n in range(tasks) for _ in range(times)]
+            return {"split": split, "indices": repeated} if split else {"seeds": repeated}
+
+        played = [
+            await self._play(running, name, "baseline", chosen(1), policy=name) for name in ("random", "first-legal")
+        ]
+        for member in PANEL:
+            played.append(await self._play(running, member.label, "adversarial", chosen(1), chosen=member))
+        for name, model in running.models:
+            played.append(await self._play(running, f"model:{name}", "model", chosen(s.statistical_k), policy=model))
+
+        async def replay(original: EpisodeBase) -> Replayed:
+            return await self._replay(running, original)
+
+        declared = declared_of(environment.manifest, environment.readme)
+        return Lane(
+            declared, tuple(played), GATE, s.statistical_k, s.statistical_group_size, s.statistical_replays, replay
+        )
+
+    async def _play(
+        self,
+        running: _Running,
+        label: str,
+        kind: str,
+        tasks: dict[str, Any],
+        *,
+        policy: Any = "random",
+        chosen: Policy | None = None,
+    ) -> Played:
+        s = self.settings
+        request = EvaluationRequest(
+            endpoint=running.body.endpoint,
+            policy=policy,
+            concurrency=s.statistical_concurrency,
+            max_steps=s.statistical_max_steps,
+            retries=2,
+            **tasks,
+        )
+        row = await self.evaluator.start(request, running.caller, None, lambda _: running.url, chosen)
+        await self.evaluator.runner.ended(row.id)
+        store = self.evaluator.store
+        run = await asyncio.to_thread(store.get, row.id)
+        if run.status != EvaluationStatus.FINISHED:
+            raise LaneError(f"{label} did not play: evaluation {run.id} {run.status.value}: {run.message}")
+        episodes = await asyncio.to_thread(store.episodes, row.id)
+        return Played(label, kind, run.id, tuple(EpisodeBase.model_validate(e.model_dump()) for e in episodes))
+
+    async def _replay(self, running: _Running, original: EpisodeBase) -> Replayed:
+        store = self.evaluator.store
+
+        def step_records() -> list[dict[str, Any]]:
+            episode = store.episode(original.id)
+            return [r for r in store.steps.records(episode) if r.get("kind") == "step"]
+
+        def rewards(records: list[dict[str, Any]]) -> list[float | None]:
+            return [reward_number(r.get("reward")) for r in records]
+
+        records = await asyncio.to_thread(step_records)
+        task = original.task or {}
+        tasks = (
+            {"split": task["split"], "indices": [task["index"]]} if "split" in task else {"seeds": [original.seed or 0]}
+        )
+        policy = ReplayPolicy(original.id, tuple(r["action"] for r in records if isinstance(r.get("action"), dict)))
+        again = await self._play(running, policy.label, "replay", tasks, chosen=policy)
+        records_again: list[dict[str, Any]] = []
+        if again.episodes:
+            first = again.episodes[0]
+            records_again = await asyncio.to_thread(
+                lambda: [r for r in store.steps.records(store.episode(first.id)) if r.get("kind") == "step"]
+            )
+        return Replayed(original, again, rewards(records), rewards(records_again))
+
+    def _file(self, report_id: int | None, report: StatisticalReport) -> StatisticalReportPublic:
+        with Session(self.engine) as session:
+            row = session.get(CheckReport, report_id) if report_id is not None else None
+            row = row or CheckReport(url=report.target, suite=Suite.STATISTICAL.value)
+            row.environment, row.endpoint, row.revision = report.environment, report.endpoint, report.revision
+            row.created_at, row.seconds = report.checked_at, report.duration_s
+            row.verdict = report.verdict.value if report.verdict is not None else None
+            row.report = report.model_dump(mode="json")
+            session.add(row)
+            session.commit()
+            session.refresh(row)
+            return StatisticalReportPublic.model_validate(row)
+
+    def _keep_difficulty(self, report_id: int, report: StatisticalReport, lane: Lane) -> None:
+        """Each task's figures, for the first model played, else the best honest player."""
+        models = lane.of_kind("model")
+        honest = [p for p in lane.honest if p.episodes]
+        player = models[0] if models else max(honest, key=lambda p: p.mean_se()[0] or 0.0, default=None)
+        if player is None:
+            return
+        with Session(self.engine) as session:
+            for t in per_task(player, lane.k, lane.group):
+                session.add(
+                    TaskDifficulty(
+                        report=report_id,
+                        task=t.task,
+                        environment=report.environment,
+                        revision=report.revision,
+                        player=player.label,
+                        evaluation=player.evaluation,
+                        reset=t.reset,
+                        samples=t.n,
+                        passes=t.passes,
+                        pass_at_k=t.pass_at_k,
+                        k=lane.k,
+                        mean_reward=t.mean_reward,
+                        se=t.se,
+                        p_signal=t.p_signal,
+                        p_signal_low=t.p_signal_interval[0],
+                        p_signal_high=t.p_signal_interval[1],
+                        group_size=lane.group,
+                    )
+                )
+            session.commit()
+
+
+def _figures(played: Played) -> PlayerFigures:
+    mean, se = played.mean_se()
+    n = len(played.episodes)
+    return PlayerFigures(
+        label=played.label,
+        kind=played.kind,
+        evaluation=played.evaluation,
+        episodes=n,
+        mean_reward=mean,
+        se=se,
+        pass_rate=played.passes / n if n else None,
+        pass_interval=wilson(played.passes, n),
+        errors=sum(e.status == "failed" for e in played.episodes),
+    )
