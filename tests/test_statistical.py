@@ -1,0 +1,138 @@
+"""The statistical lane end to end: environments with known statistics, launched by a real envhub, played by the
+reference players (the baselines, the adversarial panel, a model preset behind a fake chat-completions server) as
+evaluations through the gateway; each gets the verdict it deserves, with evidence whose episodes replay."""
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.settings import Settings
+from conformance.statistical.figures import signal
+from tests.conftest import wait_until
+from tests.fakemodel import FakeModel, Reply
+from tests.serving import Envhub
+from tests.statenvs import RULES, write_stat_env
+
+SETTINGS = {"statistical_episodes": 4, "statistical_k": 4, "statistical_group_size": 4, "statistical_replays": 1}
+
+
+@pytest.fixture(scope="module")
+def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
+    """envhub with one environment of each known kind, a model preset `one` that always plays x = 1."""
+    root = tmp_path_factory.mktemp("statistical")
+    for rule in RULES:
+        write_stat_env(root / "envs" / rule, rule)
+    model = FakeModel(lambda body: Reply(text='{"x": 1}'))
+    server = Envhub(
+        Settings(
+            database_url=f"sqlite:///{root}/envhub.db",
+            data_dir=root / "data",
+            templates_dir=root / "none",
+            extra_templates=str(root / "envs"),
+            hf_endpoint="http://127.0.0.1:9",
+            sync_interval_s=0,
+            allow_private_urls=True,
+            max_endpoints_per_owner=10,
+            **SETTINGS,
+        )
+    )
+    saved = server.http.put("/api/models/one", json={"base_url": model.url, "model": "one"})
+    assert saved.status_code in (200, 201), saved.text
+    yield server
+    server.end_endpoints()
+    server.stop()
+    model.close()
+
+
+def report_of(lane: Envhub, rule: str, **body: Any) -> dict[str, Any]:
+    endpoint = lane.running(f"template:{rule}")
+    started = lane.http.post("/api/statistics", json={"endpoint": endpoint["id"], **body})
+    assert started.status_code == 202, started.text
+    report_id = started.json()["id"]
+    assert started.json()["report"]["status"] == "running"
+    wait_until(
+        lambda: lane.http.get(f"/api/statistics/{report_id}").json()["report"]["status"] != "running", timeout_s=180
+    )
+    filed: dict[str, Any] = lane.http.get(f"/api/statistics/{report_id}").json()
+    assert filed["report"]["status"] == "finished", filed["report"]["message"]
+    assert filed["suite"] == "statistical" and filed["report"]["policy_version"] == "statistical-v1"
+    return filed
+
+
+def results(filed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["check_id"]: r for r in filed["report"]["results"]}
+
+
+def replays(lane: Envhub, result: dict[str, Any]) -> None:
+    """The evidence's episodes open through the API, with their steps."""
+    assert result["measured"]["episodes"], result
+    for episode_id in result["measured"]["episodes"]:
+        episode = lane.http.get(f"/api/evaluations/episodes/{episode_id}")
+        assert episode.status_code == 200, episode.text
+        assert episode.json()["records"][0]["kind"] == "reset"
+
+
+def test_a_constant_reward_gives_no_training_signal(lane: Envhub) -> None:
+    filed = report_of(lane, "constant", presets=["one"])
+    found = results(filed)
+    signal_result = found["statistical.training_signal"]
+    assert signal_result["status"] == "fail"
+    assert signal_result["measured"]["share_of_groups"] == 0
+    assert found["statistical.difficulty_separation"]["status"] == "fail"
+    assert filed["verdict"] == "fail"
+    replays(lane, found["statistical.adversarial_floor"])
+
+
+def test_a_reward_for_the_empty_action_is_gameable(lane: Envhub) -> None:
+    filed = report_of(lane, "gameable")
+    found = results(filed)
+    floor = found["statistical.adversarial_floor"]
+    assert floor["status"] == "fail" and floor["measured"]["means"]["adversarial:empty"] == 1.0
+    assert found["statistical.gameability_gap"]["status"] == "fail"
+    assert found["statistical.training_signal"]["status"] == "skip"  # no model was picked
+    assert filed["verdict"] == "fail"
+    replays(lane, floor)
+
+
+def test_a_reward_that_ignores_the_seed_fails_the_variance_bound(lane: Envhub) -> None:
+    filed = report_of(lane, "seedless")
+    variance = results(filed)["statistical.variance_bound"]
+    assert variance["status"] == "fail" and variance["measured"]["largest_difference"] > 0
+    assert filed["verdict"] == "fail"
+    replays(lane, variance)
+
+
+def test_an_unreachable_maximum_fails_reachability(lane: Envhub) -> None:
+    filed = report_of(lane, "unreachable", presets=["one"])
+    reach = results(filed)["statistical.reward_reachability"]
+    assert reach["status"] == "fail"
+    assert (reach["measured"]["best_reward"], reach["measured"]["declared_max"]) == (0.5, 1.0)
+    assert filed["verdict"] == "fail"
+    replays(lane, reach)
+
+
+def test_a_known_pass_rate_per_task_gives_the_signal_the_formula_gives(lane: Envhub) -> None:
+    filed = report_of(lane, "known_rates", presets=["one"])
+    result = results(filed)["statistical.training_signal"]
+    group = SETTINGS["statistical_group_size"]
+    rates = {"seed:0": 0.0, "seed:1": 1.0, "seed:2": 0.5, "seed:3": 0.25}
+    per_task = {t["task"]: t for t in result["measured"]["per_task"]}
+    assert {task: t["pass_rate"] for task, t in per_task.items()} == rates
+    for task, p in rates.items():
+        low, high = per_task[task]["p_signal_interval"]
+        assert per_task[task]["p_signal"] == pytest.approx(signal(p, group))
+        assert low <= signal(p, group) <= high
+    assert result["measured"]["tasks_with_signal"] == 2
+    assert result["status"] == "pass"
+    # Difficulty per task is stored, exported with RFC 013's keys, and the tasks that teach come first by P(signal).
+    tasks = lane.http.get(f"/api/statistics/{filed['id']}/tasks").json()["tasks"]
+    assert {t["id"]: t["difficulty"] for t in tasks} == {task: 1 - p for task, p in rates.items()}
+    teaching = lane.http.get(f"/api/statistics/{filed['id']}/teaching").json()
+    assert teaching["resets"] == [{"seed": 2}, {"seed": 3}]
+    model_run = result["measured"]["evaluations"][0]
+    exported = lane.http.get(f"/api/evaluations/{model_run}/result").json()
+    assert exported["success_rate"] == pytest.approx(sum(rates.values()) / 4)
+    assert set(exported) >= {"mean_reward", "pass@k", "error_rate", "by_difficulty", "per_task", "reproducible"}
+    assert json.dumps(exported)
