@@ -35,8 +35,7 @@ def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
             sync_interval_s=0,
             allow_private_urls=True,
             max_endpoints_per_owner=10,
-            **SETTINGS,
-        )
+        ).model_copy(update=SETTINGS)
     )
     saved = server.http.put("/api/models/one", json={"base_url": model.url, "model": "one"})
     assert saved.status_code in (200, 201), saved.text
