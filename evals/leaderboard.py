@@ -1,6 +1,7 @@
 """An environment's leaderboard: one row per evaluation run that has episodes, grouped by what runs are
 comparable on (the environment's revision and the task set), best mean reward first. It reads only the
-runs' stored summaries, never their episodes."""
+runs' stored summaries, never their episodes, and leaves out the runs a statistical report played (its reference
+players, adversarial panel and replays): nobody ran those to be ranked."""
 
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ def leaderboard(engine: Engine, environment: str, shown: Callable[[Evaluation], 
         runs = session.exec(
             select(Evaluation)
             .where(Evaluation.environment == environment, col(Evaluation.status).in_(_SHOWN))
+            .where(col(Evaluation.statistical_report).is_(None))
             .order_by(col(Evaluation.created_at).desc())
         ).all()
     groups: dict[tuple[str | None, str], list[LeaderboardRow]] = {}

@@ -45,6 +45,9 @@ class EvaluationBase(SQLModel):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    statistical_report: int | None = Field(
+        default=None, description="the statistical report whose reference player it is; kept off leaderboards"
+    )
 
 
 class Evaluation(EvaluationBase, table=True):

@@ -225,11 +225,13 @@ class Evaluator:
         client: str | None,
         gateway: Callable[[str], str],
         chosen: Policy | None = None,
+        statistical_report: int | None = None,
     ) -> Evaluation:
         """Check the request, record the run queued, and start it; `gateway(endpoint_id)` is the URL this
         server reaches an endpoint's gateway at, and a dataset's files downloaded count against `client` (None: nobody's
         but the dataset's and the hour's). `chosen` plays instead of the request's policy (the statistical lane's
-        adversarial panel and replays, which no request names)."""
+        adversarial panel and replays, which no request names); `statistical_report` marks the run as that report's
+        reference player."""
         access = self.endpoints.access
         access.ensure_may_launch(caller)
         capped = _capped(access, caller)
@@ -237,9 +239,9 @@ class Evaluator:
             _ensure_within_caps(self.settings, body)
         # The slot is held from before the first wait until the run is on record, so that requests at once count too.
         with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
-            return await self._start(body, caller, client, gateway, chosen)
+            return await self._start(body, caller, client, gateway, chosen, statistical_report)
 
-    async def _running(self, endpoint_id: str) -> None:
+    async def wait_running(self, endpoint_id: str) -> None:
         """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
         deadline = asyncio.get_running_loop().time() + self.settings.launch_timeout_s + 30
         while True:
@@ -259,6 +261,7 @@ class Evaluator:
         client: str | None,
         gateway: Callable[[str], str],
         chosen: Policy | None,
+        statistical_report: int | None,
     ) -> Evaluation:
         manager = self.endpoints
         endpoint: Endpoint | None = None
@@ -323,6 +326,7 @@ class Evaluator:
             limits=body.limits().__dict__,
             owner=caller.name,
             message="starting its endpoint" if launched else "starting",
+            statistical_report=statistical_report,
         )
         self.store.create(row)
         url = gateway(endpoint_id)
@@ -336,7 +340,7 @@ class Evaluator:
             outbound = live_session(self.guard, url, credentials={url: self.tokens.header(endpoint_id)})
             try:
                 if launched is not None:
-                    await self._running(launched.id)
+                    await self.wait_running(launched.id)
                 interface = await read_interface(url, outbound)
                 if interface.action_schema is None and not interface.tools:
                     raise PrepareError(
