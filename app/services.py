@@ -426,6 +426,7 @@ class Services:
         live = await asyncio.to_thread(self.leases.live_instances)
         await asyncio.to_thread(self.evaluations.interrupt_orphans, live, self.runner.under_way)
         await asyncio.to_thread(self.agents.end_orphans, live)
+        await asyncio.to_thread(self.statistics.fail_orphans, live)
 
     async def stop(self) -> None:
         """After the last request: the loops, play sessions, follow-ups, local servers and leases, in that order."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from app.settings import Settings
 from app.usecases.evaluations import EvaluationRequest, Evaluator, ModelChoice
@@ -43,6 +43,9 @@ __all__ = ["Statistics", "StatisticsRequest"]
 
 log = logging.getLogger(__name__)
 
+INTERRUPTED = "interrupted"  # the code of a report whose envhub stopped while it ran
+STOPPED = "envhub stopped while this report ran"
+
 
 class StatisticsRequest(BaseModel):
     """Which endpoint the reference players play, with which models, on which tasks."""
@@ -65,6 +68,7 @@ class _Running:
     url: str
     report: StatisticalReport
     models: list[tuple[str, ModelChoice]]
+    report_id: int
     tasks: dict[str, Any] = field(default_factory=dict)  # the request's fields that choose the tasks
 
 
@@ -76,6 +80,7 @@ class Statistics:
         self.evaluator = evaluator
         self.engine = evaluator.engine
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._born = utcnow()  # this instance's reports from before are a previous process's
 
     async def start(
         self, body: StatisticsRequest, caller: Caller, gateway: Callable[[str], str]
@@ -110,9 +115,10 @@ class Statistics:
             },
             checked_at=utcnow(),
             severities=GATE.severities,
+            instance=self.evaluator.store.instance,
         )
         filed = await asyncio.to_thread(self._file, None, report)
-        running = _Running(body, caller, url, report, models)
+        running = _Running(body, caller, url, report, models, filed.id)
         task = asyncio.create_task(self._run(filed.id, running), name=f"statistical report {filed.id}")
         self._tasks[filed.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(filed.id, None))
@@ -179,13 +185,14 @@ class Statistics:
             )
             await asyncio.to_thread(self._keep_difficulty, report_id, report, lane)
         except asyncio.CancelledError:
-            report = report.model_copy(update={"status": "failed", "message": "envhub stopped while it ran"})
+            report = report.model_copy(update={"status": "failed", "code": INTERRUPTED, "message": STOPPED})
             raise
         except LaneError as exc:
-            report = report.model_copy(update={"status": "failed", "message": str(exc)})
+            report = report.model_copy(update={"status": "failed", "code": "player_failed", "message": str(exc)})
         except Exception as exc:
             log.exception("statistical report %s failed", report_id)
-            report = report.model_copy(update={"status": "failed", "message": f"{type(exc).__name__}: {exc}"})
+            failed = {"status": "failed", "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+            report = report.model_copy(update=failed)
         finally:
             report = report.model_copy(update={"duration_s": round(time.monotonic() - began, 3)})
             await asyncio.shield(asyncio.to_thread(self._file, report_id, report))
@@ -245,7 +252,9 @@ class Statistics:
             retries=2,
             **tasks,
         )
-        row = await self.evaluator.start(request, running.caller, None, lambda _: running.url, chosen)
+        row = await self.evaluator.start(
+            request, running.caller, None, lambda _: running.url, chosen, statistical_report=running.report_id
+        )
         await self.evaluator.runner.ended(row.id)
         store = self.evaluator.store
         run = await asyncio.to_thread(store.get, row.id)
@@ -278,6 +287,26 @@ class Statistics:
                 lambda: [r for r in store.steps.records(store.episode(first.id)) if r.get("kind") == "step"]
             )
         return Replayed(original, again, rewards(records), rewards(records_again))
+
+    def fail_orphans(self, live_instances: set[str]) -> int:
+        """Mark failed the reports left running by envhub processes that are gone (or by this one, when it does not
+        run them, having started after them): their players stopped with the process, and nothing would finish them."""
+        here = self.evaluator.store.instance
+        with Session(self.engine) as session:
+            statement = (
+                select(CheckReport)
+                .where(col(CheckReport.suite) == Suite.STATISTICAL.value)
+                .where(col(CheckReport.verdict).is_(None))
+            )
+            rows = list(session.execute(statement).scalars())
+        orphans = []
+        for row in rows:
+            report = StatisticalReport.model_validate(row.report)
+            earlier = report.instance == here and report.checked_at < self._born
+            if report.status == "running" and (earlier or report.instance not in live_instances):
+                failed = {"status": "failed", "code": INTERRUPTED, "message": STOPPED + "; start a new report"}
+                orphans.append(self._file(row.id, report.model_copy(update=failed)))
+        return len(orphans)
 
     def _file(self, report_id: int | None, report: StatisticalReport) -> StatisticalReportPublic:
         with Session(self.engine) as session:

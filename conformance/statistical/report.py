@@ -35,7 +35,11 @@ class StatisticalReport(BaseModel):
 
     suite: Literal["statistical"] = "statistical"
     status: Literal["running", "finished", "failed"] = "running"
+    code: str | None = Field(
+        default=None, description="why it failed: interrupted (envhub stopped), player_failed or internal_error"
+    )
     message: str = ""
+    instance: str = Field(default="", description="the envhub instance that runs it")
     target: str = Field(description="the endpoint's gateway URL the players played through")
     endpoint: str
     environment: str
