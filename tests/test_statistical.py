@@ -3,13 +3,22 @@ reference players (the baselines, the adversarial panel, a model preset behind a
 evaluations through the gateway; each gets the verdict it deserves, with evidence whose episodes replay."""
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlmodel import Session
 
-from app.settings import Settings
+from app.settings import REPO_ROOT, Settings
+from conformance.models import CheckReport, Suite
 from conformance.statistical.figures import signal
+from conformance.statistical.report import StatisticalReport
+from core.clock import utcnow
+from core.db import create_db_engine
 from tests.conftest import wait_until
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
@@ -112,8 +121,15 @@ def test_an_unreachable_maximum_fails_reachability(lane: Envhub) -> None:
     replays(lane, reach)
 
 
-def test_a_known_pass_rate_per_task_gives_the_signal_the_formula_gives(lane: Envhub) -> None:
-    filed = report_of(lane, "known_rates", presets=["one"])
+@pytest.fixture(scope="module")
+def known_rates(lane: Envhub) -> dict[str, Any]:
+    return report_of(lane, "known_rates", presets=["one"])
+
+
+def test_a_known_pass_rate_per_task_gives_the_signal_the_formula_gives(
+    lane: Envhub, known_rates: dict[str, Any]
+) -> None:
+    filed = known_rates
     result = results(filed)["statistical.training_signal"]
     group = SETTINGS["statistical_group_size"]
     rates = {"seed:0": 0.0, "seed:1": 1.0, "seed:2": 0.5, "seed:3": 0.25}
@@ -135,3 +151,85 @@ def test_a_known_pass_rate_per_task_gives_the_signal_the_formula_gives(lane: Env
     assert exported["success_rate"] == pytest.approx(sum(rates.values()) / 4)
     assert set(exported) >= {"mean_reward", "pass@k", "error_rate", "by_difficulty", "per_task", "reproducible"}
     assert json.dumps(exported)
+
+
+def test_the_lanes_runs_are_marked_and_stay_off_the_leaderboard(lane: Envhub, known_rates: dict[str, Any]) -> None:
+    played = {p["evaluation"] for p in known_rates["report"]["players"]}
+    assert len(played) >= 8  # two baselines, the panel, the model
+    for evaluation in played:
+        assert lane.http.get(f"/api/evaluations/{evaluation}").json()["statistical_report"] == known_rates["id"]
+    # A user's own run of the same environment is ranked; the lane's are not.
+    endpoint = lane.running("template:known_rates")
+    mine = lane.http.post("/api/evaluations", json={"endpoint": endpoint["id"], "policy": "random", "episodes": 2})
+    assert mine.status_code == 201, mine.text
+    wait_until(lambda: lane.http.get(f"/api/evaluations/{mine.json()['id']}").json()["status"] == "finished")
+    board = lane.http.get("/api/environments/template:known_rates/leaderboard").json()
+    ranked = {row["evaluation"] for group in board["groups"] for row in group["rows"]}
+    assert ranked == {mine.json()["id"]}
+
+
+def test_a_report_left_running_by_a_stopped_envhub_is_failed_when_envhub_starts(tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/envhub.db",
+        data_dir=tmp_path / "data",
+        templates_dir=tmp_path / "none",
+        hf_endpoint="http://127.0.0.1:9",
+        sync_interval_s=0,
+    )
+    first = Envhub(settings)
+    instance = first.services.leases.instance
+    first.stop()
+    left = StatisticalReport(
+        target="http://127.0.0.1:9/gone",
+        endpoint="gone",
+        environment="template:gone",
+        policy_version="statistical-v1",
+        checked_at=utcnow(),
+        instance=instance,
+    )
+    with Session(create_db_engine(settings.database_url)) as session:
+        row = CheckReport(url=left.target, suite=Suite.STATISTICAL.value, report=left.model_dump(mode="json"))
+        session.add(row)
+        session.commit()
+        report_id = row.id
+    again = Envhub(settings)
+    try:
+        filed = again.http.get(f"/api/statistics/{report_id}").json()
+        assert (filed["report"]["status"], filed["report"]["code"]) == ("failed", "interrupted")
+        assert filed["verdict"] == "fail"
+        assert filed["report"]["message"]
+    finally:
+        again.stop()
+
+
+def test_the_cli_prints_the_report_and_exits_1_on_a_fail(tmp_path: Path) -> None:
+    write_stat_env(tmp_path / "envs" / "gameable", "gameable")
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith(("ENVHUB_", "HF_"))}
+        | {
+            "ENVHUB_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+            "ENVHUB_DATA_DIR": str(tmp_path / "data"),
+            "ENVHUB_TEMPLATES_DIR": str(tmp_path / "none"),
+            "ENVHUB_EXTRA_TEMPLATES": str(tmp_path / "envs"),
+            "ENVHUB_QUALITY_INTERVAL_S": "0",
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+        }
+        | {f"ENVHUB_{key.upper()}": str(value) for key, value in SETTINGS.items()}
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "app", "statistics", "template:gameable", *args]
+        return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    table = run()
+    assert table.returncode == 1, table.stderr
+    for check_id in ("reward_reachability", "adversarial_floor", "gameability_gap", "training_signal"):
+        assert f"statistical.{check_id}" in table.stdout
+    assert "fix:" in table.stdout and "verdict: FAIL" in table.stdout
+    printed = run("--json")
+    assert printed.returncode == 1, printed.stderr
+    filed = json.loads(printed.stdout)
+    assert filed["suite"] == "statistical" and filed["verdict"] == "fail"
+    assert len(filed["report"]["results"]) == 7
+    floor = next(r for r in filed["report"]["results"] if r["check_id"] == "statistical.adversarial_floor")
+    assert floor["status"] == "fail" and floor["remediation"]
