@@ -20,6 +20,7 @@ from conformance.statistical.report import StatisticalReport
 from core.clock import utcnow
 from core.db import create_db_engine
 from tests.conftest import wait_until
+from tests.fakehub import FakeHub
 from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
 from tests.statenvs import RULES, write_stat_env
@@ -28,7 +29,14 @@ SETTINGS = {"statistical_episodes": 4, "statistical_k": 4, "statistical_group_si
 
 
 @pytest.fixture(scope="module")
-def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
+def teaching_hub() -> Iterator[FakeHub]:
+    """The Hub the tasks that teach are pushed to."""
+    with FakeHub() as hub:
+        yield hub
+
+
+@pytest.fixture(scope="module")
+def lane(tmp_path_factory: pytest.TempPathFactory, teaching_hub: FakeHub) -> Iterator[Envhub]:
     """envhub with one environment of each known kind, a model preset `one` that always plays x = 1."""
     root = tmp_path_factory.mktemp("statistical")
     for rule in RULES:
@@ -40,7 +48,7 @@ def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
             data_dir=root / "data",
             templates_dir=root / "none",
             extra_templates=str(root / "envs"),
-            hf_endpoint="http://127.0.0.1:9",
+            hf_endpoint=teaching_hub.url,
             sync_interval_s=0,
             allow_private_urls=True,
             max_endpoints_per_owner=10,
@@ -233,3 +241,19 @@ def test_the_cli_prints_the_report_and_exits_1_on_a_fail(tmp_path: Path) -> None
     assert len(filed["report"]["results"]) == 7
     floor = next(r for r in filed["report"]["results"] if r["check_id"] == "statistical.adversarial_floor")
     assert floor["status"] == "fail" and floor["remediation"]
+
+
+def test_the_tasks_that_teach_are_pushed_as_a_hub_dataset(
+    lane: Envhub, known_rates: dict[str, Any], teaching_hub: FakeHub
+) -> None:
+    path = f"/api/statistics/{known_rates['id']}/teaching/push"
+    anonymous = lane.http.post(path, json={"repo": "alice/teach"})
+    assert anonymous.status_code == 403 and anonymous.json()["code"] == "forbidden"
+    pushed = lane.http.post(path, json={"repo": "alice/teach"}, headers={"Authorization": "Bearer hf_test"})
+    assert pushed.status_code == 200, pushed.text
+    files = teaching_hub.files("alice/teach", repo_type="dataset")
+    tasks = [json.loads(line) for line in files["data/tasks.jsonl"].decode().splitlines()]
+    assert [t["reset"] for t in tasks] == [{"seed": 2}, {"seed": 3}]  # 0 < p < 1, the most signal first
+    assert [t["difficulty"] for t in tasks] == [0.5, 0.75]
+    assert tasks[0]["p_signal"] > tasks[1]["p_signal"]
+    assert "data_files: data/tasks.jsonl" in files["README.md"].decode()

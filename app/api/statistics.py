@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request, status
 from sqlmodel import Session, col, select
 
-from app.api.deps import AccessDep, CallerDep, EngineDep, EvaluationsDep, StatisticsDep
+from app.api.deps import AccessDep, CallerDep, EngineDep, EvaluationsDep, SettingsDep, StatisticsDep
+from app.api.evaluations import PushRequest
 from app.urls import own_gateway
 from app.usecases.evaluations import visible_run
 from app.usecases.statistics import StatisticsRequest
@@ -15,6 +16,7 @@ from conformance.models import CheckReport, StatisticalReportPublic, Suite
 from conformance.statistical.exports import evaluation_result, task_split, teaching
 from conformance.statistical.lane import Played, task_key
 from conformance.statistical.models import TaskDifficulty
+from conformance.statistical.push import push_teaching
 from core.errors import NotFoundError
 from evals.models import EpisodeBase
 
@@ -68,6 +70,27 @@ def read_teaching(engine: EngineDep, report_id: int) -> dict[str, Any]:
         "tasks": task_split(rows),
         "resets": [row.reset for row in rows],
     }
+
+
+@router.post("/api/statistics/{report_id}/teaching/push")
+async def push_teaching_to_hub(
+    report_id: int, body: PushRequest, engine: EngineDep, settings: SettingsDep, caller: CallerDep
+) -> dict[str, str]:
+    """Push the tasks that teach the report's model to a dataset repo on the Hub with your own token: one task a line,
+    most signal first, with the reset options that start it, and a dataset card."""
+    filed = await asyncio.to_thread(_report, engine, report_id)
+    rows = teaching(await asyncio.to_thread(_difficulty, engine, report_id))
+    url = await asyncio.to_thread(
+        push_teaching,
+        report_id,
+        filed.report,
+        rows,
+        body.repo,
+        token=caller.token,
+        endpoint=settings.hf_endpoint,
+        private=body.private,
+    )
+    return {"url": url, "repo": body.repo}
 
 
 @router.get("/api/evaluations/{evaluation_id}/result")
