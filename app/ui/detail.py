@@ -10,7 +10,7 @@ import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.ui import connect, publish
+from app.ui import connect, publish, statistics
 from app.ui.describe import api_html, header_html, readme_base, status_html
 from app.ui.evaluate import RUN_CLICKS
 from app.ui.introspect import can_introspect, template_interface
@@ -35,6 +35,7 @@ class Detail:
     tasks: gr.HTML
     quality: gr.HTML
     run_quality: gr.Button
+    statistical: statistics.StatisticsPanel
     status: gr.HTML
     board: gr.HTML
     play: gr.Button
@@ -75,6 +76,7 @@ def build() -> Detail:
             with gr.Tab("Quality", elem_id="quality-tab"):
                 run_quality = gr.Button("▶ Run a quality report", size="sm", elem_id="quality-run")
                 quality = gr.HTML(elem_id="env-quality")
+                statistical = statistics.build()
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
             with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
@@ -87,7 +89,21 @@ def build() -> Detail:
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
     return Detail(
-        header, readme, api, tasks, quality, run_quality, status, board, play, evaluate, launch, wake, panel, deploy
+        header,
+        readme,
+        api,
+        tasks,
+        quality,
+        run_quality,
+        statistical,
+        status,
+        board,
+        play,
+        evaluate,
+        launch,
+        wake,
+        panel,
+        deploy,
     )
 
 

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, status
+from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, statistics, status
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
@@ -88,7 +88,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         agent_run.wire(agent_runs, ar)
 
         opened = [selected, tabs, lp.environment, ev.environment, ev.board, d.board]
-        opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup]
+        opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup, d.statistical.report, d.statistical.presets]
 
         def open_environment(environment_id: str, request: gr.Request) -> dict[Any, Any]:
             return (
@@ -101,6 +101,10 @@ def build_blocks(services: Services) -> gr.Blocks:
                 | publish.show(engine, publisher, visitors, d.publish, environment_id, request)
                 | evaluate.show(runs, ev, environment_id, request, d.board)
                 | play.prepare(engine, live, sessions, p, environment_id, request)
+                | {
+                    d.statistical.report: statistics.latest_html(engine, environment_id),
+                    d.statistical.presets: statistics.presets_update(services.statistics, visitors, request),
+                }
             )
 
         def from_card(request: gr.Request, event: gr.EventData) -> dict[Any, Any]:
@@ -218,6 +222,12 @@ def build_blocks(services: Services) -> gr.Blocks:
             yield await quality.run_report(engine, endpoints, checker, tokens, visitors, environment_id, request)
 
         d.run_quality.click(run_quality, [selected], [d.quality], show_progress="minimal")
+
+        async def run_statistics(request: gr.Request, environment_id: str, presets: list[str]) -> AsyncIterator[str]:
+            async for shown in statistics.run(engine, services.statistics, visitors, environment_id, presets, request):
+                yield shown
+
+        d.statistical.run.click(run_statistics, [selected, d.statistical.presets], [d.statistical.report])
 
         def show_endpoints(request: gr.Request, endpoint_id: str) -> dict[Any, Any]:
             return launch.watch(endpoints, visitors, lp, endpoint_id, request)
