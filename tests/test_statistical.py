@@ -210,10 +210,12 @@ def test_a_report_left_running_by_a_stopped_envhub_is_failed_when_envhub_starts(
         again.stop()
 
 
-def test_the_cli_prints_the_report_and_exits_1_on_a_fail(tmp_path: Path) -> None:
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """The command's environment: its own catalog, the gameable environment as its only one, small settings."""
     write_stat_env(tmp_path / "envs" / "gameable", "gameable")
-    env = (
-        {k: v for k, v in os.environ.items() if not k.startswith(("ENVHUB_", "HF_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVHUB_", "HF_"))}
+    return (
+        env
         | {
             "ENVHUB_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
             "ENVHUB_DATA_DIR": str(tmp_path / "data"),
@@ -225,16 +227,23 @@ def test_the_cli_prints_the_report_and_exits_1_on_a_fail(tmp_path: Path) -> None
         | {f"ENVHUB_{key.upper()}": str(value) for key, value in SETTINGS.items()}
     )
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "app", "statistics", "template:gameable", *args]
-        return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
 
-    table = run()
+def statistics_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "app", "statistics", "template:gameable", *args]
+    return subprocess.run(command, cwd=REPO_ROOT, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_prints_the_report_and_exits_1_on_a_fail(tmp_path: Path) -> None:
+    table = statistics_cli(tmp_path)
     assert table.returncode == 1, table.stderr
     for check_id in ("reward_reachability", "adversarial_floor", "gameability_gap", "training_signal"):
         assert f"statistical.{check_id}" in table.stdout
     assert "fix:" in table.stdout and "verdict: FAIL" in table.stdout
-    printed = run("--json")
+
+
+@pytest.mark.slow
+def test_the_cli_prints_the_filed_report_as_json(tmp_path: Path) -> None:
+    printed = statistics_cli(tmp_path, "--json")
     assert printed.returncode == 1, printed.stderr
     filed = json.loads(printed.stdout)
     assert filed["suite"] == "statistical" and filed["verdict"] == "fail"
