@@ -1,7 +1,8 @@
 """Checks run on request, a few at a time, and their reports: filed under environments and endpoints, and read.
 
-Two suites share the limit and the table: the protocol checklist (conformance) and quality reports
-(conformance.quality), which also read what the catalog holds of the environment (manifest, README, sha).
+Every lane shares the limit and the table: the protocol checklist (conformance), the hub lane's quality reports
+(conformance.quality, which also read what the catalog holds of the environment: manifest, README, sha) and the
+statistical lane; `Checker.file` files any lane's `Report`.
 """
 
 import asyncio
@@ -14,9 +15,10 @@ from sqlmodel import Session, col
 
 from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
-from conformance import ConformanceReport, ServerCapacity, check_url
-from conformance.models import CheckReport, CheckReportPublic, QualityReportPublic, Suite, public
-from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, Seats, check_quality
+from conformance import ServerCapacity, check_url
+from conformance.models import CheckReport, CheckReportPublic, Suite
+from conformance.quality import QualityTarget, ReplicaTarget, Seats, check_quality
+from conformance.report import Report
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard
 
@@ -64,7 +66,7 @@ class Checker:
         trusted: tuple[str, ...] = (),
         credentials: dict[str, str] | None = None,
         server_capacity: ServerCapacity | None = None,
-    ) -> ConformanceReport:
+    ) -> Report:
         """Check a URL without filing the report; `credentials` go to the trusted prefixes only."""
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials) if trusted else self.guard
@@ -87,35 +89,44 @@ class Checker:
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
         report = await self.run(url, trusted=trusted, credentials=credentials, server_capacity=server_capacity)
-        return await asyncio.to_thread(self.file, report, environment, endpoint)
+        return await asyncio.to_thread(self.file, report, environment=environment, endpoint=endpoint)
 
     def _environment_at(self, url: str) -> str | None:
         with Session(self.engine) as session:
             return environment_at(session, url)
 
-    def file(self, report: ConformanceReport, environment: str | None, endpoint: str | None) -> CheckReportPublic:
-        """Store a report under the environment and endpoint it belongs to, and its summary on the environment.
+    def file(self, report: Report, *, environment: str | None = None, endpoint: str | None = None) -> CheckReportPublic:
+        """Store a report of any lane under the environment (the report's own when not given) and endpoint it
+        belongs to, and its summary on the environment (the protocol's and the quality one's).
 
         An endpoint's row is hosting's to write: it takes the summary from the filed report.
         """
+        environment = environment or report.environment
+        if environment != report.environment:
+            report = report.model_copy(update={"environment": environment})
+        protocol = report.suite == Suite.PROTOCOL
         row = CheckReport(
-            url=report.url,
+            url=report.target,
             environment=environment,
             endpoint=endpoint,
+            revision=report.revision,
             created_at=report.checked_at,
-            verdict="pass" if report.conforms else "fail",
-            conforms=report.conforms,
-            core_passed=report.core_passed,
-            core_total=report.core_total,
-            seconds=report.seconds,
+            seconds=report.duration_s,
+            verdict=report.verdict.value,
+            suite=report.suite.value,
+            conforms=protocol and report.conforms,
+            core_passed=report.core_passed if protocol else 0,
+            core_total=report.core_total if protocol else 0,
             report=report.model_dump(mode="json"),
         )
         with Session(self.engine) as session:
             session.add(row)
             session.flush()
             assert row.id is not None
-            if environment is not None:
-                note_conformance(session, environment, report.summary(row.id))
+            if environment is not None and protocol:
+                note_conformance(session, environment, report.conformance_summary(row.id))
+            elif environment is not None and report.suite == Suite.QUALITY:
+                note_quality(session, environment, report.quality_summary(row.id))
             session.commit()
             session.refresh(row)
             return CheckReportPublic.model_validate(row)
@@ -135,7 +146,7 @@ class Checker:
         server_capacity: ServerCapacity | None = None,
         seats: Seats | None = None,
         replica: str | None = None,
-    ) -> QualityReportPublic:
+    ) -> CheckReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
         endpoint; the revision, replicas, cold start, memory and seats are what hosting knows of an endpoint (the
         revision by default the catalog's). SlotsInUseError, nothing filed, when the seats gave way to clients."""
@@ -158,7 +169,7 @@ class Checker:
                 *(r.url for r in replicas or ())
             )
             report = await check_quality(target, guard, timeout_s=self.timeout_s, deadline_s=self.quality_deadline_s)
-        return await asyncio.to_thread(self.file_quality, report, endpoint)
+        return await asyncio.to_thread(self.file, report, endpoint=endpoint)
 
     def _target(self, url: str, environment: str | None) -> QualityTarget:
         """What the catalog declares of the environment at this URL: its manifest, README and revision."""
@@ -178,29 +189,6 @@ class Checker:
         with Session(self.engine) as session:
             return {(str(e), str(r)) for e, r in session.execute(statement.distinct())}
 
-    def file_quality(self, report: QualityReport, endpoint: str | None) -> QualityReportPublic:
-        """Store a quality report, and its summary on the environment it ran on."""
-        row = CheckReport(
-            url=report.target,
-            environment=report.environment,
-            endpoint=endpoint,
-            revision=report.revision,
-            created_at=report.checked_at,
-            seconds=report.duration_s,
-            verdict=report.verdict.value,
-            suite=Suite.QUALITY.value,
-            report=report.model_dump(mode="json"),
-        )
-        with Session(self.engine) as session:
-            session.add(row)
-            session.flush()
-            assert row.id is not None
-            if report.environment is not None:
-                note_quality(session, report.environment, report.summary(row.id))
-            session.commit()
-            session.refresh(row)
-            return QualityReportPublic.model_validate(row)
-
 
 def list_reports(
     session: Session,
@@ -209,7 +197,7 @@ def list_reports(
     endpoint: str | None = None,
     suite: Suite | None = None,
     limit: int = 10,
-) -> tuple[list[CheckReportPublic | QualityReportPublic], int]:
+) -> tuple[list[CheckReportPublic], int]:
     """Reports newest first, of one environment or endpoint (or all), of one suite (or both)."""
     statement = select(CheckReport)
     if suite is not None:
@@ -224,11 +212,11 @@ def list_reports(
             min(limit, _MAX_LISTED)
         )
     ).scalars()
-    return [public(r) for r in rows], count
+    return [CheckReportPublic.model_validate(r) for r in rows], count
 
 
-def get_report(session: Session, report_id: int) -> CheckReportPublic | QualityReportPublic:
+def get_report(session: Session, report_id: int) -> CheckReportPublic:
     row = session.get(CheckReport, report_id)
     if row is None:
         raise NotFoundError(f"no check report {report_id}; list them with GET /api/checks")
-    return public(row)
+    return CheckReportPublic.model_validate(row)

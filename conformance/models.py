@@ -1,21 +1,14 @@
-"""Check reports as they are filed (protocol checks and quality reports, one table), and the public shapes the
-API returns of them."""
+"""Check reports as they are filed (every lane's, one table), and the public shape the API returns of them."""
 
 from datetime import datetime
-from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field as PydanticField
 from sqlmodel import JSON, Field, SQLModel
 
-from conformance.quality.report import QualityReport
-from conformance.report import ConformanceReport
+from conformance.report import Report, Suite
 from core.clock import utcnow
 
-
-class Suite(StrEnum):
-    PROTOCOL = "protocol"  # the conformance checklist (conformance.report)
-    QUALITY = "quality"  # the quality report (conformance.quality)
+__all__ = ["CheckReport", "CheckReportBase", "CheckReportPublic", "CheckReportsPublic", "Suite"]
 
 
 class CheckReportBase(SQLModel):
@@ -28,7 +21,7 @@ class CheckReportBase(SQLModel):
     created_at: datetime = Field(default_factory=utcnow, index=True)
     seconds: float = 0
     verdict: str | None = Field(
-        default=None, description="pass, warn or fail; a protocol check passes when it conforms"
+        default=None, description="pass, warn or fail, by the validator's policy (conformance.engine.verdict_of)"
     )
 
 
@@ -42,34 +35,16 @@ class CheckReport(CheckReportBase, table=True):
 
 
 class CheckReportPublic(CheckReportBase):
-    """A filed protocol check."""
+    """A filed report of any lane; `conforms` and the core counts are the protocol checklist's."""
 
     id: int
-    suite: Literal["protocol"] = "protocol"
+    suite: Suite
     conforms: bool
     core_passed: int
     core_total: int
-    report: ConformanceReport
-
-
-class QualityReportPublic(CheckReportBase):
-    """A filed quality report."""
-
-    id: int
-    suite: Literal["quality"] = "quality"
-    report: QualityReport
-
-
-AnyReportPublic = Annotated[CheckReportPublic | QualityReportPublic, PydanticField(discriminator="suite")]
-
-
-def public(row: CheckReport) -> CheckReportPublic | QualityReportPublic:
-    """The public shape of a filed report, by its suite."""
-    if row.suite == Suite.QUALITY:
-        return QualityReportPublic.model_validate(row)
-    return CheckReportPublic.model_validate(row)
+    report: Report
 
 
 class CheckReportsPublic(SQLModel):
-    data: list[AnyReportPublic]
+    data: list[CheckReportPublic]
     count: int
