@@ -152,7 +152,9 @@ def test_a_web_ui_is_checked_without_disturbing_it(envhub: Envhub, count_templat
     assert report["profile"]["web_ui"] is True
     results = {c["check_id"]: c for c in report["results"]}
     assert (results["37"]["status"], results["38"]["status"]) == ("pass", "pass")
-    assert all(not e["sent"].startswith(("POST /web/reset", "POST /web/step")) for e in results["38"]["evidence"])
+    assert all(
+        not e["sent"].startswith(("POST /web/reset", "POST /web/step")) for e in results["38"]["measured"]["exchanges"]
+    )
 
 
 OLD_PROTOCOL = {  # a protocol report as envhub stored it before the engine was one
