@@ -15,7 +15,7 @@ from sqlmodel import Session, col
 from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
 from conformance import ConformanceReport, ServerCapacity, check_url
-from conformance.models import CheckReport, CheckReportPublic, QualityReportPublic, Suite, public
+from conformance.models import CheckReport, CheckReportPublic, FiledReport, QualityReportPublic, Suite, public
 from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, Seats, check_quality
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard
@@ -209,7 +209,7 @@ def list_reports(
     endpoint: str | None = None,
     suite: Suite | None = None,
     limit: int = 10,
-) -> tuple[list[CheckReportPublic | QualityReportPublic], int]:
+) -> tuple[list[FiledReport], int]:
     """Reports newest first, of one environment or endpoint (or all), of one suite (or both)."""
     statement = select(CheckReport)
     if suite is not None:
@@ -227,7 +227,7 @@ def list_reports(
     return [public(r) for r in rows], count
 
 
-def get_report(session: Session, report_id: int) -> CheckReportPublic | QualityReportPublic:
+def get_report(session: Session, report_id: int) -> FiledReport:
     row = session.get(CheckReport, report_id)
     if row is None:
         raise NotFoundError(f"no check report {report_id}; list them with GET /api/checks")

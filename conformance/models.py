@@ -18,6 +18,13 @@ class Suite(StrEnum):
     QUALITY = "quality"  # the quality report (conformance.quality)
 
 
+class ValidatorSuite(StrEnum):
+    """openenv's own validator (conformance.validator): its reports are filed by their own door, not /api/checks."""
+
+    FOLDER = "openenv"  # `openenv validate PATH`: the environment's files
+    URL = "openenv-url"  # `openenv validate --url`: a running server's contract
+
+
 class CheckReportBase(SQLModel):
     """A check of one URL, and the catalog entries it is filed under."""
 
@@ -39,6 +46,7 @@ class CheckReport(CheckReportBase, table=True):
     core_passed: int = 0
     core_total: int = 0
     report: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    tool: str | None = Field(default=None, description="the program and version that made the report: openenv 0.10.0")
 
 
 class CheckReportPublic(CheckReportBase):
@@ -60,13 +68,25 @@ class QualityReportPublic(CheckReportBase):
     report: QualityReport
 
 
-AnyReportPublic = Annotated[CheckReportPublic | QualityReportPublic, PydanticField(discriminator="suite")]
+class ValidatorReportPublic(CheckReportBase):
+    """A filed report of openenv's validator, exactly as `openenv validate --json` printed it."""
+
+    id: int
+    suite: Literal["openenv", "openenv-url"]
+    tool: str | None
+    report: dict[str, Any]
 
 
-def public(row: CheckReport) -> CheckReportPublic | QualityReportPublic:
+FiledReport = CheckReportPublic | QualityReportPublic | ValidatorReportPublic
+AnyReportPublic = Annotated[FiledReport, PydanticField(discriminator="suite")]
+
+
+def public(row: CheckReport) -> FiledReport:
     """The public shape of a filed report, by its suite."""
     if row.suite == Suite.QUALITY:
         return QualityReportPublic.model_validate(row)
+    if row.suite in tuple(ValidatorSuite):
+        return ValidatorReportPublic.model_validate(row)
     return CheckReportPublic.model_validate(row)
 
 
