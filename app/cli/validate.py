@@ -14,13 +14,13 @@ from app.settings import Settings
 from catalog.models import Source
 from catalog.store import find_environment
 from catalog.templates import TEMPLATE_PREFIX, find_template_folders
-from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator
 from core.db import create_db_engine
 from core.errors import EnvhubError, InvalidInputError, PayloadTooLargeError
 from core.outbound import OutboundGuard
 
 # openenv validate's exit codes
 _PASS, _FAIL, _UNSUPPORTED, _INTERNAL = 0, 1, 2, 3
+_LEVELS = ("static", "runtime", "semantic")  # conformance.validator.ValidationLevel, whose import takes seconds
 
 
 def folder_of(settings: Settings, target: str) -> Path:
@@ -47,7 +47,7 @@ def folder_of(settings: Settings, target: str) -> Path:
     )
 
 
-def print_report(report: dict[str, Any]) -> None:
+def print_report(report: dict[str, Any], tool: str) -> None:
     """One line per check (criterion, for a URL's report), its evidence and remediation under each that did not
     pass, then the verdict with the policy and openenv versions."""
     if "criteria" in report:
@@ -56,7 +56,7 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{'pass' if criterion.get('passed') else 'FAIL':<5} {criterion.get('id')}")
             if not criterion.get("passed") and criterion.get("details"):
                 print(f"{'':<6}{criterion['details']}")
-        print(f"\nverdict: {'PASS' if report.get('passed') else 'FAIL'} ({OPENENV_VERSION})")
+        print(f"\nverdict: {'PASS' if report.get('passed') else 'FAIL'} ({tool})")
         return
     print(f"{report['target']}: source {report['source_digest'][:12]}, levels run {report['levels_run']}\n")
     for result in report["results"]:
@@ -66,10 +66,12 @@ def print_report(report: dict[str, Any]) -> None:
                 print(f"{'':<6}{line}")
             if result["remediation"]:
                 print(f"{'':<6}↳ fix: {result['remediation']}")
-    print(f"\nverdict: {report['verdict'].upper()} (policy {report['policy_version']}, {OPENENV_VERSION})")
+    print(f"\nverdict: {report['verdict'].upper()} (policy {report['policy_version']}, {tool})")
 
 
 def validate(settings: Settings, args: argparse.Namespace) -> int:
+    from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator  # openenv's, only when it runs
+
     validator = Validator(
         timeout_s=settings.validator_timeout_s,
         max_running=1,
@@ -96,7 +98,7 @@ def validate(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
-        print_report(report)
+        print_report(report, OPENENV_VERSION)
     passed = report.get("passed") if args.url is not None else report.get("verdict") != "fail"
     return _PASS if passed else _FAIL
 
@@ -108,9 +110,7 @@ def add(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     command.add_argument(
         "target", nargs="?", help="a template (wordle, template:wordle), a Space envhub downloaded, or a folder"
     )
-    command.add_argument(
-        "--level", choices=[lv.value for lv in ValidationLevel], default="static", help="the deepest level run"
-    )
+    command.add_argument("--level", choices=_LEVELS, default="static", help="the deepest level run")
     command.add_argument("--url", help="a running server's base URL: the running-environment contract instead")
     command.add_argument("--json", action="store_true", help="print the report as JSON, as openenv validate --json")
     command.add_argument("--timeout", type=float, default=5, help="seconds per request of a --url report (default 5)")
