@@ -21,7 +21,9 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column("checkreport", sa.Column("tool", String(), nullable=True))
+    # A catalog made before migrations was created from today's models, with the column already there.
+    if "tool" not in {c["name"] for c in sa.inspect(op.get_bind()).get_columns("checkreport")}:
+        op.add_column("checkreport", sa.Column("tool", String(), nullable=True))
 
 
 def downgrade() -> None:
