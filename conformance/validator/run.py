@@ -4,6 +4,7 @@ validate --json` prints them."""
 import asyncio
 import json
 import threading
+from contextlib import suppress
 from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
@@ -100,7 +101,8 @@ class Validator:
             finally:
                 with self._lock:
                     self._running -= 1
-            done.get_loop().call_soon_threadsafe(_settle, done, result)
+            with suppress(RuntimeError):  # the loop that asked closed while it ran (a command that timed out)
+                done.get_loop().call_soon_threadsafe(_settle, done, result)
 
         threading.Thread(target=run, name="openenv-validate", daemon=True).start()
         try:
