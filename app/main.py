@@ -22,6 +22,7 @@ from app.api import (
     sessions,
     signin,
     sync,
+    validation,
 )
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
@@ -85,6 +86,7 @@ def create_app(
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
     modules = (
+        validation,  # before environments: its /api/environments/{id}/validation is not an environment's id
         environments,
         datasets,
         sync,

@@ -41,12 +41,14 @@ from app.usecases.evaluations import Evaluator
 from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
+from app.usecases.validation import Validations, validation_round
 from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.tasksets import Tasksets
 from catalog.templates import index_templates
 from conformance.checker import Checker
+from conformance.validator import Validator
 from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.leases import Leases
@@ -182,6 +184,7 @@ class Services:
     endpoints: EndpointManager
     keeper: Keeper  # keeps the endpoints' rows true against what runs
     checker: Checker
+    validations: Validations  # openenv's own validator on environments' folders and servers
     publisher: Publisher
     monitor: HealthMonitor
     play: PlaySessions
@@ -316,6 +319,18 @@ class Services:
             endpoints=endpoints,
             keeper=keeper,
             checker=checker,
+            validations=Validations(
+                engine,
+                Validator(
+                    timeout_s=settings.validator_timeout_s,
+                    max_running=settings.validator_max_running,
+                    policy=settings.validator_policy,
+                    runtime_policy=settings.validator_runtime_policy,
+                    url_timeout_s=settings.check_timeout_s,
+                ),
+                guard,
+                process.snapshots if isinstance(process, ProcessRuntime) else None,
+            ),
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
@@ -404,6 +419,16 @@ class Services:
                     settings.quality_interval_s,
                     jitter=0.1,
                     first_after_s=min(settings.quality_interval_s, 30),
+                )
+            )
+        if settings.validator_interval_s > 0:
+            loops.append(
+                periodically(
+                    "a validator round",
+                    validation_round(self.validations, settings.validator_per_round),
+                    settings.validator_interval_s,
+                    jitter=0.1,
+                    first_after_s=min(settings.validator_interval_s, 10),
                 )
             )
         if settings.health_interval_s > 0:

@@ -16,7 +16,7 @@ from sqlmodel import Session, col
 from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
 from conformance import ServerCapacity, check_url
-from conformance.models import CheckReport, CheckReportPublic, Suite
+from conformance.models import CheckReport, CheckReportPublic, FiledReport, Suite, public
 from conformance.quality import QualityTarget, ReplicaTarget, Seats, check_quality
 from conformance.report import Report
 from core.errors import NotFoundError, TooManyRequestsError
@@ -197,7 +197,7 @@ def list_reports(
     endpoint: str | None = None,
     suite: Suite | None = None,
     limit: int = 10,
-) -> tuple[list[CheckReportPublic], int]:
+) -> tuple[list[FiledReport], int]:
     """Reports newest first, of one environment or endpoint (or all), of one suite (or both)."""
     statement = select(CheckReport)
     if suite is not None:
@@ -212,11 +212,11 @@ def list_reports(
             min(limit, _MAX_LISTED)
         )
     ).scalars()
-    return [CheckReportPublic.model_validate(r) for r in rows], count
+    return [public(r) for r in rows], count
 
 
-def get_report(session: Session, report_id: int) -> CheckReportPublic:
+def get_report(session: Session, report_id: int) -> FiledReport:
     row = session.get(CheckReport, report_id)
     if row is None:
         raise NotFoundError(f"no check report {report_id}; list them with GET /api/checks")
-    return CheckReportPublic.model_validate(row)
+    return public(row)

@@ -21,7 +21,7 @@ from app.usecases.quality import hosted, server_capacity
 from catalog.models import Source
 from catalog.store import load_environment
 from conformance.checker import get_report, list_reports
-from conformance.models import CheckReportPublic, CheckReportsPublic, Suite
+from conformance.models import CheckReportPublic, CheckReportsPublic, FiledReport, Suite
 from core.errors import ConflictError, InvalidInputError, NotFoundError
 from hosting.models import EndpointStatus
 
@@ -119,5 +119,5 @@ def read_checks(
 
 
 @router.get("/{report_id}")
-def read_check(session: SessionDep, report_id: int) -> CheckReportPublic:
+def read_check(session: SessionDep, report_id: int) -> FiledReport:
     return get_report(session, report_id)

@@ -21,6 +21,7 @@ from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator
+from app.usecases.validation import Validations
 from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
 from catalog.tasksets import Tasksets
@@ -70,6 +71,7 @@ EndpointsDep = Annotated[EndpointManager, Depends(_part(lambda s: s.endpoints))]
 AccessDep = Annotated[Access, Depends(_part(lambda s: s.endpoints.access))]
 EndpointTokensDep = Annotated[EndpointTokens, Depends(_part(lambda s: s.endpoint_tokens))]
 CheckerDep = Annotated[Checker, Depends(_part(lambda s: s.checker))]
+ValidationsDep = Annotated[Validations, Depends(_part(lambda s: s.validations))]
 SpacesDep = Annotated[SpaceHealth, Depends(_part(lambda s: s.monitor.spaces))]
 PublisherDep = Annotated[Publisher, Depends(_part(lambda s: s.publisher))]
 TasksetsDep = Annotated[Tasksets, Depends(_part(lambda s: s.tasksets))]

@@ -36,7 +36,7 @@ def _e(value: object) -> str:
 def latest_report(session: Session, environment_id: str) -> CheckReportPublic | None:
     """The environment's last filed quality report, whose summary its row carries."""
     found, _ = list_reports(session, environment=environment_id, suite=Suite.QUALITY, limit=1)
-    return found[0] if found else None
+    return found[0] if found and isinstance(found[0], CheckReportPublic) else None
 
 
 def quality_html(environment: EnvironmentDetail, filed: CheckReportPublic | None) -> str:
