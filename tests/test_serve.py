@@ -53,9 +53,10 @@ class Server:
             return False
 
     def interrupt(self) -> int:
-        """Ctrl-C in its terminal: SIGINT to its whole process group. Its exit status."""
+        """Ctrl-C in its terminal: SIGINT to its whole process group, and wait for it to exit. Its exit status."""
         os.killpg(self.process.pid, signal.SIGINT)
-        return self.process.wait(timeout=60)
+        self.process.wait(timeout=60)
+        return self.stop()
 
     def stop(self) -> int:
         """Stop it as a service manager would: SIGTERM, and SIGKILL if it has not exited in 30 s. Its exit status."""
