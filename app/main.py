@@ -21,6 +21,7 @@ from app.api import (
     publications,
     sessions,
     signin,
+    submissions,
     sync,
 )
 from app.api import endpoints as endpoints_api
@@ -95,6 +96,7 @@ def create_app(
         agent_runs,
         presets,
         checks,
+        submissions,
         health,
         publications,
     )
