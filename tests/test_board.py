@@ -156,7 +156,7 @@ def test_crashing_hanging_and_huge_spaces_fail_with_their_codes_and_hold_up_noth
         "erin/huge": huge(),
         "erin/count": count_space("package"),
     }
-    add_spaces(board_hub, envhub, spaces)
+    shas = add_spaces(board_hub, envhub, spaces)
     ids = {space: submit(envhub, space.split("/")[0], space)["id"] for space in spaces}
 
     ends = {space: finished(envhub, submission_id) for space, submission_id in ids.items()}
@@ -169,7 +169,7 @@ def test_crashing_hanging_and_huge_spaces_fail_with_their_codes_and_hold_up_noth
         "erin/count": ("done", None, None),
     }
     # Nothing of the huge one was downloaded; no endpoint of theirs runs on.
-    assert not (envhub.settings.data_dir / "runtime" / "spaces" / "erin" / "huge").exists()
+    assert not (envhub.settings.data_dir / "runtime" / "spaces" / "erin" / "huge" / shas["erin/huge"]).exists()
     endpoints = envhub.http.get("/api/endpoints", headers=ADMIN).json()["data"]
     assert not [e for e in endpoints if e["environment"] in spaces and e["status"] in ("starting", "running")]
 
