@@ -44,12 +44,14 @@ def upgrade() -> None:
     )
     for column in ("space", "submitter", "status"):
         op.create_index(f"ix_submission_{column}", "submission", [column])
-    op.add_column("environment", sa.Column("board", sa.JSON(), nullable=True))
+    # A catalog made before migrations has its columns from the models already (see 0009).
+    if "board" not in {c["name"] for c in sa.inspect(op.get_bind()).get_columns("environment")}:
+        op.add_column("environment", sa.Column("board", sa.JSON(), nullable=True))
     if op.get_bind().dialect.name == "postgresql":
         op.execute("ALTER TABLE environment ALTER COLUMN board SET STORAGE MAIN")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("environment") as environment:
-        environment.drop_column("board")
+    # Not a batch (a copy of the table): the full-text view reads it. SQLite drops a column in place since 3.35.
+    op.drop_column("environment", "board")
     op.drop_table("submission")
