@@ -22,6 +22,7 @@ from app.api import (
     publications,
     sessions,
     signin,
+    submissions,
     sync,
     validation,
 )
@@ -99,6 +100,7 @@ def create_app(
         agent_runs,
         presets,
         checks,
+        submissions,
         health,
         publications,
     )

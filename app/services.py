@@ -41,6 +41,7 @@ from app.usecases.evaluations import Evaluator
 from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
+from app.usecases.submissions import SubmissionQueue
 from app.usecases.validation import Validations, validation_round
 from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
@@ -201,6 +202,7 @@ class Services:
     agent_runs: AgentRuns  # harness runs on record, with the model calls they sent through the model door
     run_ends: RunEnds  # ends a run whole: on record, its door sessions, its reward
     model_door: ModelDoor  # agent runs' model calls, passed on to their presets' servers and recorded
+    submissions: SubmissionQueue  # the board's queue of Spaces submitted at a revision
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -349,6 +351,7 @@ class Services:
             agent_runs=agent_runs,
             run_ends=run_ends,
             model_door=model_door,
+            submissions=SubmissionQueue(settings, endpoints, checker, leases),
         )
 
     @contextmanager
@@ -439,6 +442,7 @@ class Services:
                 periodically("a health round", health_round(self.monitor), interval, jitter=0.1, first_after_s=first)
             )
         self._tasks = [asyncio.create_task(loop) for loop in loops]
+        await self.submissions.start()
 
     async def _reap_play(self) -> None:
         await self.play.reap()
@@ -455,6 +459,7 @@ class Services:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+        await self.submissions.stop()
         await self.runner.stop()
         await self.mcp.aclose()
         await self.model_door.aclose()

@@ -21,6 +21,7 @@ from app.auth.sessions import SESSION_COOKIE
 from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator
+from app.usecases.submissions import SubmissionQueue
 from app.usecases.validation import Validations
 from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
@@ -88,6 +89,7 @@ HttpDep = Annotated[httpx.AsyncClient | None, Depends(_part(lambda s: s.http))] 
 SessionSecretDep = Annotated[bytes, Depends(_part(lambda s: s.session_secret))]
 GatewayDep = Annotated[Gateway, Depends(_part(lambda s: s.gateway))]
 DoorDep = Annotated[PooledDoor, Depends(_part(lambda s: s.door))]
+SubmissionsDep = Annotated[SubmissionQueue, Depends(_part(lambda s: s.submissions))]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
