@@ -307,6 +307,18 @@ class Services:
             traffic=endpoints.traffic.counters,
             settings=gateway_settings(settings),
         )
+        validations = Validations(
+            engine,
+            Validator(
+                timeout_s=settings.validator_timeout_s,
+                max_running=settings.validator_max_running,
+                policy=settings.validator_policy,
+                runtime_policy=settings.validator_runtime_policy,
+                url_timeout_s=settings.check_timeout_s,
+            ),
+            guard,
+            process.snapshots if isinstance(process, ProcessRuntime) else None,
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -321,18 +333,7 @@ class Services:
             endpoints=endpoints,
             keeper=keeper,
             checker=checker,
-            validations=Validations(
-                engine,
-                Validator(
-                    timeout_s=settings.validator_timeout_s,
-                    max_running=settings.validator_max_running,
-                    policy=settings.validator_policy,
-                    runtime_policy=settings.validator_runtime_policy,
-                    url_timeout_s=settings.check_timeout_s,
-                ),
-                guard,
-                process.snapshots if isinstance(process, ProcessRuntime) else None,
-            ),
+            validations=validations,
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
@@ -351,7 +352,7 @@ class Services:
             agent_runs=agent_runs,
             run_ends=run_ends,
             model_door=model_door,
-            submissions=SubmissionQueue(settings, endpoints, checker, leases),
+            submissions=SubmissionQueue(settings, endpoints, checker, validations, leases),
         )
 
     @contextmanager

@@ -16,10 +16,12 @@ from typing import Any
 
 from app.settings import Settings
 from app.usecases.quality import hosted
+from app.usecases.validation import Validations
 from catalog.models import Source, Verdict
 from catalog.store import read_environment
 from catalog.submissions import Submission, SubmissionStatus, claim, finish, note, requeue, submit
 from conformance.checker import Checker
+from conformance.validator.run import ValidationLevel
 from core.callers import Caller
 from core.errors import (
     BackendUnavailableError,
@@ -53,6 +55,7 @@ class Run:
     settings: Settings
     manager: EndpointManager
     checker: Checker
+    validations: Validations
     verdicts: list[Verdict] = field(default_factory=list)
     reports: dict[str, list[int]] = field(default_factory=dict)
     measured: dict[str, float] = field(default_factory=dict)  # training_signal, headroom, gameability_gap
@@ -91,6 +94,15 @@ async def download(run: Run) -> None:
         max_bytes=run.settings.board_max_space_bytes,
     )
     run.folder = str(folder)
+
+
+async def validator(run: Run) -> None:
+    """openenv's validator on the downloaded files, at the deepest level this server can run: static alone
+    without a provider to build and run the image, whose checks are then the validator's named skips."""
+    deepest = ValidationLevel.SEMANTIC if run.validations.provider is not None else ValidationLevel.STATIC
+    filed = await run.validations.validate(f"{run.space}@{run.revision}", level=deepest)
+    run.reports["validator"] = [filed.id]
+    run.verdicts.append(Verdict(filed.verdict or "fail"))
 
 
 async def launch(run: Run) -> None:
@@ -132,10 +144,11 @@ async def hub_lane(run: Run) -> None:
 
 
 def stages(settings: Settings) -> list[Stage]:
-    """The stages every submission goes through, in order. openenv's validator on the folder goes after
-    `download`; the statistical lane, which plays the endpoint, after `hub_lane`."""
+    """The stages every submission goes through, in order. The statistical lane, which plays the endpoint, goes
+    after `hub_lane`."""
     return [
         Stage("download", download, settings.board_download_timeout_s, "ENVHUB_BOARD_DOWNLOAD_TIMEOUT_S"),
+        Stage("validator", validator, settings.validator_timeout_s, "ENVHUB_VALIDATOR_TIMEOUT_S"),
         Stage("launch", launch, settings.board_launch_timeout_s, "ENVHUB_BOARD_LAUNCH_TIMEOUT_S"),
         Stage("hub_lane", hub_lane, settings.board_checks_timeout_s, "ENVHUB_BOARD_CHECKS_TIMEOUT_S"),
     ]
@@ -144,10 +157,18 @@ def stages(settings: Settings) -> list[Stage]:
 class SubmissionQueue:
     """Runs queued submissions, `settings.board_concurrency` at a time, in this envhub process."""
 
-    def __init__(self, settings: Settings, manager: EndpointManager, checker: Checker, leases: Leases) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        manager: EndpointManager,
+        checker: Checker,
+        validations: Validations,
+        leases: Leases,
+    ) -> None:
         self.settings = settings
         self.manager = manager
         self.checker = checker
+        self.validations = validations
         self.leases = leases
         self.engine = checker.engine
         self._wake = asyncio.Event()
@@ -213,7 +234,7 @@ class SubmissionQueue:
                 )
 
     async def _run(self, submission: Submission) -> None:
-        run = Run(submission, self.settings, self.manager, self.checker)
+        run = Run(submission, self.settings, self.manager, self.checker, self.validations)
         try:
             ending = await self._stages(run)
         finally:
