@@ -29,9 +29,12 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(call install,requirements-dev.txt)
 	@touch $@
 
+HOST ?= 127.0.0.1
+PORT ?= 7860
+
 run: $(VENV)/.runtime
 	@mkdir -p data
-	ENVHUB_ALLOW_PRIVATE_URLS=$${ENVHUB_ALLOW_PRIVATE_URLS:-true} $(BIN)/python -m app serve
+	ENVHUB_ALLOW_PRIVATE_URLS=$${ENVHUB_ALLOW_PRIVATE_URLS:-true} $(BIN)/python -m app serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.dev
 	$(BIN)/ruff check .

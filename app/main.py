@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from app import gateway
 from app.agents import McpApp
@@ -22,7 +23,9 @@ from app.api import (
     sessions,
     signin,
     statistics,
+    submissions,
     sync,
+    validation,
 )
 from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
@@ -71,7 +74,8 @@ def create_app(
         finally:
             await services.stop()
 
-    app = FastAPI(title="envhub", summary="Find, try and launch OpenEnv environments.", lifespan=lifespan)
+    # The API's pages (/docs, /redoc) load Swagger UI and ReDoc from envhub itself, not a CDN: they work offline.
+    app = FastAPIOffline(title="envhub", summary="Find, try and launch OpenEnv environments.", lifespan=lifespan)
     app.state.services = services  # read through app.api.deps only (and app.server, for its settings and runner)
     # Behind a proxy (a Space): the host from X-Forwarded-Host; uvicorn takes the scheme from X-Forwarded-Proto.
     app.add_middleware(ForwardedHostMiddleware)
@@ -86,6 +90,7 @@ def create_app(
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
     modules = (
+        validation,  # before environments: its /api/environments/{id}/validation is not an environment's id
         environments,
         datasets,
         sync,
@@ -97,6 +102,7 @@ def create_app(
         presets,
         checks,
         statistics,
+        submissions,
         health,
         publications,
     )

@@ -1,7 +1,9 @@
 """envhub's uvicorn server: the gateway's protocols (gateway.server), the settings they run with, and a shutdown that
 lets the runs under way end as interrupted before the sockets they play through close."""
 
+import contextlib
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -42,6 +44,16 @@ class EnvhubServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, runner: Runner) -> None:
         super().__init__(config)
         self.runner = runner
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's, but a stop asked for by SIGINT or SIGTERM is envhub's normal end: uvicorn would raise the
+        signal again once stopped, and Ctrl-C would end in a KeyboardInterrupt's traceback and a failing status."""
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await self.runner.stop()

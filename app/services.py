@@ -42,12 +42,15 @@ from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
 from app.usecases.quality import quality_round
 from app.usecases.statistics import Statistics
+from app.usecases.submissions import SubmissionQueue
+from app.usecases.validation import Validations, validation_round
 from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
 from catalog.sync import Syncer, close_interrupted_runs
 from catalog.tasksets import Tasksets
 from catalog.templates import index_templates
 from conformance.checker import Checker
+from conformance.validator import Validator
 from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.leases import Leases
@@ -183,6 +186,7 @@ class Services:
     endpoints: EndpointManager
     keeper: Keeper  # keeps the endpoints' rows true against what runs
     checker: Checker
+    validations: Validations  # openenv's own validator on environments' folders and servers
     publisher: Publisher
     monitor: HealthMonitor
     play: PlaySessions
@@ -200,6 +204,7 @@ class Services:
     agent_runs: AgentRuns  # harness runs on record, with the model calls they sent through the model door
     run_ends: RunEnds  # ends a run whole: on record, its door sessions, its reward
     model_door: ModelDoor  # agent runs' model calls, passed on to their presets' servers and recorded
+    submissions: SubmissionQueue  # the board's queue of Spaces submitted at a revision
     http: httpx.AsyncClient | None = None  # envhub's own client (gateway, sign-in), while it serves
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -307,6 +312,18 @@ class Services:
         evaluator = Evaluator(
             settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens, harnesses
         )
+        validations = Validations(
+            engine,
+            Validator(
+                timeout_s=settings.validator_timeout_s,
+                max_running=settings.validator_max_running,
+                policy=settings.validator_policy,
+                runtime_policy=settings.validator_runtime_policy,
+                url_timeout_s=settings.check_timeout_s,
+            ),
+            guard,
+            process.snapshots if isinstance(process, ProcessRuntime) else None,
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -321,13 +338,14 @@ class Services:
             endpoints=endpoints,
             keeper=keeper,
             checker=checker,
+            validations=validations,
             publisher=Publisher(engine, spaces, checker, settings.hf_endpoint),
             monitor=monitor,
             play=PlaySessions(),
             evaluations=evaluations,
             runner=runner,
             evaluator=evaluator,
-            statistics=Statistics(settings, evaluator),
+            statistics=Statistics(settings, evaluator, checker),
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -338,6 +356,7 @@ class Services:
             agent_runs=agent_runs,
             run_ends=run_ends,
             model_door=model_door,
+            submissions=SubmissionQueue(settings, endpoints, checker, validations, leases),
         )
 
     @contextmanager
@@ -410,6 +429,16 @@ class Services:
                     first_after_s=min(settings.quality_interval_s, 30),
                 )
             )
+        if settings.validator_interval_s > 0:
+            loops.append(
+                periodically(
+                    "a validator round",
+                    validation_round(self.validations, settings.validator_per_round),
+                    settings.validator_interval_s,
+                    jitter=0.1,
+                    first_after_s=min(settings.validator_interval_s, 10),
+                )
+            )
         if settings.health_interval_s > 0:
             interval = settings.health_interval_s
             # The first round soon after start-up, so a fresh server shows status within a minute.
@@ -418,6 +447,7 @@ class Services:
                 periodically("a health round", health_round(self.monitor), interval, jitter=0.1, first_after_s=first)
             )
         self._tasks = [asyncio.create_task(loop) for loop in loops]
+        await self.submissions.start()
 
     async def _reap_play(self) -> None:
         await self.play.reap()
@@ -436,6 +466,7 @@ class Services:
             with suppress(asyncio.CancelledError):
                 await task
         await self.statistics.stop()
+        await self.submissions.stop()
         await self.runner.stop()
         await self.mcp.aclose()
         await self.model_door.aclose()

@@ -220,6 +220,33 @@ class Settings(BaseSettings):
     )
     quality_per_round: int = Field(default=1, ge=1, description="quality reports a background round runs at most")
     max_concurrent_checks: int = Field(default=4, ge=1, description="conformance checks running at once")
+    validator_policy: Literal["v1", "v2"] = Field(
+        default="v1", description="openenv's severity policy pinned for the validator's static level"
+    )
+    validator_runtime_policy: Literal["v2"] = Field(
+        default="v2", description="openenv's severity policy pinned for its runtime and semantic levels"
+    )
+    validator_timeout_s: float = Field(default=300, gt=0, description="one run of openenv's validator")
+    validator_max_running: int = Field(default=2, ge=1, description="runs of openenv's validator at once")
+    validator_interval_s: float = Field(
+        default=300,
+        ge=0,
+        description="seconds between background rounds of openenv's validator (static level) on revisions with no "
+        "report; 0 turns them off",
+    )
+    validator_per_round: int = Field(default=4, ge=1, description="revisions a background validator round runs")
+    board_concurrency: int = Field(default=1, ge=1, description="board submissions checked at once")
+    board_per_user: int = Field(default=3, ge=1, description="board submissions one user may have queued or running")
+    board_max_space_bytes: int = Field(
+        default=500 * 1024 * 1024, gt=0, description="the largest Space a board submission downloads (its files' sum)"
+    )
+    board_download_timeout_s: float = Field(default=300, gt=0, description="a board submission's download stage")
+    board_launch_timeout_s: float = Field(
+        default=180, gt=0, description="a board submission's launch stage: its endpoint started and ready"
+    )
+    board_checks_timeout_s: float = Field(
+        default=180, gt=0, description="a board submission's hub lane: the conformance checklist and quality report"
+    )
     health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
     health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")
     health_timeout_s: float = Field(default=5, gt=0, description="per request of a health probe")

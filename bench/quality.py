@@ -6,10 +6,6 @@ Each template is launched by envhub (process backend) and reported on through it
 as `POST /api/checks {"endpoint": ..., "suite": "quality"}` does. The floor: a whole report of a
 template in 20 s or less. The figures take about a second of it by design (steps per second at 1
 and 8 sessions, half a second each).
-
-The templates declare no reward range, so the catalog's reports skip the trivial-policy floor. To
-time it too, each report here is given the per-step range its README describes in prose (RANGES),
-as if `openenv.yaml` declared it.
 """
 
 import argparse
@@ -17,27 +13,18 @@ import asyncio
 import time
 
 from bench.report import load_average, machine_line, table, verdict
-from conformance.quality import CHECKS, QualityReport, QualityTarget, check_quality
+from conformance.quality import QualityTarget, check_quality
+from conformance.report import Figures, Report
 from core.outbound import OutboundGuard
 
 REPORT_FLOOR_S = 20.0
 TEMPLATES = ("toolbox", "arithmetic_tasks", "connect_four", "wordle", "maze", "lights_out")
-# Per step, from each README's "Rewards" section (lights out: a press changes at most 5 of 25 lights, +1 at the end).
-RANGES = {
-    "toolbox": [0, 1],
-    "arithmetic_tasks": [0, 1],
-    "connect_four": [-1, 1],
-    "wordle": [0, 1],
-    "maze": [-0.01, 0.99],
-    "lights_out": [-0.2, 1.2],
-}
 LOCAL = OutboundGuard(allow_private=True)
 
 
-def report_on(url: str, name: str) -> tuple[QualityReport, float]:
-    manifest = {"validation": {"reward": {"range": RANGES[name]}}} if name in RANGES else None
+def report_on(url: str, name: str) -> tuple[Report, float]:
     started = time.perf_counter()
-    report = asyncio.run(check_quality(QualityTarget(url, manifest=manifest), LOCAL, timeout_s=10, deadline_s=60))
+    report = asyncio.run(check_quality(QualityTarget(url), LOCAL, timeout_s=10, deadline_s=60))
     return report, time.perf_counter() - started
 
 
@@ -48,15 +35,16 @@ def main() -> None:
     from tests.serving import serve_templates
 
     print(f"machine: {machine_line()}; load {load_average()}\n")
-    reports: dict[str, tuple[QualityReport, float]] = {}
+    reports: dict[str, tuple[Report, float]] = {}
     with serve_templates(*args.templates) as urls:
         for name in args.templates:
             reports[name] = report_on(urls[name], name)
     names = list(reports)
     rows: list[list[object]] = []
-    for check in CHECKS:
-        rows.append([check.check_id, *(reports[n][0].result(check.check_id).duration_s for n in names)])
-    rows.append(["figures", *(reports[n][0].figures.duration_s for n in names)])
+    for result in reports[names[0]][0].results:
+        rows.append([result.check_id, *(reports[n][0].result(result.check_id).duration_s for n in names)])
+    figures = {n: reports[n][0].figures or Figures() for n in names}
+    rows.append(["figures", *(figures[n].duration_s for n in names)])
     rows.append(["whole report", *(round(reports[n][1], 2) for n in names)])
     print("One quality report per template through its gateway, seconds per check:\n")
     print(table(["check", *names], rows))
@@ -64,14 +52,14 @@ def main() -> None:
     results = [
         [
             n,
-            reports[n][0].verdict.value,
+            str(reports[n][0].verdict),
             ", ".join(
                 f"{r.check_id.split('.')[1]}={r.status.value}" for r in reports[n][0].results if r.status != "pass"
             )
             or "all pass",
-            reports[n][0].figures.steps_per_s.get("1", "-"),
-            reports[n][0].figures.steps_per_s.get("8", "-"),
-            reports[n][0].figures.capacity if reports[n][0].figures.capacity is not None else "-",
+            figures[n].steps_per_s.get("1", "-"),
+            figures[n].steps_per_s.get("8", "-"),
+            figures[n].capacity if figures[n].capacity is not None else "-",
         ]
         for n in names
     ]

@@ -51,7 +51,7 @@ def seconds(run: dict[str, Any]) -> float:
 def cost(url: str, filed: dict[str, Any]) -> list[list[object]]:
     """Each player's evaluation (episodes, seconds), then each check's own seconds and the replays it played."""
     rows: list[list[object]] = []
-    for player in filed["report"]["players"]:
+    for player in filed["report"]["statistics"]["players"]:
         run = httpx.get(f"{url}/api/evaluations/{player['evaluation']}", timeout=30).json()
         rows.append([player["label"], "player", player["episodes"], round(seconds(run), 2)])
     for result in filed["report"]["results"]:
@@ -63,7 +63,7 @@ def cost(url: str, filed: dict[str, Any]) -> list[list[object]]:
 def statistics(filed: dict[str, Any]) -> dict[str, str]:
     """Each player's mean reward ± SE and pass rate's Wilson interval: what the checks compare."""
     shown = {}
-    for p in filed["report"]["players"]:
+    for p in filed["report"]["statistics"]["players"]:
         mean = "-" if p["mean_reward"] is None else f"{p['mean_reward']:.3f} ± {p['se'] or 0:.3f}"
         low, high = p["pass_interval"]
         shown[p["label"]] = f"{mean}; pass [{low:.2f}, {high:.2f}]"
@@ -112,7 +112,7 @@ def main() -> None:
             for i, (filed, wall) in enumerate(runs):
                 if filed["report"]["status"] != "finished":
                     raise SystemExit(f"the report failed: {filed['report']['message']}")
-                played = sum(p["episodes"] for p in filed["report"]["players"])
+                played = sum(p["episodes"] for p in filed["report"]["statistics"]["players"])
                 head = f"## episodes {episodes}, run {i + 1}: verdict {filed['verdict']}, {played} episodes"
                 print(f"{head} in {wall:.1f} s (under {FLOOR_S} s: {verdict(wall < FLOOR_S)})\n")
                 print(table(["player or check", "kind or status", "episodes", "s"], cost(url, filed)))

@@ -57,6 +57,19 @@ class QualitySummary(BaseModel):
     report_id: int | None = None
 
 
+class BoardSummary(BaseModel):
+    """What a catalog entry shows of its newest finished board submission (app.usecases.submissions)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    submission: int
+    revision: str
+    status: str = PydanticField(description="done, or failed when a stage could not run")
+    verdict: Verdict | None = None
+    training_signal: float | None = None
+    finished_at: datetime
+
+
 class Health(SQLModel):
     """What the health monitor last saw of an environment or endpoint."""
 
@@ -118,6 +131,7 @@ class EnvironmentFull(EnvironmentBase):
     health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
     conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     quality: dict[str, Any] | None = Field(default=None, sa_type=JSON, description="the last quality report's summary")
+    board: dict[str, Any] | None = Field(default=None, sa_type=JSON, description="the newest board submission's")
     indexed_at: datetime = Field(default_factory=utcnow)
 
 
@@ -149,6 +163,7 @@ class EnvironmentPublic(EnvironmentBase):
     health: Health | None = None
     conformance: ConformanceSummary | None = None
     quality: QualitySummary | None = None
+    board: BoardSummary | None = None
 
 
 class EnvironmentDetail(EnvironmentFull):
@@ -159,6 +174,7 @@ class EnvironmentDetail(EnvironmentFull):
     health: Health | None = None  # type: ignore[assignment]
     conformance: ConformanceSummary | None = None  # type: ignore[assignment]
     quality: QualitySummary | None = None  # type: ignore[assignment]
+    board: BoardSummary | None = None  # type: ignore[assignment]
 
 
 class EnvironmentsPublic(SQLModel):

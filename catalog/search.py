@@ -72,6 +72,10 @@ class EnvironmentQuery(BaseModel):
     quality: list[Verdict] = Field(
         default_factory=list, max_length=3, description="only environments whose last quality report has one of these"
     )
+    teaches: bool = Field(
+        default=False,
+        description="only environments whose newest board submission passed or warned with a training signal above 0",
+    )
     sort: Sort = Sort.RELEVANCE
     limit: int = Field(default=20, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=100_000)
@@ -152,6 +156,10 @@ def _filters(query: EnvironmentQuery, *, sqlite_page: bool = False) -> list[Colu
         conditions.append(col(Environment.health)["status"].as_string() == HealthStatus.UP.value)
     if query.quality:
         conditions.append(_VERDICT.in_([v.value for v in query.quality]))
+    if query.teaches:
+        board = col(Environment.board)
+        conditions.append(board["verdict"].as_string().in_([Verdict.PASS.value, Verdict.WARN.value]))
+        conditions.append(board["training_signal"].as_float() > 0)
     return conditions
 
 

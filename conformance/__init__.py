@@ -8,38 +8,33 @@ MCP session check; the report lists them by number.
 import httpx
 
 from conformance import discovery, mcp, sessions, tasks
-from conformance.context import ServerCapacity
-from conformance.report import (
-    CheckResult,
-    ConformanceReport,
-    Evidence,
-    Level,
-    Outcome,
-    ServerProfile,
-)
-from conformance.runner import Check, run_checks
+from conformance.context import Context, Evidence, ServerCapacity
+from conformance.engine import Check, CheckResult, Level, Outcome
+from conformance.report import Report, ServerProfile, Suite
+from conformance.runner import run_checklist
 from core.outbound import OutboundGuard, OutboundSession
 
 __all__ = [
     "CHECKS",
     "Check",
     "CheckResult",
-    "ConformanceReport",
     "Evidence",
     "Level",
     "Outcome",
+    "Report",
     "ServerCapacity",
     "ServerProfile",
+    "Suite",
     "check_url",
     "unreachable",
 ]
 
 _WEB = ("37", "38")
-CHECKS: tuple[Check, ...] = (
-    *(c for c in discovery.checks if c.id not in _WEB),
+CHECKS: tuple[Check[Context], ...] = (
+    *(c for c in discovery.checks if c.check_id not in _WEB),
     *mcp.checks,
     *tasks.checks,
-    *(c for c in discovery.checks if c.id in _WEB),
+    *(c for c in discovery.checks if c.check_id in _WEB),
     *sessions.checks,
     *mcp.session_checks,
 )
@@ -53,14 +48,14 @@ async def check_url(
     deadline_s: float = 30,
     headers: dict[str, str] | None = None,
     server_capacity: ServerCapacity | None = None,
-) -> ConformanceReport:
+) -> Report:
     """Check a base URL against the whole checklist; RefusedURLError when the guard will not fetch it.
     `server_capacity` reads the sessions each server of an envhub endpoint's pool holds (None while unknown)."""
     url = guard.normalize(url)
     outbound = OutboundSession(guard, timeout_s=timeout_s, headers=headers or {})
     try:
         await outbound.pin(url)  # refuse before any check runs; every request then goes to this address
-        return await run_checks(
+        return await run_checklist(
             url, CHECKS, outbound, timeout_s=timeout_s, deadline_s=deadline_s, server_capacity=server_capacity
         )
     finally:

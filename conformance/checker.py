@@ -1,7 +1,8 @@
 """Checks run on request, a few at a time, and their reports: filed under environments and endpoints, and read.
 
-Two suites share the limit and the table: the protocol checklist (conformance) and quality reports
-(conformance.quality), which also read what the catalog holds of the environment (manifest, README, sha).
+Every lane shares the limit and the table: the protocol checklist (conformance), the hub lane's quality reports
+(conformance.quality, which also read what the catalog holds of the environment: manifest, README, sha) and the
+statistical lane; `Checker.file` files any lane's `Report`.
 """
 
 import asyncio
@@ -14,9 +15,10 @@ from sqlmodel import Session, col
 
 from catalog.models import Environment
 from catalog.store import environment_at, note_conformance, note_quality
-from conformance import ConformanceReport, ServerCapacity, check_url
-from conformance.models import CheckReport, CheckReportPublic, FiledReport, QualityReportPublic, Suite, public
-from conformance.quality import QualityReport, QualityTarget, ReplicaTarget, Seats, check_quality
+from conformance import ServerCapacity, check_url
+from conformance.models import CheckReport, CheckReportPublic, FiledReport, Suite, public
+from conformance.quality import QualityTarget, ReplicaTarget, Seats, check_quality
+from conformance.report import Report
 from core.errors import NotFoundError, TooManyRequestsError
 from core.outbound import OutboundGuard
 
@@ -64,7 +66,7 @@ class Checker:
         trusted: tuple[str, ...] = (),
         credentials: dict[str, str] | None = None,
         server_capacity: ServerCapacity | None = None,
-    ) -> ConformanceReport:
+    ) -> Report:
         """Check a URL without filing the report; `credentials` go to the trusted prefixes only."""
         async with self._slot():
             guard = self.guard.with_trusted(*trusted, credentials=credentials) if trusted else self.guard
@@ -87,35 +89,56 @@ class Checker:
         if environment is None:
             environment = await asyncio.to_thread(self._environment_at, url)
         report = await self.run(url, trusted=trusted, credentials=credentials, server_capacity=server_capacity)
-        return await asyncio.to_thread(self.file, report, environment, endpoint)
+        return await asyncio.to_thread(self.file, report, environment=environment, endpoint=endpoint)
 
     def _environment_at(self, url: str) -> str | None:
         with Session(self.engine) as session:
             return environment_at(session, url)
 
-    def file(self, report: ConformanceReport, environment: str | None, endpoint: str | None) -> CheckReportPublic:
-        """Store a report under the environment and endpoint it belongs to, and its summary on the environment.
+    def file(
+        self,
+        report: Report,
+        *,
+        environment: str | None = None,
+        endpoint: str | None = None,
+        report_id: int | None = None,
+    ) -> CheckReportPublic:
+        """Store a report of any lane under the environment (the report's own when not given) and endpoint it
+        belongs to, and its summary on the environment (the protocol's and the quality one's). `report_id` files it
+        again over the row it was first filed in (a run filed `running`, now ended).
 
         An endpoint's row is hosting's to write: it takes the summary from the filed report.
         """
-        row = CheckReport(
-            url=report.url,
-            environment=environment,
-            endpoint=endpoint,
-            created_at=report.checked_at,
-            verdict="pass" if report.conforms else "fail",
-            conforms=report.conforms,
-            core_passed=report.core_passed,
-            core_total=report.core_total,
-            seconds=report.seconds,
-            report=report.model_dump(mode="json"),
-        )
+        environment = environment or report.environment
+        if environment != report.environment:
+            report = report.model_copy(update={"environment": environment})
+        protocol = report.suite == Suite.PROTOCOL
+        values = {
+            "url": report.target,
+            "environment": environment,
+            "endpoint": endpoint,
+            "revision": report.revision,
+            "created_at": report.checked_at,
+            "seconds": report.duration_s,
+            "verdict": report.verdict.value if report.verdict is not None else None,
+            "suite": report.suite.value,
+            "conforms": protocol and report.conforms,
+            "core_passed": report.core_passed if protocol else 0,
+            "core_total": report.core_total if protocol else 0,
+            "report": report.model_dump(mode="json"),
+        }
         with Session(self.engine) as session:
+            row = session.get(CheckReport, report_id) if report_id is not None else None
+            if report_id is not None and row is None:
+                raise NotFoundError(f"no check report {report_id} to file again")
+            row = (row or CheckReport(url=report.target)).sqlmodel_update(values)
             session.add(row)
             session.flush()
             assert row.id is not None
-            if environment is not None:
-                note_conformance(session, environment, report.summary(row.id))
+            if environment is not None and protocol:
+                note_conformance(session, environment, report.conformance_summary(row.id))
+            elif environment is not None and report.suite == Suite.QUALITY:
+                note_quality(session, environment, report.quality_summary(row.id))
             session.commit()
             session.refresh(row)
             return CheckReportPublic.model_validate(row)
@@ -135,7 +158,7 @@ class Checker:
         server_capacity: ServerCapacity | None = None,
         seats: Seats | None = None,
         replica: str | None = None,
-    ) -> QualityReportPublic:
+    ) -> CheckReportPublic:
         """Run a quality report of a URL and file it under its environment (found by host when not given) and
         endpoint; the revision, replicas, cold start, memory and seats are what hosting knows of an endpoint (the
         revision by default the catalog's). SlotsInUseError, nothing filed, when the seats gave way to clients."""
@@ -158,7 +181,7 @@ class Checker:
                 *(r.url for r in replicas or ())
             )
             report = await check_quality(target, guard, timeout_s=self.timeout_s, deadline_s=self.quality_deadline_s)
-        return await asyncio.to_thread(self.file_quality, report, endpoint)
+        return await asyncio.to_thread(self.file, report, endpoint=endpoint)
 
     def _target(self, url: str, environment: str | None) -> QualityTarget:
         """What the catalog declares of the environment at this URL: its manifest, README and revision."""
@@ -177,29 +200,6 @@ class Checker:
         )
         with Session(self.engine) as session:
             return {(str(e), str(r)) for e, r in session.execute(statement.distinct())}
-
-    def file_quality(self, report: QualityReport, endpoint: str | None) -> QualityReportPublic:
-        """Store a quality report, and its summary on the environment it ran on."""
-        row = CheckReport(
-            url=report.target,
-            environment=report.environment,
-            endpoint=endpoint,
-            revision=report.revision,
-            created_at=report.checked_at,
-            seconds=report.duration_s,
-            verdict=report.verdict.value,
-            suite=Suite.QUALITY.value,
-            report=report.model_dump(mode="json"),
-        )
-        with Session(self.engine) as session:
-            session.add(row)
-            session.flush()
-            assert row.id is not None
-            if report.environment is not None:
-                note_quality(session, report.environment, report.summary(row.id))
-            session.commit()
-            session.refresh(row)
-            return QualityReportPublic.model_validate(row)
 
 
 def list_reports(

@@ -13,13 +13,14 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ConfigDict
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from conformance.report import Evidence
+from conformance.engine import Check, Fail, Finding, Lane, NotRun, Skip
 from core.errors import RefusedURLError
 from core.outbound import Fetched, OutboundSession
 from protocol.tools import Tool
@@ -59,16 +60,16 @@ async def unless_queued(pending: Coroutine[Any, Any, T], server_capacity: Server
     return None
 
 
-class Fail(Exception):
-    """The server broke what the check asserts."""
+__all__ = ["Context", "Evidence", "Fail", "NotRun", "ServerCapacity", "Skip"]
 
 
-class Skip(Exception):
-    """The check does not apply to this server."""
+class Evidence(BaseModel):
+    """One exchange: what the checker sent and an excerpt of what came back."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-class NotRun(Exception):
-    """The check could not be run: something it needs failed earlier."""
+    sent: str
+    received: str
 
 
 def excerpt(value: Any, limit: int = EXCERPT) -> str:
@@ -215,7 +216,7 @@ def parse_frame(raw: str | bytes) -> dict[str, Any]:
     return value
 
 
-class Context:
+class Context(Lane):
     """One run: the base URL, its outbound session, the deadline, the facts and the evidence of the current check."""
 
     def __init__(
@@ -239,8 +240,14 @@ class Context:
         self.sockets: dict[str, Socket] = {}
         self.cleanups: list[Callable[[], Awaitable[None]]] = []
 
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+    def before(self, check: Check[Any]) -> Finding | None:
+        self.current = check.check_id
+        self.evidence = []
+        return None
+
+    def after(self, check: Check[Any], finding: Finding) -> Finding:
+        exchanges = [e.model_dump() for e in self.evidence[:12]]
+        return replace(finding, measured={**finding.measured, "exchanges": exchanges}) if exchanges else finding
 
     def wait_s(self, timeout_s: float | None = None) -> float:
         """How long one request or reply may take: the per-request timeout, within the deadline."""

@@ -6,10 +6,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from conformance.context import Context, Fail, NotRun, Skip, excerpt, is_int, is_number
-from conformance.report import NEWER
-from conformance.runner import Registry
+from conformance.engine import NEWER, Registry
 
-checks = Registry()
+checks: Registry[Context] = Registry()
 
 _METADATA_KEYS = ("readme_content", "version", "author", "documentation_url")
 _CONTROL = ("/reset", "/step", "/state")

@@ -5,14 +5,13 @@ import uuid
 from typing import Any
 
 from conformance.context import Context, Fail, NotRun, Skip, excerpt, parse_frame
-from conformance.report import NEWER
-from conformance.runner import Registry
+from conformance.engine import NEWER, Registry
 from protocol import frames
 from protocol.frames import ErrorCode
 from protocol.tools import cheapest_tool, parse_tools, tool_arguments
 
-checks = Registry()
-session_checks = Registry()
+checks: Registry[Context] = Registry()
+session_checks: Registry[Context] = Registry()
 
 _RESERVED = {"reset", "step", "state", "close"}
 

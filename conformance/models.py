@@ -1,23 +1,32 @@
-"""Check reports as they are filed (protocol checks and quality reports, one table), and the public shapes the
-API returns of them."""
+"""Check reports as they are filed (every lane's, one table), and the public shape the API returns of them."""
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field as PydanticField
 from sqlmodel import JSON, Field, SQLModel
 
-from conformance.quality.report import QualityReport
-from conformance.report import ConformanceReport
-from conformance.statistical.report import StatisticalReport
+from conformance.report import Report, Suite
 from core.clock import utcnow
 
+__all__ = [
+    "CheckReport",
+    "CheckReportBase",
+    "CheckReportPublic",
+    "CheckReportsPublic",
+    "FiledReport",
+    "Suite",
+    "ValidatorReportPublic",
+    "ValidatorSuite",
+    "public",
+]
 
-class Suite(StrEnum):
-    PROTOCOL = "protocol"  # the conformance checklist (conformance.report)
-    QUALITY = "quality"  # the quality report (conformance.quality)
-    STATISTICAL = "statistical"  # does it teach? (conformance.statistical)
+
+class ValidatorSuite(StrEnum):
+    """openenv's own validator (conformance.validator): its reports are filed by their own door, not /api/checks."""
+
+    FOLDER = "openenv"  # `openenv validate PATH`: the environment's files
+    URL = "openenv-url"  # `openenv validate --url`: a running server's contract
 
 
 class CheckReportBase(SQLModel):
@@ -30,7 +39,7 @@ class CheckReportBase(SQLModel):
     created_at: datetime = Field(default_factory=utcnow, index=True)
     seconds: float = 0
     verdict: str | None = Field(
-        default=None, description="pass, warn or fail; a protocol check passes when it conforms"
+        default=None, description="pass, warn or fail, by the validator's policy (conformance.engine.verdict_of)"
     )
 
 
@@ -41,50 +50,39 @@ class CheckReport(CheckReportBase, table=True):
     core_passed: int = 0
     core_total: int = 0
     report: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    tool: str | None = Field(default=None, description="the program and version that made the report: openenv 0.10.0")
 
 
 class CheckReportPublic(CheckReportBase):
-    """A filed protocol check."""
+    """A filed report of any lane; `conforms` and the core counts are the protocol checklist's."""
 
     id: int
-    suite: Literal["protocol"] = "protocol"
+    suite: Suite
     conforms: bool
     core_passed: int
     core_total: int
-    report: ConformanceReport
+    report: Report
 
 
-class QualityReportPublic(CheckReportBase):
-    """A filed quality report."""
-
-    id: int
-    suite: Literal["quality"] = "quality"
-    report: QualityReport
-
-
-class StatisticalReportPublic(CheckReportBase):
-    """A filed statistical report."""
+class ValidatorReportPublic(CheckReportBase):
+    """A filed report of openenv's validator, exactly as `openenv validate --json` printed it."""
 
     id: int
-    suite: Literal["statistical"] = "statistical"
-    report: StatisticalReport
+    suite: Literal["openenv", "openenv-url"]
+    tool: str | None
+    report: dict[str, Any]
 
 
-FiledReport = CheckReportPublic | QualityReportPublic | StatisticalReportPublic
-AnyReportPublic = Annotated[
-    CheckReportPublic | QualityReportPublic | StatisticalReportPublic, PydanticField(discriminator="suite")
-]
+FiledReport = CheckReportPublic | ValidatorReportPublic
 
 
 def public(row: CheckReport) -> FiledReport:
     """The public shape of a filed report, by its suite."""
-    if row.suite == Suite.QUALITY:
-        return QualityReportPublic.model_validate(row)
-    if row.suite == Suite.STATISTICAL:
-        return StatisticalReportPublic.model_validate(row)
+    if row.suite in tuple(ValidatorSuite):
+        return ValidatorReportPublic.model_validate(row)
     return CheckReportPublic.model_validate(row)
 
 
 class CheckReportsPublic(SQLModel):
-    data: list[AnyReportPublic]
+    data: list[FiledReport]
     count: int

@@ -9,6 +9,7 @@ from sqlmodel import Session
 from catalog.models import EnvironmentDetail
 from catalog.store import get_environment, save_registered
 from conformance.checker import Checker
+from conformance.engine import Outcome
 from core.errors import NonConformingError
 from core.outbound import OutboundSession
 from protocol.health import Probe, probe
@@ -33,15 +34,15 @@ async def register_url(checker: Checker, url: str, *, probe_timeout_s: float = 5
     environment_id = url_environment_id(url)
     report = await checker.run(url)
     if not report.conforms:
-        filed = await asyncio.to_thread(checker.file, report, None, None)
-        names = ", ".join(report.failing)
+        filed = await asyncio.to_thread(checker.file, report)
         failing = [
-            {"id": c.id, "title": c.title, "result": c.result.value, "message": c.message}
-            for c in report.checks
-            if c.id in report.failing
+            {"id": c.check_id, "title": c.title, "result": c.status.value, "message": c.message}
+            for c in report.results
+            if c.counts and c.status != Outcome.PASS
         ]
+        names = ", ".join(c["id"] for c in failing)
         raise NonConformingError(
-            f"{url} is not registered: {len(report.failing)} core checks did not pass ({names}); "
+            f"{url} is not registered: {len(failing)} core checks did not pass ({names}); "
             f"see GET /api/checks/{filed.id}",
             failing,
             filed.id,
@@ -52,7 +53,7 @@ async def register_url(checker: Checker, url: str, *, probe_timeout_s: float = 5
     finally:
         await outbound.aclose()
     created = await asyncio.to_thread(_save_registered, checker.engine, environment_id, url, seen)
-    await asyncio.to_thread(checker.file, report, environment_id, None)
+    await asyncio.to_thread(checker.file, report, environment=environment_id)
     with Session(checker.engine) as session:
         return get_environment(session, environment_id), created
 

@@ -14,13 +14,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from conformance.context import QUIET_S, Context, Fail, NotRun, Skip, Socket, excerpt, is_int, parse_frame
-from conformance.report import Severity
-from conformance.runner import Registry
+from conformance.engine import Registry, Severity
 from protocol import frames
 from protocol.frames import ErrorCode, error_code
 from protocol.tools import example_action
 
-checks = Registry()
+checks: Registry[Context] = Registry()
 
 
 def _capacity(ctx: Context, frame: str | bytes) -> dict[str, Any] | None:
@@ -385,4 +384,4 @@ async def mcp_socket(ctx: Context) -> str:
 
 
 ORDER = ("13", "14", "15", "18", "19", "20", "17", "16", "26", "21", "32", "23", "24", "22", "25", "32b")
-checks.sort(key=lambda c: ORDER.index(c.id))
+checks.sort(key=lambda c: ORDER.index(c.check_id))

@@ -4,10 +4,9 @@ from typing import Any
 from urllib.parse import quote
 
 from conformance.context import Context, Fail, NotRun, Skip, excerpt, is_int
-from conformance.report import NEWER
-from conformance.runner import Registry
+from conformance.engine import NEWER, Registry
 
-checks = Registry()
+checks: Registry[Context] = Registry()
 
 _SPLIT_TYPES = {"train", "validation", "test"}
 _MAX_LISTED_TASKS = 1000  # past this, POST /tasks is not fetched: it returns every task at once

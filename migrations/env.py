@@ -7,7 +7,8 @@ from sqlmodel import SQLModel
 # Every package's tables, registered on SQLModel.metadata.
 import app.auth.sessions  # noqa: F401
 import catalog.models
-import catalog.revisions  # noqa: F401
+import catalog.revisions
+import catalog.submissions  # noqa: F401
 import conformance.models
 import conformance.statistical.models  # noqa: F401
 import core.leases  # noqa: F401

@@ -149,6 +149,7 @@ def settings_for(database_url: str, hub: FakeHub, templates_dir: Path) -> Settin
         hub_backoff_s=0.01,
         process_preload=Preload.LAUNCH,  # a zygote only in the tests that launch
         docker_spares=0,  # spare containers only in the tests about them
+        validator_interval_s=0,  # validator rounds only in the tests about them
     )
 
 

@@ -6,7 +6,7 @@ import time
 import pytest
 from fastapi import FastAPI
 
-from conformance import ConformanceReport, Outcome, check_url
+from conformance import Outcome, Report, ServerProfile, check_url
 from core.outbound import OutboundGuard
 from tests import checkservers
 from tests.checkservers import serve
@@ -16,15 +16,20 @@ WS_CHECKS = {"13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "
 LOCAL = OutboundGuard(allow_private=True)
 
 
-def check(url: str, *, timeout_s: float = 2, deadline_s: float = 30) -> ConformanceReport:
+def check(url: str, *, timeout_s: float = 2, deadline_s: float = 30) -> Report:
     return asyncio.run(check_url(url, LOCAL, timeout_s=timeout_s, deadline_s=deadline_s))
 
 
-def outcomes(report: ConformanceReport, outcome: Outcome) -> set[str]:
-    return {c.id for c in report.checks if c.result == outcome}
+def profile(report: Report) -> ServerProfile:
+    assert report.profile is not None
+    return report.profile
 
 
-def check_app(app: FastAPI | object, **options: float) -> ConformanceReport:
+def outcomes(report: Report, outcome: Outcome) -> set[str]:
+    return {c.check_id for c in report.results if c.status == outcome}
+
+
+def check_app(app: FastAPI | object, **options: float) -> Report:
     with serve(app) as served:  # type: ignore[arg-type]
         started = time.monotonic()
         report = check(served.url, **options)
@@ -35,21 +40,23 @@ def check_app(app: FastAPI | object, **options: float) -> ConformanceReport:
 @pytest.mark.parametrize("name", CHECKED_TEMPLATES)
 def test_every_template_passes_every_core_check(template_urls: dict[str, str], name: str) -> None:
     report = check(template_urls[name], timeout_s=10)
-    problems = [f"{c.id} {c.result}: {c.message}" for c in report.checks if c.result in (Outcome.FAIL, Outcome.ERROR)]
+    problems = [
+        f"{c.check_id} {c.status}: {c.message}" for c in report.results if c.status in (Outcome.FAIL, Outcome.ERROR)
+    ]
     assert problems == []
     assert report.conforms
     assert report.core_passed == report.core_total >= 28
-    assert report.profile.generation == "0.10"
-    assert report.profile.mode == "simulation"
+    assert profile(report).generation == "0.10"
+    assert profile(report).mode == "simulation"
 
 
 def test_template_facts_reach_the_report(template_urls: dict[str, str]) -> None:
     toolbox = check(template_urls["toolbox"], timeout_s=10)
-    assert toolbox.profile.mcp_tools == 5
+    assert profile(toolbox).mcp_tools == 5
     assert "get_question" in toolbox.result("17").message  # the episode's action is a tool call
     arithmetic = check(template_urls["arithmetic_tasks"], timeout_s=10)
-    assert arithmetic.result("36").result == Outcome.PASS
-    assert arithmetic.profile.env_name == "arithmetic_tasks"
+    assert arithmetic.result("36").status == Outcome.PASS
+    assert profile(arithmetic).env_name == "arithmetic_tasks"
 
 
 def test_a_healthy_server_conforms_with_evidence() -> None:
@@ -57,27 +64,28 @@ def test_a_healthy_server_conforms_with_evidence() -> None:
     assert report.conforms, report.failing
     health = report.result("1")
     assert health.level == "core"
-    assert health.evidence[0].sent == "GET /health"
-    assert '"healthy"' in health.evidence[0].received
-    assert health.duration_ms > 0
+    [first, *_] = health.measured["exchanges"]
+    assert first["sent"] == "GET /health"
+    assert '"healthy"' in first["received"]
+    assert health.duration_s > 0
     # two sessions allowed: isolation is checked, the limit is not probed
-    assert report.result("23").result == Outcome.PASS
-    assert report.result("22").result == Outcome.SKIP
+    assert report.result("23").status == Outcome.PASS
+    assert report.result("22").status == Outcome.SKIP
 
 
 def test_a_one_session_server_shows_its_capacity_limit() -> None:
     report = check_app(checkservers.count_app(max_sessions=1))
     assert report.conforms, report.failing
-    assert report.result("22").result == Outcome.PASS
-    assert report.result("23").result == Outcome.SKIP
-    assert report.profile.max_sessions == 1
+    assert report.result("22").status == Outcome.PASS
+    assert report.result("23").status == Outcome.SKIP
+    assert profile(report).max_sessions == 1
 
 
 def test_an_older_server_conforms_with_skips() -> None:
     report = check_app(checkservers.legacy_server())
-    assert report.conforms, [(c.id, c.message) for c in report.checks if c.id in report.failing]
+    assert report.conforms, [(c.check_id, c.message) for c in report.results if c.check_id in report.failing]
     assert {"3b", "33", "34", "35", "36"} <= outcomes(report, Outcome.SKIP)
-    assert report.profile.generation == "older"
+    assert profile(report).generation == "older"
     assert "older server" in report.result("8").message
 
 
@@ -85,7 +93,7 @@ def test_a_production_server_skips_http_control() -> None:
     report = check_app(checkservers.count_app(mode="production"))
     assert report.conforms, report.failing
     assert {"8", "9", "10", "11"} <= outcomes(report, Outcome.SKIP)
-    assert report.profile.mode == "production"
+    assert profile(report).mode == "production"
 
 
 @pytest.mark.parametrize(
@@ -104,12 +112,14 @@ def test_a_production_server_skips_http_control() -> None:
 def test_a_broken_server_fails_exactly_what_it_breaks(server: object, failed: set[str]) -> None:
     # A roomy deadline per request: on a loaded machine a sound route must not fail beside the broken one.
     report = check_app(server(), timeout_s=5)  # type: ignore[operator]
-    assert outcomes(report, Outcome.FAIL) == failed, [(c.id, c.message) for c in report.checks if c.result == "fail"]
+    assert outcomes(report, Outcome.FAIL) == failed, [
+        (c.check_id, c.message) for c in report.results if c.status == "fail"
+    ]
     assert not report.conforms
     # what could not be checked because of the break is reported as not run, never as passed
-    for result in report.checks:
-        if result.result == Outcome.ERROR:
-            assert result.message.startswith("not run"), (result.id, result.message)
+    for result in report.results:
+        if result.status == Outcome.ERROR:
+            assert result.message.startswith("not run"), (result.check_id, result.message)
 
 
 def test_the_reasons_say_what_broke() -> None:
@@ -125,12 +135,13 @@ def test_the_reasons_say_what_broke() -> None:
 def test_an_environment_that_fails_a_valid_action_is_said_to_have_failed_with_its_answer() -> None:
     report = check_app(checkservers.failing_steps())
     step = report.result("17")
-    assert step.result == Outcome.FAIL
+    assert step.status == Outcome.FAIL
     assert step.message.startswith('the environment\'s server failed on {"add": 0}, an action its schema allows')
     assert step.message.endswith("it answered EXECUTION_ERROR: the counter is jammed")
-    answered = [e.received for e in step.evidence if e.sent.startswith('WS A ← {"type": "step"')]
+    exchanges = step.measured["exchanges"]
+    answered = [e["received"] for e in exchanges if e["sent"].startswith('WS A ← {"type": "step"')]
     assert answered and "the counter is jammed" in answered[0]
-    assert report.result("21").result == Outcome.PASS  # the error is reported as such, and the session goes on
+    assert report.result("21").status == Outcome.PASS  # the error is reported as such, and the session goes on
 
 
 def test_garbage_over_the_websocket_fails_only_websocket_checks() -> None:
@@ -139,7 +150,7 @@ def test_garbage_over_the_websocket_fails_only_websocket_checks() -> None:
     assert {"14", "15", "17", "18", "19", "20"} <= failed <= WS_CHECKS
     assert "not JSON" in report.result("14").message
     for http_check in ("1", "2", "3", "6", "8", "27", "30", "34", "32b"):
-        assert report.result(http_check).result == Outcome.PASS
+        assert report.result(http_check).status == Outcome.PASS
 
 
 def test_an_episode_id_echo_is_a_warning_that_does_not_break_conformance() -> None:
@@ -155,8 +166,8 @@ def test_the_total_deadline_bounds_a_server_that_never_answers() -> None:
         started = time.monotonic()
         report = check(served.url, timeout_s=5, deadline_s=1.5)
         assert time.monotonic() - started < 4
-    assert report.result("1").result == Outcome.PASS
-    late = [c for c in report.checks if c.message.startswith("not run: the total deadline")]
+    assert report.result("1").status == Outcome.PASS
+    late = [c for c in report.results if c.message.startswith("not run: the deadline passed")]
     assert late, "checks after the deadline are reported as not run"
     assert not report.conforms
 
@@ -167,5 +178,5 @@ def test_a_server_that_is_not_there_fails_fast() -> None:
     started = time.monotonic()
     report = check(url)
     assert time.monotonic() - started < 10
-    assert report.result("1").result == Outcome.FAIL
+    assert report.result("1").status == Outcome.FAIL
     assert "ConnectError" in report.result("1").message

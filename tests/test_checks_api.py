@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlmodel import Session, create_engine
 
 from app.main import create_app
 from app.settings import Settings
+from conformance.models import CheckReport
 from tests import checkservers
 from tests.checkservers import Served, serve
 from tests.serving import Envhub
@@ -41,8 +43,9 @@ def test_checking_a_url_files_a_report(local_client: TestClient, count_server: S
         None,
         None,
     )
-    assert body["core_passed"] == body["core_total"] == body["report"]["core_passed"]
-    assert body["report"]["checks"][0]["evidence"][0]["sent"] == "GET /health"
+    assert body["core_passed"] == body["core_total"]
+    assert (body["verdict"], body["report"]["verdict"]) == ("pass", "pass")
+    assert body["report"]["results"][0]["measured"]["exchanges"][0]["sent"] == "GET /health"
 
     again = local_client.get(f"/api/checks/{body['id']}")
     assert again.json() == body
@@ -94,7 +97,7 @@ def test_envhubs_own_endpoints_are_checked_through_the_gateway(envhub: Envhub, c
     by_url = envhub.http.post("/api/checks", json={"url": endpoint["url"]}, timeout=60)
     assert by_url.status_code == 201, by_url.text
     for report in (by_id.json(), by_url.json()):
-        assert report["conforms"], [c for c in report["report"]["checks"] if c["result"] in ("fail", "error")]
+        assert report["conforms"], report["report"]["failing"]
         assert (report["environment"], report["endpoint"]) == (count_template, endpoint["id"])
         assert report["url"] == f"{envhub.url}/endpoints/{endpoint['id']}"
 
@@ -145,8 +148,77 @@ def test_a_web_ui_is_checked_without_disturbing_it(envhub: Envhub, count_templat
     endpoint = envhub.running(count_template, options={"env": {"ENABLE_WEB_INTERFACE": "true"}})
     response = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"]}, timeout=60)
     report = response.json()["report"]
-    assert report["conforms"], [c for c in report["checks"] if c["result"] in ("fail", "error")]
+    assert report["verdict"] != "fail", report["failing"]
     assert report["profile"]["web_ui"] is True
-    results = {c["id"]: c for c in report["checks"]}
-    assert (results["37"]["result"], results["38"]["result"]) == ("pass", "pass")
-    assert all(not e["sent"].startswith(("POST /web/reset", "POST /web/step")) for e in results["38"]["evidence"])
+    results = {c["check_id"]: c for c in report["results"]}
+    assert (results["37"]["status"], results["38"]["status"]) == ("pass", "pass")
+    assert all(
+        not e["sent"].startswith(("POST /web/reset", "POST /web/step")) for e in results["38"]["measured"]["exchanges"]
+    )
+
+
+OLD_PROTOCOL = {  # a protocol report as envhub stored it before the engine was one
+    "url": "http://old.test:8000",
+    "checked_at": "2025-01-02T03:04:05Z",
+    "seconds": 1.5,
+    "profile": {"mode": "simulation", "generation": "older", "web_ui": False},
+    "checks": [
+        {"id": "1", "title": "GET /health", "level": "core", "result": "pass", "message": "",
+         "evidence": [{"sent": "GET /health", "received": 'HTTP 200 {"status": "healthy"}'}], "duration_ms": 12.5},
+        {"id": "16", "title": "state echoes", "level": "warn", "result": "fail", "message": "no echo",
+         "evidence": [], "duration_ms": 3},
+    ],
+    "conforms": True, "core_passed": 1, "core_total": 1, "failing": [], "warnings": ["16"],
+}  # fmt: skip
+OLD_QUALITY = {  # a quality report as envhub stored it before the engine was one
+    "suite": "quality",
+    "target": "http://old.test:8000",
+    "environment": None,
+    "revision": "abc",
+    "checked_at": "2025-01-02T03:04:05Z",
+    "duration_s": 4.0,
+    "results": [
+        {"check_id": "runtime.seed_control", "status": "pass", "measured": {}, "evidence": ["same"],
+         "remediation": None, "duration_s": 0.1},
+        {"check_id": "semantic.trivial_policy_floor", "status": "fail", "measured": {}, "evidence": ["half way"],
+         "remediation": "fix it", "duration_s": 0.2},
+    ],
+    "severities": {"runtime.seed_control": "fail", "semantic.trivial_policy_floor": "warn"},
+    "figures": {"capacity": 4, "capacity_reached": True},
+    "verdict": "warn",
+}  # fmt: skip
+
+
+def test_reports_stored_before_read_as_one_report_type(local_client: TestClient, local_settings: Settings) -> None:
+    engine = create_engine(local_settings.database_url)
+    with Session(engine) as session:
+        rows = [
+            CheckReport(url="http://old.test:8000", verdict="pass", conforms=True, core_passed=1, core_total=1,
+                        report=OLD_PROTOCOL),
+            CheckReport(url="http://old.test:8000", suite="quality", verdict="warn", revision="abc",
+                        report=OLD_QUALITY),
+        ]  # fmt: skip
+        session.add_all(rows)
+        session.commit()
+        ids = [row.id for row in rows]
+    engine.dispose()
+    protocol = local_client.get(f"/api/checks/{ids[0]}")
+    assert protocol.status_code == 200, protocol.text
+    report = protocol.json()["report"]
+    assert (report["suite"], report["target"], report["duration_s"], report["verdict"]) == (
+        "protocol", "http://old.test:8000", 1.5, "warn",
+    )  # fmt: skip
+    health, echo = report["results"]
+    assert (health["check_id"], health["status"], health["severity"], health["duration_s"]) == (
+        "1",
+        "pass",
+        "fail",
+        0.0125,
+    )
+    assert health["measured"]["exchanges"][0]["sent"] == "GET /health"
+    assert (echo["level"], echo["severity"], echo["evidence"]) == ("warn", "warn", ["no echo"])
+    quality = local_client.get(f"/api/checks/{ids[1]}").json()["report"]
+    assert quality["verdict"] == "warn"  # the floor's failure carried a warn severity
+    assert [r["severity"] for r in quality["results"]] == ["fail", "warn"]
+    listed = local_client.get("/api/checks", params={"limit": 5}).json()
+    assert listed["count"] == 2

@@ -282,7 +282,7 @@ def test_a_check_resolves_its_host_once(site: Served) -> None:
     calls: list[str] = []
     guard = OutboundGuard(allow_private=True, resolver=fake_dns({"env.test": ["127.0.0.1"]}, calls))  # type: ignore[arg-type]
     report = asyncio.run(check_url(f"http://env.test:{site.port}", guard, timeout_s=2, deadline_s=5))
-    assert report.url == f"http://env.test:{site.port}"
+    assert report.target == f"http://env.test:{site.port}"
     assert calls == ["env.test"]
 
 

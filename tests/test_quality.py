@@ -11,11 +11,11 @@ from openenv.validation.report import CheckResult as ValidatorResult
 from openenv.validation.types import Verdict as ValidatorVerdict
 
 from catalog.models import EnvironmentDetail, Source
-from conformance.quality import CHECKS, QualityReport, QualityTarget, check_quality
-from conformance.quality.declared import DEFAULT_MAX_STEPS, declared
+from conformance.engine import CheckResult, Outcome, Severity, Verdict, verdict_of
+from conformance.quality import QualityTarget, check_quality
 from conformance.quality.figures import CAPACITY_BOUND
-from conformance.quality.report import QualityResult, Severity, Verdict, verdict_of
-from conformance.report import Outcome
+from conformance.quality.run import DEFAULT_MAX_STEPS
+from conformance.report import Figures, Report
 from core.outbound import OutboundGuard
 from hosting.options import ProcessOptions
 from hosting.runtimes import LaunchSpec
@@ -27,21 +27,21 @@ from tests.environments import write_count_env
 from tests.serving import Envhub
 from tests.test_cli import cli_env, run_cli
 
-RUNTIME = [c.check_id for c in CHECKS if c.check_id.startswith("runtime.")]
+RUNTIME = ["runtime.episode_isolation", "runtime.episode_termination"]  # the hub lane's on every target
 LOCAL = OutboundGuard(allow_private=True)
 
 
-def report_of(target: QualityTarget | str, *, timeout_s: float = 5) -> QualityReport:
+def report_of(target: QualityTarget | str, *, timeout_s: float = 5) -> Report:
     target = QualityTarget(target) if isinstance(target, str) else target
     return asyncio.run(check_quality(target, LOCAL, timeout_s=timeout_s, deadline_s=60))
 
 
-def report_of_app(app: object) -> QualityReport:
+def report_of_app(app: object) -> Report:
     with serve(app) as served:  # type: ignore[arg-type]
         return report_of(served.url)
 
 
-def statuses(report: QualityReport) -> dict[str, Outcome]:
+def statuses(report: Report) -> dict[str, Outcome]:
     return {r.check_id: r.status for r in report.results}
 
 
@@ -50,12 +50,8 @@ def test_every_template_is_deterministic_isolated_and_bounded(template_urls: dic
     report = report_of(template_urls[name], timeout_s=10)
     problems = [(r.check_id, r.evidence) for r in report.results if r.check_id in RUNTIME and r.status != Outcome.PASS]
     assert problems == []
-    # The templates declare no reward range, so the floor cannot be judged: a skip, which warns.
-    floor = report.result("semantic.trivial_policy_floor")
-    assert floor.status == Outcome.SKIP
-    assert "no reward range is declared" in floor.evidence[0]
-    assert "validation.reward.range" in (floor.remediation or "")
-    assert report.verdict == Verdict.WARN
+    assert report.verdict == Verdict.PASS
+    assert report.figures is not None
     assert set(report.figures.steps_per_s) == {"1", "8"}
     # They hold 64: the probe stops at its bound, none refused; on a loaded machine a session that answers too
     # late stops it sooner, and the report's note says so instead.
@@ -69,14 +65,8 @@ def test_every_template_is_deterministic_isolated_and_bounded(template_urls: dic
 
 def test_a_deterministic_server_passes_with_figures() -> None:
     report = report_of_app(checkservers.count_app())
-    assert all(statuses(report)[check] == Outcome.PASS for check in RUNTIME), report.results
-    determinism = report.result("runtime.episode_determinism")
-    assert determinism.measured["compared_with"] == ["a second episode of the same session", "a new session"]
-    assert determinism.measured["ignored_fields"] == []
-    assert "cannot be told apart" in determinism.measured["cross_replica"]
-    rewards = report.result("runtime.reward_well_formed").measured
-    assert (rewards["observed_min"], rewards["observed_max"], rewards["declared_range"]) == (0.0, 1.0, None)
-    figures = report.figures
+    assert statuses(report) == dict.fromkeys(RUNTIME, Outcome.PASS)  # a bare URL: no replicas to compare
+    figures = report.figures or Figures()
     assert (figures.capacity, figures.capacity_reached) == (4, True)  # count_app holds 4 sessions
     assert figures.steps_per_s["1"] > 0 and figures.steps_per_s["8"] > 0
     assert any("ran on 4: session 5 was refused" in note for note in figures.notes)
@@ -84,16 +74,10 @@ def test_a_deterministic_server_passes_with_figures() -> None:
     assert any("memory per session: not visible" in note for note in figures.notes)
 
 
-def test_a_non_deterministic_server_fails_seed_control_and_determinism() -> None:
-    report = report_of_app(checkservers.noisy())
-    assert statuses(report)["runtime.seed_control"] == Outcome.FAIL
-    determinism = report.result("runtime.episode_determinism")
-    assert determinism.status == Outcome.FAIL
-    assert "a new session differs at the reset, observation.total" in " ".join(determinism.evidence)
-    assert "reset(seed=...)" in (determinism.remediation or "")
-    isolation = report.result("runtime.episode_isolation")
-    assert "observations not compared: the environment is not deterministic" in isolation.evidence[0]
-    assert report.verdict == Verdict.FAIL
+def test_a_non_deterministic_server_is_not_judged_on_what_it_plays_beside_another() -> None:
+    isolation = report_of_app(checkservers.noisy()).result("runtime.episode_isolation")
+    assert isolation.status == Outcome.PASS
+    assert "observations not compared" in isolation.evidence[0]
 
 
 def test_sessions_that_share_state_fail_isolation() -> None:
@@ -106,39 +90,15 @@ def test_sessions_that_share_state_fail_isolation() -> None:
     assert {c for c, s in statuses(report).items() if s == Outcome.FAIL} == {"runtime.episode_isolation"}
 
 
-@pytest.mark.parametrize(
-    ("empty_reward", "status", "severity", "verdict"),
-    [
-        (1.0, Outcome.FAIL, Severity.FAIL, Verdict.FAIL),  # RFC 008's motivating bug
-        (0.5, Outcome.FAIL, Severity.WARN, Verdict.WARN),
-        (0.0, Outcome.PASS, Severity.FAIL, Verdict.PASS),
-    ],
-)
-def test_the_floor_judges_what_an_empty_answer_earns(
-    empty_reward: float, status: Outcome, severity: Severity, verdict: Verdict
-) -> None:
-    report = report_of_app(checkservers.verifier_app(empty_reward))
-    floor = report.result("semantic.trivial_policy_floor")
-    assert floor.status == status, floor.evidence
-    assert report.severities["semantic.trivial_policy_floor"] == severity
-    assert report.verdict == verdict
-    assert floor.measured["declared_range"] == [0.0, 1.0]
-    assert floor.measured["mean_return"]["the empty action {}"] == empty_reward
-    assert "the random baseline" in floor.measured["mean_return"]
-    source = report.result("runtime.reward_well_formed").measured["range_source"]
-    assert source == "the README ('Rewards lie in [0, 1]')"  # from the server's own /metadata
-
-
 def test_bad_input_gets_a_reason_not_a_crash() -> None:
     unschemed = report_of_app(checkservers.missing_schema())
-    for check in ("runtime.episode_determinism", "runtime.episode_isolation", "runtime.episode_termination"):
+    for check in RUNTIME:
         result = unschemed.result(check)
         assert result.status == Outcome.SKIP
         assert result.evidence == [
             "GET /schema gave no action schema and the server lists no MCP tools: no action can be built"
         ]
         assert "GET /schema" in (result.remediation or "")
-    assert unschemed.result("runtime.seed_control").measured["compared"] == "the reset (no action to send)"
 
     endless = report_of_app(checkservers.endless()).result("runtime.episode_termination")
     assert endless.status == Outcome.FAIL
@@ -167,9 +127,6 @@ def test_a_server_that_dies_mid_report_gets_errors_and_a_verdict(tmp_path: Path)
     finally:
         runtime.stop(launched.handle)
     found = statuses(report)
-    assert [found[c] for c in ("runtime.seed_control", "runtime.episode_determinism", "runtime.state_contract")] == [
-        Outcome.PASS
-    ] * 3
     died = report.result("runtime.episode_isolation")
     assert died.status == Outcome.ERROR
     assert died.evidence[0].startswith("the server stopped answering: the server closed the session")
@@ -182,91 +139,61 @@ def test_a_server_that_dies_mid_report_gets_errors_and_a_verdict(tmp_path: Path)
     )
     assert all("read its log" in (r.remediation or "") for r in [died, *later])
     assert report.verdict == Verdict.FAIL
-    assert report.figures.notes[0].startswith("not measured: the server stopped answering")
+    assert (report.figures or Figures()).notes[0].startswith("not measured: the server stopped answering")
 
 
-def test_the_report_has_the_validators_shape() -> None:
-    report = report_of_app(checkservers.verifier_app(1.0))
+def test_each_result_has_the_validators_fields() -> None:
+    report = report_of_app(checkservers.shared_state())
     dumped = json.loads(report.model_dump_json())
-    assert set(dumped) == {
-        "suite", "target", "environment", "revision", "checked_at", "duration_s",
-        "results", "severities", "figures", "verdict",
-    }  # fmt: skip
-    assert [r["check_id"] for r in dumped["results"]] == [c.check_id for c in CHECKS]
+    assert dumped["suite"] == "quality"
+    assert [r["check_id"] for r in dumped["results"]] == RUNTIME
+    validator_fields = {"check_id", "status", "measured", "evidence", "remediation", "duration_s"}
     for result in dumped["results"]:
-        ValidatorResult.model_validate(result)  # openenv's own model of a result: its fields, extra forbidden
+        # openenv's own model of a result (extra fields forbidden) reads its fields of ours
+        ValidatorResult.model_validate({k: v for k, v in result.items() if k in validator_fields})
         assert result["status"] in {"pass", "fail", "skip", "error"}
+        assert result["level"] == "runtime" and result["severity"] == "fail"
         assert all(isinstance(line, str) and len(line) < 400 for line in result["evidence"])
     assert dumped["verdict"] in {v.value for v in ValidatorVerdict}
-    assert set(dumped["severities"].values()) <= {"fail", "warn"}
-    assert QualityReport.model_validate(dumped) == report  # a stored report reads back whole
+    assert Report.model_validate(dumped) == report  # a stored report reads back whole
 
 
 def test_the_verdict_follows_the_validators_policy() -> None:
-    def result(status: Outcome) -> QualityResult:
-        return QualityResult(check_id="runtime.seed_control", status=status, duration_s=0)
+    def result(status: Outcome, severity: Severity = Severity.FAIL) -> CheckResult:
+        return CheckResult(check_id="hub.cross_host_determinism", status=status, severity=severity)
 
-    fail, warn = {"runtime.seed_control": Severity.FAIL}, {"runtime.seed_control": Severity.WARN}
-    assert verdict_of((result(Outcome.PASS),), fail) == Verdict.PASS
-    assert verdict_of((result(Outcome.SKIP),), fail) == Verdict.WARN
-    assert verdict_of((result(Outcome.FAIL),), warn) == Verdict.WARN
-    assert verdict_of((result(Outcome.FAIL),), fail) == Verdict.FAIL
-    assert verdict_of((result(Outcome.ERROR),), warn) == Verdict.FAIL
-
-
-def test_declared_ranges_come_from_the_manifest_else_a_plain_readme_line() -> None:
-    manifest = {"validation": {"reward": {"range": [-1, 1]}, "resources": {"episode_timeout_s": 30}}}
-    found = declared(manifest, "Rewards lie in [0, 5].")
-    assert (found.reward_range, found.range_source, found.episode_timeout_s) == (
-        (-1.0, 1.0),
-        "openenv.yaml validation.reward.range",
-        30.0,
-    )
-    broken = declared({"validation": {"reward": {"range": [1, 0]}}}, None)
-    assert broken.reward_range is None
-    assert "is [1, 0], not [low, high] with low < high" in broken.range_problem
-    assert declared(None, "## Rewards\n\nThe reward range is [-0.5, 2].").reward_range == (-0.5, 2.0)
-    # Only a plain statement is read: brackets on another line, or prose, are not guessed at.
-    assert declared(None, "**1.0** when solved, 0.0 otherwise").reward_range is None
-    assert declared(None, "Rewards are shaped.\n[0, 1] is a list.").reward_range is None
+    assert verdict_of([result(Outcome.PASS)]) == Verdict.PASS
+    assert verdict_of([result(Outcome.SKIP)]) == Verdict.WARN
+    assert verdict_of([result(Outcome.SKIP)], skip_warns=False) == Verdict.PASS  # the checklist's "does not apply"
+    assert verdict_of([result(Outcome.FAIL, Severity.WARN)]) == Verdict.WARN
+    assert verdict_of([result(Outcome.FAIL)]) == Verdict.FAIL
+    assert verdict_of([result(Outcome.ERROR)]) == Verdict.FAIL
 
 
-@pytest.fixture
-def validated_count(templates_dir: Path, count_template: str) -> str:
-    """The count template with a declared reward range (its openenv.yaml's RFC 008 validation block)."""
-    manifest = templates_dir / "count" / "openenv.yaml"
-    manifest.write_text(manifest.read_text() + "validation:\n  reward:\n    range: [0, 1]\n")
-    return count_template
-
-
-def test_a_quality_report_of_a_pool_is_filed_through_the_api(validated_count: str, envhub: Envhub) -> None:
-    endpoint = envhub.running(validated_count, options={"replicas": 2})
+def test_a_quality_report_of_a_pool_is_filed_through_the_api(count_template: str, envhub: Envhub) -> None:
+    endpoint = envhub.running(count_template, options={"replicas": 2})
     wait_until(lambda: len(envhub.ready_replicas(endpoint["id"])) == 2, timeout_s=60)
     response = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"], "suite": "quality"}, timeout=90)
     assert response.status_code == 201, response.text
     filed = response.json()
-    environment = envhub.http.get(f"/api/environments/{validated_count}").json()
-    assert (filed["suite"], filed["environment"], filed["endpoint"]) == ("quality", validated_count, endpoint["id"])
-    report = QualityReport.model_validate(filed["report"])
-    assert filed["verdict"] == report.verdict.value
+    environment = envhub.http.get(f"/api/environments/{count_template}").json()
+    assert (filed["suite"], filed["environment"], filed["endpoint"]) == ("quality", count_template, endpoint["id"])
+    report = Report.model_validate(filed["report"])
+    assert filed["verdict"] == report.verdict
     assert environment["sha"] is not None
     assert report.revision == environment["sha"]
-    determinism = report.result("runtime.episode_determinism")
-    assert determinism.status == Outcome.PASS
+    hosts = report.result("hub.cross_host_determinism")
+    assert (hosts.status, hosts.level) == (Outcome.PASS, "hub")
     replicas = sorted(r["id"] for r in envhub.ready_replicas(endpoint["id"]))
-    assert determinism.measured["cross_replica"] == f"compared replicas {replicas[0]} and {replicas[1]}"
-    assert determinism.measured["compared_with"][2:] == [f"replica {r}" for r in replicas]
-    # The counting game always ends at 10 with reward 1.0: even the random baseline earns the top of [0, 1].
-    rewards = report.result("runtime.reward_well_formed")
-    assert rewards.measured["range_source"] == "openenv.yaml validation.reward.range"
-    floor = report.result("semantic.trivial_policy_floor")
-    assert floor.status == Outcome.FAIL and floor.measured["mean_return"]["the random baseline"] == 1.0
-    assert report.figures.cold_start_from == "launch" and report.figures.cold_start_s is not None
-    assert report.figures.memory_per_session_mb is not None  # process servers: envhub reads their memory
+    assert sorted(hosts.measured["replicas"]) == replicas
+    assert [r.check_id for r in report.results] == [*RUNTIME, "hub.cross_host_determinism"]
+    figures = report.figures or Figures()
+    assert figures.cold_start_from == "launch" and figures.cold_start_s is not None
+    assert figures.memory_per_session_mb is not None  # process servers: envhub reads their memory
 
     assert environment["quality"]["report_id"] == filed["id"]
-    assert (environment["quality"]["verdict"], environment["quality"]["revision"]) == ("fail", environment["sha"])
-    assert "semantic.trivial_policy_floor" in environment["quality"]["failing"]
+    assert (environment["quality"]["verdict"], environment["quality"]["revision"]) == ("pass", environment["sha"])
+    assert environment["quality"]["failing"] == []
     assert envhub.http.get(f"/api/checks/{filed['id']}").json() == filed
     protocol = envhub.http.post("/api/checks", json={"endpoint": endpoint["id"]}, timeout=60).json()
     assert (protocol["suite"], protocol["verdict"]) == ("protocol", "pass")
@@ -291,18 +218,18 @@ def test_a_template_is_reported_on_once_launched(count_template: str, client: Te
 @pytest.mark.slow  # the CLI's own interpreter and servers; the API's report is in the default run
 def test_the_cli_prints_a_table_and_json(tmp_path: Path) -> None:
     env = cli_env(tmp_path, "http://127.0.0.1:9")
-    with serve(checkservers.verifier_app(1.0)) as served:
+    with serve(checkservers.shared_state()) as served:
         table = run_cli(env, "check", served.url, "--suite", "quality")
         assert table.returncode == 1, table.stdout + table.stderr  # a fail verdict, as openenv validate exits
     assert f"{served.url}: quality report" in table.stdout
-    assert "runtime.episode_determinism     pass" in table.stdout
-    assert "semantic.trivial_policy_floor   FAIL" in table.stdout
-    assert "↳ fix: make the reward depend on solving the task" in table.stdout
+    assert "runtime.episode_termination     pass" in table.stdout
+    assert "runtime.episode_isolation       FAIL" in table.stdout
+    assert "↳ fix: keep all episode state on the Environment instance" in table.stdout
     assert "steps/s at 8 session(s)" in table.stdout
     assert table.stdout.rstrip().splitlines()[-1].startswith("verdict: FAIL, in ")
-    with serve(checkservers.verifier_app(0.0)) as served:
+    with serve(checkservers.count_app()) as served:
         printed = run_cli(env, "check", served.url, "--suite", "quality", "--json")
     assert printed.returncode == 0, printed.stderr
     report = json.loads(printed.stdout)
     assert (report["suite"], report["verdict"]) == ("quality", "pass")
-    assert set(report["results"][0]) == {"check_id", "status", "measured", "evidence", "remediation", "duration_s"}
+    assert {"check_id", "status", "measured", "evidence", "remediation", "duration_s"} <= set(report["results"][0])

@@ -4,7 +4,6 @@ Each test serves `python -m app serve` as a user runs it, stops it with SIGINT (
 same data folder and database, then plays the same URL with openenv's client.
 """
 
-import signal
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -54,12 +53,6 @@ class Envhub(Server):
         endpoint = self.endpoint(endpoint_id)
         assert endpoint["status"] == "running", endpoint["message"]
         return endpoint
-
-    def interrupt(self) -> None:
-        """Ctrl-C, and wait for it to exit."""
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=60)
-        self.stop()
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ import pytest
 from sqlmodel import Session
 
 from app.settings import REPO_ROOT, Settings
-from conformance.models import CheckReport, Suite
+from conformance.models import CheckReport
+from conformance.report import Report, RunStatus, Suite
 from conformance.statistical.figures import signal
-from conformance.statistical.report import StatisticalReport
+from conformance.statistical.report import StatisticalRun
 from core.clock import utcnow
 from core.db import create_db_engine
 from tests.conftest import wait_until
@@ -73,7 +74,7 @@ def report_of(lane: Envhub, rule: str, **body: Any) -> dict[str, Any]:
     )
     filed: dict[str, Any] = lane.http.get(f"/api/statistics/{report_id}").json()
     assert filed["report"]["status"] == "finished", filed["report"]["message"]
-    assert filed["suite"] == "statistical" and filed["report"]["policy_version"] == "statistical-v1"
+    assert filed["suite"] == "statistical" and filed["report"]["statistics"]["policy_version"] == "statistical-v1"
     return filed
 
 
@@ -162,7 +163,7 @@ def test_a_known_pass_rate_per_task_gives_the_signal_the_formula_gives(
 
 
 def test_the_lanes_runs_are_marked_and_stay_off_the_leaderboard(lane: Envhub, known_rates: dict[str, Any]) -> None:
-    played = {p["evaluation"] for p in known_rates["report"]["players"]}
+    played = {p["evaluation"] for p in known_rates["report"]["statistics"]["players"]}
     assert len(played) >= 8  # two baselines, the panel, the model
     for evaluation in played:
         assert lane.http.get(f"/api/evaluations/{evaluation}").json()["statistical_report"] == known_rates["id"]
@@ -187,13 +188,15 @@ def test_a_report_left_running_by_a_stopped_envhub_is_failed_when_envhub_starts(
     first = Envhub(settings)
     instance = first.services.leases.instance
     first.stop()
-    left = StatisticalReport(
+    left = Report(
+        suite=Suite.STATISTICAL,
         target="http://127.0.0.1:9/gone",
-        endpoint="gone",
         environment="template:gone",
-        policy_version="statistical-v1",
         checked_at=utcnow(),
-        instance=instance,
+        duration_s=0,
+        results=(),
+        status=RunStatus.RUNNING,
+        statistics=StatisticalRun(policy_version="statistical-v1", instance=instance),
     )
     with Session(create_db_engine(settings.database_url)) as session:
         row = CheckReport(url=left.target, suite=Suite.STATISTICAL.value, report=left.model_dump(mode="json"))

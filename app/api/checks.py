@@ -21,7 +21,7 @@ from app.usecases.quality import hosted, server_capacity
 from catalog.models import Source
 from catalog.store import load_environment
 from conformance.checker import get_report, list_reports
-from conformance.models import CheckReportPublic, CheckReportsPublic, FiledReport, QualityReportPublic, Suite
+from conformance.models import CheckReportPublic, CheckReportsPublic, FiledReport, Suite
 from core.errors import ConflictError, InvalidInputError, NotFoundError
 from hosting.models import EndpointStatus
 
@@ -42,6 +42,8 @@ class CheckRequest(BaseModel):
     def _one_target(self) -> Self:
         if sum(v is not None for v in (self.url, self.endpoint, self.environment)) != 1:
             raise ValueError("give exactly one of url, endpoint and environment")
+        if self.suite not in (Suite.PROTOCOL, Suite.QUALITY):
+            raise ValueError(f"suite is protocol or quality here; the {self.suite.value} lane has its own request")
         return self
 
 
@@ -55,7 +57,7 @@ async def create_check(
     settings: SettingsDep,
     engine: EngineDep,
     caller: CallerDep,
-) -> CheckReportPublic | QualityReportPublic:
+) -> CheckReportPublic:
     """Run the conformance checklist (up to 30 s) or a quality report (up to 60 s) now, and file the report.
 
     A private endpoint is checked for its owner and the admin only."""
@@ -88,7 +90,7 @@ async def create_check(
             credentials=credentials,
             server_capacity=server_capacity(manager, endpoint.id),
         )
-        await asyncio.to_thread(manager.store.note_conformance, endpoint.id, filed.report.summary(filed.id))
+        await asyncio.to_thread(manager.store.note_conformance, endpoint.id, filed.report.conformance_summary(filed.id))
         return filed
     if body.environment is not None:
         environment = await asyncio.to_thread(load_environment, engine, body.environment)

@@ -22,6 +22,8 @@ from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator
 from app.usecases.statistics import Statistics
+from app.usecases.submissions import SubmissionQueue
+from app.usecases.validation import Validations
 from catalog.space_health import SpaceHealth
 from catalog.sync import Syncer
 from catalog.tasksets import Tasksets
@@ -71,6 +73,7 @@ EndpointsDep = Annotated[EndpointManager, Depends(_part(lambda s: s.endpoints))]
 AccessDep = Annotated[Access, Depends(_part(lambda s: s.endpoints.access))]
 EndpointTokensDep = Annotated[EndpointTokens, Depends(_part(lambda s: s.endpoint_tokens))]
 CheckerDep = Annotated[Checker, Depends(_part(lambda s: s.checker))]
+ValidationsDep = Annotated[Validations, Depends(_part(lambda s: s.validations))]
 SpacesDep = Annotated[SpaceHealth, Depends(_part(lambda s: s.monitor.spaces))]
 PublisherDep = Annotated[Publisher, Depends(_part(lambda s: s.publisher))]
 TasksetsDep = Annotated[Tasksets, Depends(_part(lambda s: s.tasksets))]
@@ -88,6 +91,7 @@ HttpDep = Annotated[httpx.AsyncClient | None, Depends(_part(lambda s: s.http))] 
 SessionSecretDep = Annotated[bytes, Depends(_part(lambda s: s.session_secret))]
 GatewayDep = Annotated[Gateway, Depends(_part(lambda s: s.gateway))]
 DoorDep = Annotated[PooledDoor, Depends(_part(lambda s: s.door))]
+SubmissionsDep = Annotated[SubmissionQueue, Depends(_part(lambda s: s.submissions))]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -50,6 +50,9 @@ def list_environments(
     quality: Annotated[
         list[Verdict], Query(max_length=3, description="the last quality report's verdict; repeat for several")
     ] = [],  # noqa: B006
+    teaches: Annotated[
+        bool, Query(description="only environments whose newest board verdict is pass or warn, with a training signal")
+    ] = False,
     sort: Sort = Sort.RELEVANCE,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
@@ -66,6 +69,7 @@ def list_environments(
         conforms=conforms,
         up=up,
         quality=quality,
+        teaches=teaches,
         sort=sort,
         limit=limit,
         offset=offset,

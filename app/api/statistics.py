@@ -12,12 +12,12 @@ from app.api.evaluations import PushRequest
 from app.urls import own_gateway
 from app.usecases.evaluations import visible_run
 from app.usecases.statistics import StatisticsRequest
-from conformance.models import CheckReport, StatisticalReportPublic, Suite
+from conformance.models import CheckReport, CheckReportPublic
+from conformance.report import Report, Suite
 from conformance.statistical.exports import evaluation_result, task_split, teaching
 from conformance.statistical.lane import Played, task_key
 from conformance.statistical.models import TaskDifficulty
 from conformance.statistical.push import push_teaching
-from core.errors import NotFoundError
 from evals.models import EpisodeBase
 
 router = APIRouter(tags=["statistics"])
@@ -26,18 +26,10 @@ router = APIRouter(tags=["statistics"])
 @router.post("/api/statistics", status_code=status.HTTP_202_ACCEPTED)
 async def create_statistics(
     body: StatisticsRequest, request: Request, statistics: StatisticsDep, caller: CallerDep
-) -> StatisticalReportPublic:
+) -> CheckReportPublic:
     """Start a statistical report on a running endpoint: filed `running` now, `finished` (or `failed`) when its
     players have played; follow it with GET /api/statistics/{id}."""
     return await statistics.start(body, caller, lambda endpoint_id: own_gateway(request, endpoint_id))
-
-
-def _report(engine: Any, report_id: int) -> StatisticalReportPublic:
-    with Session(engine) as session:
-        row = session.get(CheckReport, report_id)
-    if row is None or row.suite != Suite.STATISTICAL:
-        raise NotFoundError(f"no statistical report {report_id}; list them with GET /api/checks?suite=statistical")
-    return StatisticalReportPublic.model_validate(row)
 
 
 def _difficulty(engine: Any, report_id: int) -> list[TaskDifficulty]:
@@ -47,22 +39,23 @@ def _difficulty(engine: Any, report_id: int) -> list[TaskDifficulty]:
 
 
 @router.get("/api/statistics/{report_id}")
-def read_statistics(engine: EngineDep, report_id: int) -> StatisticalReportPublic:
-    return _report(engine, report_id)
+async def read_statistics(statistics: StatisticsDep, report_id: int) -> CheckReportPublic:
+    return await asyncio.to_thread(statistics.filed, report_id)
 
 
 @router.get("/api/statistics/{report_id}/tasks")
-def read_task_split(engine: EngineDep, report_id: int) -> dict[str, Any]:
+def read_task_split(engine: EngineDep, statistics: StatisticsDep, report_id: int) -> dict[str, Any]:
     """The split the report played, each task with its RFC 013 `difficulty` for the report's model."""
-    filed = _report(engine, report_id)
-    return {"report": report_id, "settings": filed.report.settings, "tasks": task_split(_difficulty(engine, report_id))}
+    run = statistics.filed(report_id).report.statistics
+    settings = run.settings if run is not None else {}
+    return {"report": report_id, "settings": settings, "tasks": task_split(_difficulty(engine, report_id))}
 
 
 @router.get("/api/statistics/{report_id}/teaching")
-def read_teaching(engine: EngineDep, report_id: int) -> dict[str, Any]:
+def read_teaching(engine: EngineDep, statistics: StatisticsDep, report_id: int) -> dict[str, Any]:
     """The tasks that teach the report's model (0 < p < 1), the most signal first, with the reset options that
     start each on the endpoint."""
-    _report(engine, report_id)
+    statistics.filed(report_id)
     rows = teaching(_difficulty(engine, report_id))
     return {
         "report": report_id,
@@ -74,11 +67,16 @@ def read_teaching(engine: EngineDep, report_id: int) -> dict[str, Any]:
 
 @router.post("/api/statistics/{report_id}/teaching/push")
 async def push_teaching_to_hub(
-    report_id: int, body: PushRequest, engine: EngineDep, settings: SettingsDep, caller: CallerDep
+    report_id: int,
+    body: PushRequest,
+    engine: EngineDep,
+    statistics: StatisticsDep,
+    settings: SettingsDep,
+    caller: CallerDep,
 ) -> dict[str, str]:
     """Push the tasks that teach the report's model to a dataset repo on the Hub with your own token: one task a line,
     most signal first, with the reset options that start it, and a dataset card."""
-    filed = await asyncio.to_thread(_report, engine, report_id)
+    filed = await asyncio.to_thread(statistics.filed, report_id)
     rows = teaching(await asyncio.to_thread(_difficulty, engine, report_id))
     url = await asyncio.to_thread(
         push_teaching,
@@ -118,7 +116,7 @@ async def read_result(
             row = session.execute(statement.limit(1)).scalars().first()
         if row is None:
             return {}, None
-        report = StatisticalReportPublic.model_validate(row).report
+        report = Report.model_validate(row.report)
         variance = next((r for r in report.results if r.check_id == "statistical.variance_bound"), None)
         reproducible = None if variance is None or variance.status == "skip" else variance.status == "pass"
         return {d.task: d for d in _difficulty(engine, row.id or 0)}, reproducible

@@ -5,17 +5,19 @@ import asyncio
 import sys
 
 from app.settings import Settings
-from conformance import ConformanceReport, Outcome, check_url, unreachable
-from conformance.quality import QualityReport, QualityTarget, Verdict, check_quality
+from conformance import Outcome, Report, check_url, unreachable
+from conformance.engine import Verdict
+from conformance.quality import QualityTarget, check_quality
+from conformance.report import Figures, ServerProfile
 from core.errors import RefusedURLError
 from core.outbound import OutboundGuard
 
 _MARKS = {Outcome.PASS: "pass", Outcome.FAIL: "FAIL", Outcome.SKIP: "skip", Outcome.ERROR: "ERROR"}
 
 
-def print_report(report: ConformanceReport) -> None:
+def print_report(report: Report) -> None:
     """The report as a table a person reads: one line per check, the reason under each that did not pass."""
-    profile = report.profile
+    profile = report.profile or ServerProfile()
     facts = [f"openenv {profile.generation}" if profile.generation == "0.10" else "an older openenv server"]
     if profile.mode:
         facts.append(f"{profile.mode} mode")
@@ -23,24 +25,22 @@ def print_report(report: ConformanceReport) -> None:
         facts.append(f"{profile.mcp_tools} MCP tools")
     if profile.env_name:
         facts.append(f"Task API name {profile.env_name!r}")
-    print(f"{report.url}: {', '.join(facts)}\n")
+    print(f"{report.target}: {', '.join(facts)}\n")
     print(f"{'#':<4} {'level':<5} {'result':<6} {'ms':>7}  check")
-    for check in report.checks:
-        print(
-            f"{check.id:<4} {check.level.value:<5} {_MARKS[check.result]:<6} {check.duration_ms:>7.0f}  {check.title}"
-        )
-        if check.result != Outcome.PASS and check.message:
+    for check in report.results:
+        ms = check.duration_s * 1000
+        print(f"{check.check_id:<4} {check.level.value:<5} {_MARKS[check.status]:<6} {ms:>7.0f}  {check.title}")
+        if check.status != Outcome.PASS and check.message:
             print(f"{'':<26}↳ {check.message}")
-    skipped = sum(c.result == Outcome.SKIP for c in report.checks)
+    skipped = sum(c.status == Outcome.SKIP for c in report.results)
     verdict = "conforms" if report.conforms else "does NOT conform"
     print(
         f"\n{verdict}: {report.core_passed}/{report.core_total} core checks passed, {len(report.warnings)} warnings, "
-        f"{skipped} skipped, in {report.seconds:.1f} s"
+        f"{skipped} skipped, in {report.duration_s:.1f} s"
     )
 
 
-def _figures(report: QualityReport) -> str:
-    figures = report.figures
+def _figures(figures: Figures) -> str:
     parts = []
     if figures.cold_start_s is not None:
         parts.append(f"cold start {figures.cold_start_s:g} s (from the {figures.cold_start_from})")
@@ -53,7 +53,7 @@ def _figures(report: QualityReport) -> str:
     return "; ".join(parts) or "none measured"
 
 
-def print_quality(report: QualityReport) -> None:
+def print_quality(report: Report) -> None:
     """The quality report as a table: one line per check, its evidence and fix under each that did not pass."""
     print(f"{report.target}: quality report" + (f" of {report.environment}" if report.environment else "") + "\n")
     print(f"{'check':<31} {'result':<6} {'s':>6}  evidence")
@@ -65,10 +65,11 @@ def print_quality(report: QualityReport) -> None:
                 print(f"{'':<47}{line}")
             if result.remediation:
                 print(f"{'':<45}↳ fix: {result.remediation}")
-    print(f"\nfigures: {_figures(report)}")
-    for note in report.figures.notes:
+    figures = report.figures or Figures()
+    print(f"\nfigures: {_figures(figures)}")
+    for note in figures.notes:
         print(f"  {note}")
-    print(f"\nverdict: {report.verdict.value.upper()}, in {report.duration_s:.1f} s")
+    print(f"\nverdict: {str(report.verdict).upper()}, in {report.duration_s:.1f} s")
 
 
 def check(settings: Settings, args: argparse.Namespace) -> int:
@@ -112,7 +113,8 @@ def add(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "--suite",
         choices=["protocol", "quality"],
         default="protocol",
-        help="protocol: the conformance checklist (default); quality: determinism, isolation, rewards, floor",
+        help="protocol: the conformance checklist (default); quality: the hub lane (isolation, termination, "
+        "determinism across a pool's replicas) and figures",
     )
     command.add_argument("--json", action="store_true", help="print the report as JSON")
     command.add_argument("--timeout", type=float, default=10, help="seconds per request (default 10)")

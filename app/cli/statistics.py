@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from app.settings import Settings
+from conformance.report import Report
 
 _MARKS = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
 
@@ -17,12 +18,9 @@ def statistics(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _statistics(settings: Settings, target: str, presets: list[str], split: str | None, *, as_json: bool) -> int:
-    from sqlmodel import Session
-
     from app.main import create_app
     from app.server import envhub_server
     from app.usecases.statistics import StatisticsRequest
-    from conformance.models import CheckReport, StatisticalReportPublic
     from core.callers import Caller
     from core.errors import EnvhubError, NotFoundError
     from evals.runs import PrepareError
@@ -60,8 +58,7 @@ async def _statistics(settings: Settings, target: str, presets: list[str], split
         if not as_json:
             print(f"{filed.report.target}: statistical report {filed.id} of {filed.environment}, under way", flush=True)
         await services.statistics.ended(filed.id)
-        with Session(services.engine) as session:
-            report = StatisticalReportPublic.model_validate(session.get(CheckReport, filed.id))
+        report = await asyncio.to_thread(services.statistics.filed, filed.id)
     finally:
         if launched is not None:
             await asyncio.to_thread(manager.end, launched.id, "its statistical report ended")
@@ -80,7 +77,7 @@ def _measured(measured: dict[str, Any]) -> str:
     return ", ".join(f"{key} {value:.3g}" for key, value in numbers.items())
 
 
-def print_statistics(report: Any) -> None:
+def print_statistics(report: Report) -> None:
     """The report as a table: one line per check with what it measured, the fix under each that did not pass."""
     if report.status == "failed":
         print(f"failed ({report.code}): {report.message}")
@@ -92,13 +89,15 @@ def print_statistics(report: Any) -> None:
         if result.status != "pass" and result.remediation:
             print(f"{'':<36} ↳ fix: {result.remediation}")
     print(f"\n{'player':<24} {'mean reward':>16} {'pass rate':>10}  evaluation")
-    for player in report.players:
+    run = report.statistics
+    for player in run.players if run is not None else ():
         mean = "-" if player.mean_reward is None else f"{player.mean_reward:.3f}"
         se = "" if player.se is None else f" ± {player.se:.3f}"
         rate = "-" if player.pass_rate is None else f"{player.pass_rate:.2f}"
         print(f"{player.label:<24} {mean + se:>16} {rate:>10}  {player.evaluation}")
     verdict = report.verdict.value.upper() if report.verdict is not None else "NONE"
-    print(f"\nverdict: {verdict} under {report.policy_version}, in {report.duration_s:.1f} s")
+    policy = run.policy_version if run is not None else "no gate policy"
+    print(f"\nverdict: {verdict} under {policy}, in {report.duration_s:.1f} s")
 
 
 def add(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -60,6 +60,7 @@ class Browse:
     has_tools: gr.Checkbox
     has_tasks: gr.Checkbox
     quality: gr.Dropdown
+    teaches: gr.Checkbox
     summary: gr.Markdown
     results: gr.HTML
     previous: gr.Button
@@ -70,7 +71,8 @@ class Browse:
     @property
     def filters(self) -> list[Any]:
         return [
-            self.query, self.sort, self.tags, self.source, self.status, self.has_tools, self.has_tasks, self.quality
+            self.query, self.sort, self.tags, self.source, self.status, self.has_tools, self.has_tasks, self.quality,
+            self.teaches,
         ]  # fmt: skip
 
     @property
@@ -99,6 +101,7 @@ def build() -> Browse:
         with gr.Column(scale=1, min_width=140):
             has_tools = gr.Checkbox(label="Has MCP tools", elem_id="has-tools")
             has_tasks = gr.Checkbox(label="Has tasks", elem_id="has-tasks")
+            teaches = gr.Checkbox(label="Teaches", elem_id="teaches")
     result_summary = gr.Markdown(elem_id="result-summary")
     results = gr.HTML(elem_id="results", js_on_load=CARD_CLICKS)
     with gr.Row(elem_id="pager"):
@@ -106,14 +109,14 @@ def build() -> Browse:
         page_label = gr.Markdown(elem_id="page-label")
         following = gr.Button("Next →", size="sm", interactive=False, elem_id="next")
     return Browse(
-        query, sort, tags, source, status, has_tools, has_tasks, quality, result_summary, results, previous, page_label,
-        following, gr.State(0),
+        query, sort, tags, source, status, has_tools, has_tasks, quality, teaches, result_summary, results, previous,
+        page_label, following, gr.State(0),
     )  # fmt: skip
 
 
 def run_search(engine: Engine, endpoints: EndpointStore, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
     """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
-    q, sort, tags, source, status, has_tools, has_tasks, quality = filters
+    q, sort, tags, source, status, has_tools, has_tasks, quality, teaches = filters
     query = EnvironmentQuery(
         q=(q or "")[:500],
         tags=(tags or [])[:20],
@@ -122,6 +125,7 @@ def run_search(engine: Engine, endpoints: EndpointStore, filters: Sequence[Any],
         has_tools=bool(has_tools),
         has_tasks=bool(has_tasks),
         quality=[Verdict(v) for v in quality or []][:3],
+        teaches=bool(teaches),
         sort=Sort(sort or "relevance"),
         limit=PAGE_SIZE,
         offset=max(0, page) * PAGE_SIZE,

@@ -4,7 +4,7 @@ import html
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from catalog.models import EnvironmentPublic, QualitySummary, Source, Verdict
+from catalog.models import BoardSummary, EnvironmentPublic, QualitySummary, Source, Verdict
 from catalog.search import TASK_TAGS, TOOL_TAGS
 
 _STAGES = {
@@ -48,6 +48,8 @@ def badges(environment: EnvironmentPublic, launched: str | None = None) -> list[
         found.append(Badge("Task API", "info"))
     if environment.quality:
         found.append(quality_badge(environment.quality))
+    if environment.board:
+        found.append(board_badge(environment.board))
     if environment.problems:
         count = len(environment.problems)
         found.append(Badge(f"{count} problem{'s' if count != 1 else ''}", "bad"))
@@ -66,6 +68,17 @@ def quality_badge(summary: QualitySummary) -> Badge:
     else:
         said = f"{checked}: every check passed"
     return Badge(f"Quality: {summary.verdict.value}", _VERDICTS[summary.verdict], said[0].upper() + said[1:])
+
+
+def board_badge(summary: BoardSummary) -> Badge:
+    """The newest finished board submission: its verdict, or that it could not be checked."""
+    said = f"Board submission {summary.submission} of {summary.revision[:7]}, {summary.finished_at:%Y-%m-%d}"
+    if summary.verdict is None:
+        return Badge("Board: failed", "bad", f"{said}: a stage could not run")
+    signal = f"training signal {summary.training_signal:.2f}" if summary.training_signal is not None else ""
+    return Badge(
+        f"Board: {summary.verdict.value}", _VERDICTS[summary.verdict], f"{said}" + (f": {signal}" if signal else "")
+    )
 
 
 def badges_html(found: Sequence[Badge]) -> str:

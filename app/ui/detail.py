@@ -18,6 +18,7 @@ from app.ui.live import Live, outbound_refusal
 from app.ui.quality import latest_report, quality_html
 from app.ui.readme import render_markdown
 from app.ui.tasksets import SEEDS, choices, read_tasksets, tasksets_html
+from app.ui.validation import validation_html
 from catalog.models import EnvironmentDetail
 from catalog.space_health import SpaceHealth, is_waking
 from catalog.store import cached_interface, find_environment, read_environment
@@ -44,10 +45,11 @@ class Detail:
     wake: gr.Button
     connect: connect.Connect
     publish: publish.Publish
+    validation: gr.HTML
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.header, self.readme, self.quality, self.wake, *self.live_outputs]
+        return [self.header, self.readme, self.quality, self.validation, self.wake, *self.live_outputs]
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -76,6 +78,7 @@ def build() -> Detail:
             with gr.Tab("Quality", elem_id="quality-tab"):
                 run_quality = gr.Button("▶ Run a quality report", size="sm", elem_id="quality-run")
                 quality = gr.HTML(elem_id="env-quality")
+                validation = gr.HTML(elem_id="env-validation")
                 statistical = statistics.build()
             with gr.Tab("Connect", elem_id="connect-tab"):
                 panel = connect.build()
@@ -104,6 +107,7 @@ def build() -> Detail:
         wake,
         panel,
         deploy,
+        validation,
     )
 
 
@@ -114,6 +118,7 @@ def show(
     with Session(engine) as session:
         environment = find_environment(session, environment_id) if environment_id else None
         report = latest_report(session, environment.id) if environment is not None else None
+        validated = validation_html(session, environment) if environment is not None else ""
     if environment is None:
         missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
         return {
@@ -122,6 +127,7 @@ def show(
             detail.api: "",
             detail.tasks: "",
             detail.quality: "",
+            detail.validation: "",
             detail.status: "",
             detail.wake: gr.Button(visible=False),
         } | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
@@ -138,6 +144,7 @@ def show(
         detail.api: api_html(info),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.quality: quality_html(environment, report),
+        detail.validation: validated,
         detail.status: status_html(environment, url),
         detail.wake: gr.Button(visible=asleep(environment)),
     } | connect_updates(live, detail, url, environment, info, request)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
+from app.ui.publish import sign_in_note
 from app.ui.requests import connection_of
 from app.ui.runs import Runs
 from app.ui.tasksets import SEEDS, dataset_choice
@@ -58,6 +59,7 @@ class Evaluate:
     results: gr.Dataframe
     repo: gr.Textbox
     push: gr.Button
+    pushed: gr.HTML
     board: gr.HTML
     timer: gr.Timer
     episode_id: gr.Textbox
@@ -126,6 +128,7 @@ def build() -> Evaluate:
                 repo = gr.Textbox(label="Push the rollouts to a Hub dataset (with your token)", scale=3,
                                   placeholder="you/wordle-rollouts", elem_id="eval-repo")  # fmt: skip
                 push = gr.Button("⇪ Push to the Hub", scale=1, elem_id="eval-push")
+            pushed = gr.HTML(elem_id="eval-push-message")
     gr.Markdown("### Leaderboard")
     board = gr.HTML(elem_id="eval-leaderboard", js_on_load=RUN_CLICKS)
     gr.Markdown("### Episode viewer")
@@ -140,7 +143,7 @@ def build() -> Evaluate:
     viewer = gr.HTML(elem_id="eval-viewer")
     return Evaluate(
         environment, policy, preset, base_url, model, api_key, preset_name, save_preset, tasks, episodes, concurrency,
-        max_steps, run, cancel, message, gr.State(""), progress, results, repo, push, board,
+        max_steps, run, cancel, message, gr.State(""), progress, results, repo, push, pushed, board,
         gr.Timer(1.0, active=False), episode_id, step, previous, next_, replay, gr.Timer(REPLAY_S, active=False),
         viewer, gr.State(None),
     )  # fmt: skip
@@ -414,22 +417,23 @@ def wire(
         await runner.cancel(evaluation_id)
         return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(request, evaluation_id, environment_id)
 
-    async def push(request: gr.Request, evaluation_id: str, repo: str) -> dict[Any, Any]:
+    async def push(request: gr.Request, evaluation_id: str, repo: str, environment_id: str) -> dict[Any, Any]:
+        """Said beside the button: the dataset pushed, or whole and escaped, why not and what to do here."""
         if not evaluation_id:
-            return {evaluate.message: "Run an evaluation first."}
+            return {evaluate.pushed: "<p>Run an evaluation first.</p>"}
         try:
+            caller = visitors.acting_caller(request)
+            if caller.token is None:
+                note = sign_in_note(visitors.sign_in, environment_id, "to push with your Hub token.", "Pushing")
+                return {evaluate.pushed: note}
             await asyncio.to_thread(runs.get, request, evaluation_id)
             url = await asyncio.to_thread(
-                push_rollouts,
-                runs.store,
-                evaluation_id,
-                (repo or "").strip(),
-                token=visitors.acting_caller(request).token,
-                endpoint=hf_endpoint,
+                push_rollouts, runs.store, evaluation_id, (repo or "").strip(), token=caller.token, endpoint=hf_endpoint
             )
         except EnvhubError as exc:
-            return {evaluate.message: f"**Not pushed:** {exc.message}"}
-        return {evaluate.message: f"Pushed the rollouts of `{evaluation_id}` to [{html.escape(repo)}]({url})."}
+            return {evaluate.pushed: f"<p><b>Not pushed:</b> {html.escape(exc.message)}</p>"}
+        link = f'<a href="{html.escape(url)}" target="_blank">{html.escape(repo)}</a>'
+        return {evaluate.pushed: f"<p>Pushed the rollouts of <code>{html.escape(evaluation_id)}</code> to {link}.</p>"}
 
     def pick(request: gr.Request, event: gr.SelectData) -> dict[Any, Any]:
         row = event.row_value if isinstance(event.row_value, list) else []
@@ -486,7 +490,7 @@ def wire(
     )
     evaluate.run.click(start, inputs, [evaluate.message, evaluate.evaluation, *evaluate.followed])
     evaluate.cancel.click(cancel, [evaluate.evaluation, selected], [evaluate.message, *evaluate.followed])
-    evaluate.push.click(push, [evaluate.evaluation, evaluate.repo], [evaluate.message])
+    evaluate.push.click(push, [evaluate.evaluation, evaluate.repo, selected], [evaluate.pushed])
     evaluate.timer.tick(follow, [evaluate.evaluation, selected], evaluate.followed, show_progress="hidden")
     viewer = [evaluate.episode_id, evaluate.episode, evaluate.step, evaluate.viewer]
     evaluate.results.select(pick, None, viewer)

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, statistics, status
+from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, statistics, status, submissions
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
@@ -78,6 +78,8 @@ def build_blocks(services: Services) -> gr.Blocks:
                 mine = my_endpoints.build()
             with gr.Tab("Agent run", id="agent-run", elem_id="tab-agent-run"):
                 ar = agent_run.build()
+            with gr.Tab("Board", id="board", elem_id="tab-board") as board_tab:
+                sb = submissions.build()
         browse.wire(engine, endpoints.store, b)
         search = (b.filters, b.outputs, lambda *values: browse.run_search(engine, endpoints.store, values, 0))
         status.wire(syncer, settings, visitors, banner, search)
@@ -86,6 +88,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         evaluate.wire(runs, services.presets, services.evaluator, services.runner, hf_endpoint, ev, selected)
         publish.wire(publisher, visitors, d.publish, selected)
         agent_run.wire(agent_runs, ar)
+        submissions.wire(engine, sb, board_tab)
 
         opened = [selected, tabs, lp.environment, ev.environment, ev.board, d.board]
         opened += [*d.outputs, *d.publish.outputs, p.url, *p.setup, d.statistical.report, d.statistical.presets]
@@ -123,7 +126,7 @@ def build_blocks(services: Services) -> gr.Blocks:
         def start_page(request: gr.Request) -> dict[Any, Any]:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
-            filters = [q, "relevance", [], "", "", False, False, []]
+            filters = [q, "relevance", [], "", "", False, False, [], False]
             values = dict(zip(b.outputs, browse.run_search(engine, endpoints.store, filters, 0), strict=True))
             values |= {
                 b.query: q,

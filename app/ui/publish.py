@@ -33,17 +33,15 @@ def login_link(target: str = "/", text: str = "Sign in with Hugging Face") -> st
     return f'<a href="/auth/login?next={quote(target, safe="")}" target="_top" id="sign-in">{html.escape(text)}</a>'
 
 
-SIGN_IN_OFF = (
-    "<p class='muted'>Deploying needs sign-in with Hugging Face, which is off on this server: the Space is made in "
-    "your namespace with your token. To deploy from here, start envhub with <code>ENVHUB_DEV_LOGIN=true</code> and "
-    "your write token in <code>HF_TOKEN</code> (or with OAuth, as on a Space).</p>"
-)
-
-
-def sign_in_note(sign_in: bool, environment_id: str, why: str) -> str:
-    """What to do before deploying: sign in where sign-in is on; where it is off, how to turn it on."""
+def sign_in_note(sign_in: bool, environment_id: str, why: str, doing: str = "Deploying") -> str:
+    """What to do before something that acts with the user's Hub token (deploying, pushing): sign in where sign-in
+    is on; where it is off, how to turn it on."""
     if not sign_in:
-        return SIGN_IN_OFF
+        return (
+            f"<p class='muted'>{doing} needs sign-in with Hugging Face, which is off on this server: it acts with "
+            "your Hub token. To do it from here, start envhub with <code>ENVHUB_DEV_LOGIN=true</code> and your write "
+            "token in <code>HF_TOKEN</code> (or with OAuth, as on a Space).</p>"
+        )
     return f"<p>{login_link(f'/?env={environment_id}')} {why}</p>"
 
 

@@ -18,9 +18,9 @@ from app.usecases.quality import hosted
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import find_environment, read_environment
 from conformance.checker import Checker, list_reports
-from conformance.models import QualityReportPublic, Suite
-from conformance.quality import Figures, QualityResult
-from conformance.report import Outcome
+from conformance.engine import CheckResult, Outcome
+from conformance.models import CheckReportPublic, Suite
+from conformance.report import Figures
 from core.errors import EnvhubError
 from core.sealing import EndpointTokens
 from hosting.endpoints import EndpointManager
@@ -33,13 +33,13 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
-def latest_report(session: Session, environment_id: str) -> QualityReportPublic | None:
+def latest_report(session: Session, environment_id: str) -> CheckReportPublic | None:
     """The environment's last filed quality report, whose summary its row carries."""
     found, _ = list_reports(session, environment=environment_id, suite=Suite.QUALITY, limit=1)
-    return next((r for r in found if isinstance(r, QualityReportPublic)), None)
+    return found[0] if found and isinstance(found[0], CheckReportPublic) else None
 
 
-def quality_html(environment: EnvironmentDetail, filed: QualityReportPublic | None) -> str:
+def quality_html(environment: EnvironmentDetail, filed: CheckReportPublic | None) -> str:
     summary = environment.quality
     if summary is None:
         return (
@@ -65,10 +65,10 @@ def quality_html(environment: EnvironmentDetail, filed: QualityReportPublic | No
     report = filed.report
     link = f'<p class="muted">Against <code>{_e(report.target)}</code> in {report.duration_s:.1f} s · '
     link += f'<a href="/api/checks/{filed.id}" target="_blank">the report as JSON</a></p>'
-    return f'<div class="quality">{head}{link}{_results(report.results)}{_figures(report.figures)}</div>'
+    return f'<div class="quality">{head}{link}{_results(report.results)}{_figures(report.figures or Figures())}</div>'
 
 
-def _results(results: tuple[QualityResult, ...]) -> str:
+def _results(results: tuple[CheckResult, ...]) -> str:
     rows = "".join(
         f'<tr data-check="{_e(r.check_id)}"><td><code>{_e(r.check_id)}</code></td>'
         f'<td><span class="badge badge-{_OUTCOMES[r.status]}">{_e(r.status.value)}</span></td>'

@@ -19,8 +19,9 @@ from app.urls import own_gateway
 from app.usecases.statistics import Statistics, StatisticsRequest
 from catalog.store import read_environment
 from conformance.checker import list_reports
-from conformance.models import StatisticalReportPublic, Suite
-from conformance.quality import QualityResult
+from conformance.engine import CheckResult
+from conformance.models import CheckReportPublic
+from conformance.report import Report, RunStatus, Suite
 from conformance.statistical.exports import band
 from conformance.statistical.models import TaskDifficulty
 from core.errors import EnvhubError
@@ -96,7 +97,7 @@ def _episodes(measured: dict[str, Any]) -> str:
     return f'<div class="muted">replay: {links}</div>' if links else ""
 
 
-def _checks(results: Sequence[QualityResult]) -> str:
+def _checks(results: Sequence[CheckResult]) -> str:
     rows = "".join(
         f'<tr data-check="{_e(r.check_id)}"><td><code>{_e(r.check_id)}</code></td>'
         f'<td><span class="badge badge-{_STATUS[r.status.value]}">{_e(r.status.value)}</span></td>'
@@ -110,7 +111,7 @@ def _checks(results: Sequence[QualityResult]) -> str:
     )
 
 
-def _players(filed: StatisticalReportPublic) -> str:
+def _players(report: Report) -> str:
     def mean(p: Any) -> str:
         return "-" if p.mean_reward is None else f"{p.mean_reward:.3f} ± {p.se or 0:.3f}"
 
@@ -118,7 +119,7 @@ def _players(filed: StatisticalReportPublic) -> str:
         f'<tr data-player="{_e(p.label)}"><td>{_e(p.label)}</td><td>{_e(p.kind)}</td><td>{p.episodes}</td>'
         f"<td>{mean(p)}</td><td>{'-' if p.pass_rate is None else f'{p.pass_rate:.2f}'} "
         f"[{p.pass_interval[0]:.2f}, {p.pass_interval[1]:.2f}]</td><td><code>{_e(p.evaluation)}</code></td></tr>"
-        for p in filed.report.players
+        for p in (report.statistics.players if report.statistics is not None else ())
     )
     return (
         '<h4>Players</h4><table class="schema statistical-players"><thead><tr><th>player</th><th>kind</th>'
@@ -148,7 +149,7 @@ def _difficulty(rows: Sequence[TaskDifficulty]) -> str:
     )
 
 
-def statistics_html(filed: StatisticalReportPublic | None, difficulty: Sequence[TaskDifficulty]) -> str:
+def statistics_html(filed: CheckReportPublic | None, difficulty: Sequence[TaskDifficulty]) -> str:
     if filed is None:
         return (
             '<div class="statistical"><p class="muted">No statistical report yet. It plays your running endpoint with '
@@ -157,24 +158,25 @@ def statistics_html(filed: StatisticalReportPublic | None, difficulty: Sequence[
             "<code>python -m app statistics ENVIRONMENT</code>.</p></div>"
         )
     report = filed.report
-    if report.status == "running":
+    if report.status == RunStatus.RUNNING:
         return f'<div class="statistical"><p class="muted">Statistical report {filed.id} is under way…</p></div>'
     verdict = report.verdict.value if report.verdict is not None else "none"
-    failed = f" · failed ({_e(report.code)}): {_e(report.message)}" if report.status == "failed" else ""
+    failed = f" · failed ({_e(report.code)}): {_e(report.message)}" if report.status == RunStatus.FAILED else ""
+    policy = report.statistics.policy_version if report.statistics is not None else "no gate policy"
     head = (
         f'<p class="statistical-verdict"><span class="badge badge-{_STATUS.get(verdict, "idle")}">Teaches: '
-        f"{_e(verdict)}</span> under <code>{_e(report.policy_version)}</code>, {report.checked_at:%Y-%m-%d %H:%M} "
+        f"{_e(verdict)}</span> under <code>{_e(policy)}</code>, {report.checked_at:%Y-%m-%d %H:%M} "
         f"UTC, in {report.duration_s:.1f} s{failed} · "
         f'<a href="/api/statistics/{filed.id}" target="_blank">the report as JSON</a></p>'
     )
-    return f'<div class="statistical">{head}{_checks(report.results)}{_players(filed)}{_difficulty(difficulty)}</div>'
+    return f'<div class="statistical">{head}{_checks(report.results)}{_players(report)}{_difficulty(difficulty)}</div>'
 
 
 def latest_html(engine: Engine, environment_id: str) -> str:
     """The environment's newest statistical report, with its tasks' difficulty."""
     with Session(engine) as session:
         found, _ = list_reports(session, environment=environment_id, suite=Suite.STATISTICAL, limit=1)
-        filed = next((r for r in found if isinstance(r, StatisticalReportPublic)), None)
+        filed = next((r for r in found if isinstance(r, CheckReportPublic)), None)
         rows = (
             list(session.execute(select(TaskDifficulty).where(col(TaskDifficulty.report) == filed.id)).scalars())
             if filed is not None

@@ -19,15 +19,17 @@ from sqlmodel import Session, col, select
 from app.settings import Settings
 from app.usecases.evaluations import EvaluationRequest, Evaluator, ModelChoice
 from catalog.store import load_environment
-from conformance.models import CheckReport, StatisticalReportPublic, Suite
-from conformance.quality.report import QualityResult
+from conformance.checker import Checker
+from conformance.engine import run_checks
+from conformance.models import CheckReport, CheckReportPublic, public
+from conformance.report import Report, RunStatus, Suite
 from conformance.statistical.adversarial import PANEL, ReplayPolicy
 from conformance.statistical.checks import CHECKS
 from conformance.statistical.figures import wilson
 from conformance.statistical.gate import GATE
-from conformance.statistical.lane import Lane, Played, Replayed, declared_of, per_task
+from conformance.statistical.lane import Lane, LaneError, Played, Replayed, declared_of, per_task
 from conformance.statistical.models import TaskDifficulty
-from conformance.statistical.report import PlayerFigures, StatisticalReport
+from conformance.statistical.report import PlayerFigures, StatisticalRun
 from core.callers import Caller
 from core.clock import utcnow
 from core.errors import ConflictError, NotFoundError
@@ -44,7 +46,7 @@ __all__ = ["Statistics", "StatisticsRequest"]
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted"  # the code of a report whose envhub stopped while it ran
-STOPPED = "envhub stopped while this report ran"
+STOPPED = "the report stopped before its players finished: envhub stopped, or the board stage running it timed out"
 
 
 class StatisticsRequest(BaseModel):
@@ -57,16 +59,13 @@ class StatisticsRequest(BaseModel):
     split: str | None = Field(default=None, max_length=100, description="a Task API split; else its first, or seeds")
 
 
-class LaneError(Exception):
-    """A reference player's evaluation could not run."""
-
-
 @dataclass
 class _Running:
     body: StatisticsRequest
     caller: Caller
     url: str
-    report: StatisticalReport
+    environment: str
+    report: Report
     models: list[tuple[str, ModelChoice]]
     report_id: int
     tasks: dict[str, Any] = field(default_factory=dict)  # the request's fields that choose the tasks
@@ -75,16 +74,15 @@ class _Running:
 class Statistics:
     """Starts statistical reports, files them, and keeps what they measured per task."""
 
-    def __init__(self, settings: Settings, evaluator: Evaluator) -> None:
+    def __init__(self, settings: Settings, evaluator: Evaluator, checker: Checker) -> None:
         self.settings = settings
         self.evaluator = evaluator
+        self.checker = checker  # files the reports, as every lane's
         self.engine = evaluator.engine
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._born = utcnow()  # this instance's reports from before are a previous process's
 
-    async def start(
-        self, body: StatisticsRequest, caller: Caller, gateway: Callable[[str], str]
-    ) -> StatisticalReportPublic:
+    async def start(self, body: StatisticsRequest, caller: Caller, gateway: Callable[[str], str]) -> CheckReportPublic:
         """Check who asks and what they name, file the report running, and run it in the background."""
         manager = self.evaluator.endpoints
         manager.access.ensure_may_launch(caller)
@@ -97,28 +95,32 @@ class Statistics:
         environment = await asyncio.to_thread(load_environment, self.engine, endpoint.environment)
         url = gateway(endpoint.id)
         s = self.settings
-        report = StatisticalReport(
+        report = Report(
+            suite=Suite.STATISTICAL,
             target=url,
-            endpoint=endpoint.id,
             environment=environment.id,
             revision=endpoint.revision,
-            policy_version=GATE.version,
-            gate=GATE.described(),
-            settings={
-                "episodes": s.statistical_episodes,
-                "k": s.statistical_k,
-                "group_size": s.statistical_group_size,
-                "temperature": s.statistical_temperature,
-                "presets": [name for name, _ in models],
-                "replays": s.statistical_replays,
-                "max_steps": s.statistical_max_steps,
-            },
             checked_at=utcnow(),
-            severities=GATE.severities,
-            instance=self.evaluator.store.instance,
+            duration_s=0,
+            results=(),
+            status=RunStatus.RUNNING,
+            statistics=StatisticalRun(
+                policy_version=GATE.version,
+                gate=GATE.described(),
+                settings={
+                    "episodes": s.statistical_episodes,
+                    "k": s.statistical_k,
+                    "group_size": s.statistical_group_size,
+                    "temperature": s.statistical_temperature,
+                    "presets": [name for name, _ in models],
+                    "replays": s.statistical_replays,
+                    "max_steps": s.statistical_max_steps,
+                },
+                instance=self.evaluator.store.instance,
+            ),
         )
-        filed = await asyncio.to_thread(self._file, None, report)
-        running = _Running(body, caller, url, report, models, filed.id)
+        filed = await asyncio.to_thread(self.checker.file, report, endpoint=endpoint.id)
+        running = _Running(body, caller, url, environment.id, report, models, filed.id)
         task = asyncio.create_task(self._run(filed.id, running), name=f"statistical report {filed.id}")
         self._tasks[filed.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(filed.id, None))
@@ -143,11 +145,19 @@ class Statistics:
             for who, name in named
         ]
 
-    async def ended(self, report_id: int) -> None:
-        """Wait until a report under way here ends."""
+    async def ended(self, report_id: int, *, owned: bool = False) -> None:
+        """Wait until a report under way here ends. `owned`: the waiter owns the report, which is stopped (failed,
+        interrupted) when the waiter is cancelled, as a board stage out of time is."""
         task = self._tasks.get(report_id)
-        if task is not None:
+        if task is None:
+            return
+        try:
             await asyncio.wait([task])
+        except asyncio.CancelledError:
+            if owned:
+                task.cancel()
+                await asyncio.wait([task])
+            raise
 
     async def stop(self) -> None:
         tasks = list(self._tasks.values())
@@ -160,47 +170,35 @@ class Statistics:
         report = running.report
         try:
             lane = await self._lane(running)
-            results = []
-            for check_id, check in CHECKS:
-                started = time.monotonic()
-                found = await check(lane)
-                results.append(
-                    QualityResult(
-                        check_id=check_id,
-                        status=found.status,
-                        measured=found.measured,
-                        evidence=found.evidence,
-                        remediation=found.remediation,
-                        duration_s=round(time.monotonic() - started, 3),
-                    )
-                )
-            players = tuple(_figures(p) for p in lane.played)
-            report = report.model_copy(
+            results = await run_checks(lane, CHECKS)
+            assert report.statistics is not None
+            statistics = report.statistics.model_copy(
                 update={
-                    "status": "finished",
-                    "results": tuple(results),
-                    "players": players,
-                    "settings": report.settings | running.tasks,
+                    "players": tuple(_figures(p) for p in lane.played),
+                    "settings": report.statistics.settings | running.tasks,
                 }
             )
-            await asyncio.to_thread(self._keep_difficulty, report_id, report, lane)
+            report = report.model_copy(
+                update={"status": RunStatus.FINISHED, "results": tuple(results), "statistics": statistics}
+            )
+            await asyncio.to_thread(self._keep_difficulty, report_id, running, lane)
         except asyncio.CancelledError:
-            report = report.model_copy(update={"status": "failed", "code": INTERRUPTED, "message": STOPPED})
+            report = _failed(report, INTERRUPTED, STOPPED)
             raise
         except LaneError as exc:
-            report = report.model_copy(update={"status": "failed", "code": "player_failed", "message": str(exc)})
+            report = _failed(report, "player_failed", str(exc))
         except Exception as exc:
             log.exception("statistical report %s failed", report_id)
-            failed = {"status": "failed", "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
-            report = report.model_copy(update=failed)
+            report = _failed(report, "internal_error", f"{type(exc).__name__}: {exc}")
         finally:
             report = report.model_copy(update={"duration_s": round(time.monotonic() - began, 3)})
-            await asyncio.shield(asyncio.to_thread(self._file, report_id, report))
+            filing = asyncio.to_thread(self.checker.file, report, endpoint=running.body.endpoint, report_id=report_id)
+            await asyncio.shield(filing)
 
     async def _lane(self, running: _Running) -> Lane:
         s = self.settings
         body = running.body
-        environment = await asyncio.to_thread(load_environment, self.engine, running.report.environment)
+        environment = await asyncio.to_thread(load_environment, self.engine, running.environment)
         outbound = live_session(
             self.evaluator.guard, running.url, credentials={running.url: self.evaluator.tokens.header(body.endpoint)}
         )
@@ -228,7 +226,7 @@ class Statistics:
         async def replay(original: EpisodeBase) -> Replayed:
             return await self._replay(running, original)
 
-        declared = declared_of(environment.manifest, environment.readme)
+        declared = declared_of(environment.manifest)
         return Lane(
             declared, tuple(played), GATE, s.statistical_k, s.statistical_group_size, s.statistical_replays, replay
         )
@@ -288,6 +286,15 @@ class Statistics:
             )
         return Replayed(original, again, rewards(records), rewards(records_again))
 
+    def filed(self, report_id: int) -> CheckReportPublic:
+        """A statistical report as filed; NotFoundError for an id that is none."""
+        with Session(self.engine) as session:
+            row = session.get(CheckReport, report_id)
+            filed = public(row) if row is not None and row.suite == Suite.STATISTICAL else None
+        if not isinstance(filed, CheckReportPublic):
+            raise NotFoundError(f"no statistical report {report_id}; list them with GET /api/checks?suite=statistical")
+        return filed
+
     def fail_orphans(self, live_instances: set[str]) -> int:
         """Mark failed the reports left running by envhub processes that are gone (or by this one, when it does not
         run them, having started after them): their players stopped with the process, and nothing would finish them."""
@@ -301,27 +308,15 @@ class Statistics:
             rows = list(session.execute(statement).scalars())
         orphans = []
         for row in rows:
-            report = StatisticalReport.model_validate(row.report)
-            earlier = report.instance == here and report.checked_at < self._born
-            if report.status == "running" and (earlier or report.instance not in live_instances):
-                failed = {"status": "failed", "code": INTERRUPTED, "message": STOPPED + "; start a new report"}
-                orphans.append(self._file(row.id, report.model_copy(update=failed)))
+            report = Report.model_validate(row.report)
+            instance = report.statistics.instance if report.statistics is not None else ""
+            earlier = instance == here and report.checked_at < self._born
+            if report.status == RunStatus.RUNNING and (earlier or instance not in live_instances):
+                failed = _failed(report, INTERRUPTED, STOPPED + "; start a new report")
+                orphans.append(self.checker.file(failed, endpoint=row.endpoint, report_id=row.id))
         return len(orphans)
 
-    def _file(self, report_id: int | None, report: StatisticalReport) -> StatisticalReportPublic:
-        with Session(self.engine) as session:
-            row = session.get(CheckReport, report_id) if report_id is not None else None
-            row = row or CheckReport(url=report.target, suite=Suite.STATISTICAL.value)
-            row.environment, row.endpoint, row.revision = report.environment, report.endpoint, report.revision
-            row.created_at, row.seconds = report.checked_at, report.duration_s
-            row.verdict = report.verdict.value if report.verdict is not None else None
-            row.report = report.model_dump(mode="json")
-            session.add(row)
-            session.commit()
-            session.refresh(row)
-            return StatisticalReportPublic.model_validate(row)
-
-    def _keep_difficulty(self, report_id: int, report: StatisticalReport, lane: Lane) -> None:
+    def _keep_difficulty(self, report_id: int, running: _Running, lane: Lane) -> None:
         """Each task's figures, for the first model played, else the best honest player."""
         models = lane.of_kind("model")
         honest = [p for p in lane.honest if p.episodes]
@@ -334,8 +329,8 @@ class Statistics:
                     TaskDifficulty(
                         report=report_id,
                         task=t.task,
-                        environment=report.environment,
-                        revision=report.revision,
+                        environment=running.environment,
+                        revision=running.report.revision,
                         player=player.label,
                         evaluation=player.evaluation,
                         reset=t.reset,
@@ -352,6 +347,10 @@ class Statistics:
                     )
                 )
             session.commit()
+
+
+def _failed(report: Report, code: str, message: str) -> Report:
+    return report.model_copy(update={"status": RunStatus.FAILED, "code": code, "message": message})
 
 
 def _figures(played: Played) -> PlayerFigures:

@@ -1,7 +1,7 @@
 """The operational figures of a quality report: cold start, steps per second at 1 and 8 sessions, the sessions
 the server holds at once, and memory per session where the backend can see it. Measured, never judged.
 
-Throughput steps replay the determinism episode's actions (resetting when it ends), after the sessions are
+Throughput steps replay a termination episode's actions (resetting when it ends), after the sessions are
 open. The capacity probe opens sessions until the server refuses one or the bound; a session that gets no
 answer within a few seconds is waiting for a slot (a pool queues sessions instead of refusing them).
 """
@@ -12,8 +12,8 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from conformance.quality.episodes import AtCapacity, Session, SessionError
-from conformance.quality.report import Figures
 from conformance.quality.run import Run
+from conformance.report import Figures
 
 __all__ = ["CAPACITY_BOUND", "SESSIONS", "measure_figures"]
 
@@ -111,7 +111,7 @@ async def measure_figures(run: Run) -> Figures:
                     if rate is not None:
                         figures["steps_per_s"][str(count)] = rate
             else:
-                notes.append("steps per second: no episode to replay (runtime.episode_determinism did not run one)")
+                notes.append("steps per second: no episode to replay (runtime.episode_termination played none)")
             capacity, reached, per_session = await _capacity(run, notes)
             figures |= {"capacity": capacity, "capacity_reached": reached, "memory_per_session_mb": per_session}
     except TimeoutError:

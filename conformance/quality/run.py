@@ -1,5 +1,9 @@
 """What the checks of one quality report share: the target, its outbound session, the deadline, what the
-server says about itself and declares, and the episodes played so far (later checks read earlier ones')."""
+server says about itself and declares, and the episodes played so far (later checks and the figures read them).
+
+The step budget is the `max_steps` an environment's state reports, else `DEFAULT_MAX_STEPS` (RFC 008 declares
+none); the time budget is the manifest's `validation.resources.episode_timeout_s`.
+"""
 
 import time
 import uuid
@@ -9,17 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from conformance.context import ServerCapacity
-from conformance.quality.declared import DEFAULT_MAX_STEPS, Declared
-from conformance.quality.episodes import Episode, Session
-from conformance.quality.report import Severity
-from conformance.report import Outcome
+from conformance.engine import Check, Finding, Lane
+from conformance.quality.episodes import Episode, Lost, Session, SessionError
+from core.errors import SlotsInUseError
 from core.outbound import OutboundGuard, OutboundSession
+from protocol.health import healthy
 from protocol.interface import Interface
 from protocol.tools import example_action
 from rollout.harness import Brief
 from rollout.players import Player, RandomPolicy
 
-__all__ = ["Finding", "QualityTarget", "ReplicaTarget", "Run", "Seats"]
+__all__ = ["DEFAULT_MAX_STEPS", "NO_ACTION_FIX", "QualityTarget", "ReplicaTarget", "Run", "Seats"]
+
+DEFAULT_MAX_STEPS = 500
+ALIVE_TIMEOUT_S = 3.0
+DEAD_FIX = "the server stopped answering: read its log for the crash or the hang, fix it, and run the report again"
 
 
 @dataclass(frozen=True)
@@ -56,33 +64,20 @@ class QualityTarget:
     replica: str | None = None  # the replica the URL itself reaches, when it is one (a background round's)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """What a check found: the fields of its result besides its id and duration."""
-
-    status: Outcome
-    evidence: list[str]
-    measured: dict[str, Any] = field(default_factory=dict)
-    remediation: str | None = None
-    severity: Severity | None = None  # only when the finding sets the severity of its own failure
-
-    @classmethod
-    def passed(cls, *evidence: str, **measured: Any) -> "Finding":
-        return cls(Outcome.PASS, list(evidence), measured)
-
-    @classmethod
-    def failed(cls, evidence: list[str], remediation: str, **measured: Any) -> "Finding":
-        return cls(Outcome.FAIL, evidence, measured, remediation)
-
-    @classmethod
-    def skipped(cls, reason: str, remediation: str | None = None, **measured: Any) -> "Finding":
-        return cls(Outcome.SKIP, [reason], measured, remediation)
-
-
 NO_ACTION_FIX = "serve GET /schema with an action schema (openenv's create_app does), or MCP tools"
 
 
-class Run:
+def episode_timeout_s(manifest: dict[str, Any] | None) -> float | None:
+    """The manifest's `validation.resources.episode_timeout_s`, when it is a positive number."""
+    validation = (manifest or {}).get("validation")
+    resources = validation.get("resources") if isinstance(validation, dict) else None
+    value = resources.get("episode_timeout_s") if isinstance(resources, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return float(value) if 0 < value < float("inf") else None
+
+
+class Run(Lane):
     """One report: the target, the outbound session, the deadline, and what earlier checks learned."""
 
     def __init__(
@@ -104,18 +99,37 @@ class Run:
         self.deadline_s = deadline_s
         self.interface = Interface()
         self.brief = Brief(name=base)
-        self.declared = Declared()
+        self.episode_timeout_s = episode_timeout_s(target.manifest)
         self.token = uuid.uuid4().hex[:8]
-        self.episodes: list[Episode] = []  # every episode played, for the reward check
-        self.reference: Episode | None = None  # the seeded random-policy episode of the determinism check
-        self.deterministic: bool | None = None
-        self.random_episodes: list[Episode] = []  # the termination check's, for the floor check
+        self.reference: Episode | None = None  # a random-policy episode whose actions the figures replay
         self.state_max_steps: int | None = None  # the budget the environment's state reports
         self.first_reset_s: float | None = None
         self.dead: str | None = None  # why the server is gone: the checks after it are not run
 
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+    async def alive(self) -> str | None:
+        """None when GET /health answers healthy, else what it got."""
+        try:
+            fetched = await self.outbound.fetch("GET", self.base + "/health", timeout_s=ALIVE_TIMEOUT_S)
+        except Exception as exc:  # refused, reset, timed out: nobody answers
+            return f"GET /health failed: {type(exc).__name__} {exc}".strip()
+        return None if healthy(fetched) else f"GET /health answered HTTP {fetched.status}, not healthy"
+
+    def before(self, check: Check[Any]) -> Finding | None:
+        return None if self.dead is None else Finding.error(f"not run: {self.dead}", DEAD_FIX)
+
+    async def caught(self, check: Check[Any], exc: Exception) -> Finding | None:
+        if isinstance(exc, SlotsInUseError):
+            raise exc  # not the server's doing: the report stops, and runs another time
+        if isinstance(exc, TimeoutError):
+            fix = f"make reset and step answer faster: the whole report has {self.deadline_s:g} s"
+            return Finding.error("not finished: the report's deadline passed during this check", fix)
+        if not isinstance(exc, SessionError):
+            return None
+        down = await self.alive() if isinstance(exc, Lost) else None
+        if down is None:
+            return Finding.error(f"the check could not go on: {exc}")
+        self.dead = f"the server stopped answering during {check.check_id} ({exc}; {down})"
+        return Finding.error(f"the server stopped answering: {exc}; {down}", DEAD_FIX)
 
     def episode_id(self, label: str) -> str:
         return f"envhub-quality-{self.token}-{label}"
@@ -140,9 +154,6 @@ class Run:
     def random(self, seed: int) -> Player:
         """The random baseline of evaluations, seeded."""
         return RandomPolicy.player(self.brief, seed)
-
-    def keep(self, *episodes: Episode) -> None:
-        self.episodes.extend(episodes)
 
     @asynccontextmanager
     async def session(

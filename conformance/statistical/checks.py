@@ -1,17 +1,22 @@
-"""The seven checks RFC 008 reserves for a hub, each an async function of the lane, registered in `CHECKS`."""
+"""The seven checks RFC 008 reserves for a hub, each an async function of the lane, registered in the engine's
+`Registry` `CHECKS` with the severity the gate policy gives it."""
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from conformance.quality.declared import RANGE_FIX
-from conformance.quality.run import Finding
+from conformance.engine import CheckFn, Finding, Level, Registry
 from conformance.statistical.figures import Z
-from conformance.statistical.lane import Lane, Played, per_task
+from conformance.statistical.gate import GATE
+from conformance.statistical.lane import RANGE_FIX, Lane, Played, per_task
 
-__all__ = ["CHECKS", "Check"]
+__all__ = ["CHECKS"]
 
-Check = tuple[str, Callable[[Lane], Awaitable[Finding]]]
+CHECKS: Registry[Lane] = Registry(Level.STATISTICAL)
 PRESET_FIX = "pick a model preset for the run, or have the admin set ENVHUB_STATISTICAL_REFERENCE_PRESET"
+
+
+def _check(check_id: str, title: str) -> Callable[[CheckFn[Lane]], CheckFn[Lane]]:
+    return CHECKS(check_id, title, GATE.severities[check_id])
 
 
 def _figure(value: float | None) -> str:
@@ -33,6 +38,7 @@ def _links(*players: Played, episodes: list[str] | None = None) -> dict[str, Any
     return {"evaluations": [p.evaluation for p in players], "episodes": episodes or []}
 
 
+@_check("statistical.reward_reachability", "A player (the oracle if declared) reaches the declared maximum")
 async def reward_reachability(lane: Lane) -> Finding:
     if lane.declared.reward_range is None:
         return Finding.skipped(f"the maximum cannot be judged: {lane.declared.range_problem}", RANGE_FIX)
@@ -66,6 +72,7 @@ async def reward_reachability(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.difficulty_separation", "Stronger players score higher, beyond their intervals")
 async def difficulty_separation(lane: Lane) -> Finding:
     ranked = [p for p in lane.honest if p.episodes]
     if len(ranked) < 2:
@@ -92,6 +99,7 @@ async def difficulty_separation(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.headroom", "The best non-oracle player stays below the maximum by a margin")
 async def headroom(lane: Lane) -> Finding:
     if lane.declared.reward_range is None:
         return Finding.skipped(f"the headroom cannot be judged: {lane.declared.range_problem}", RANGE_FIX)
@@ -111,6 +119,7 @@ async def headroom(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.variance_bound", "The same reset and actions give the same rewards")
 async def variance_bound(lane: Lane) -> Finding:
     chosen = [e for p in lane.honest for e in p.episodes if e.steps > 0][: lane.replays]
     if not chosen:
@@ -147,6 +156,7 @@ async def variance_bound(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.training_signal", "The model's GRPO groups are expected to have a non-zero advantage")
 async def training_signal(lane: Lane) -> Finding:
     models = [p for p in lane.of_kind("model") if p.episodes]
     if not models:
@@ -189,6 +199,7 @@ async def training_signal(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.adversarial_floor", "The adversarial panel scores at most the floor")
 async def adversarial_floor(lane: Lane) -> Finding:
     panel = [p for p in lane.of_kind("adversarial") if p.episodes]
     if not panel:
@@ -218,6 +229,7 @@ async def adversarial_floor(lane: Lane) -> Finding:
     )
 
 
+@_check("statistical.gameability_gap", "The honest best beats the best adversarial score by a margin")
 async def gameability_gap(lane: Lane) -> Finding:
     panel = [p for p in lane.of_kind("adversarial") if p.episodes]
     honest = [p for p in lane.honest if p.episodes]
@@ -237,14 +249,3 @@ async def gameability_gap(lane: Lane) -> Finding:
         "not the action's shape",
         **measured,
     )
-
-
-CHECKS: tuple[Check, ...] = (
-    ("statistical.reward_reachability", reward_reachability),
-    ("statistical.difficulty_separation", difficulty_separation),
-    ("statistical.headroom", headroom),
-    ("statistical.variance_bound", variance_bound),
-    ("statistical.training_signal", training_signal),
-    ("statistical.adversarial_floor", adversarial_floor),
-    ("statistical.gameability_gap", gameability_gap),
-)

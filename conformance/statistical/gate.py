@@ -3,7 +3,7 @@
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from conformance.quality.report import Severity
+from conformance.engine import Severity
 
 __all__ = ["GATE", "GatePolicy"]
 

@@ -1,5 +1,5 @@
-"""What the lane's checks read: what the environment declares, and what each reference player played (episodes on
-record, so that every figure points at episodes that replay)."""
+"""What the lane's checks read: what the environment declares in its openenv.yaml's `validation:` block, and what
+each reference player played (episodes on record, so that every figure points at episodes that replay)."""
 
 import json
 import math
@@ -7,16 +7,33 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.quality.declared import declared
+from conformance import engine
 from conformance.statistical.figures import mean_se, pass_at_k, signal, signal_interval, wilson
 from conformance.statistical.gate import GatePolicy
 from evals.models import EpisodeBase
 from evals.store import episode_figures
 from evals.summary import succeeded
 
-__all__ = ["Declared", "Lane", "Played", "Replayed", "TaskFigures", "declared_of", "per_task", "task_key"]
+__all__ = [
+    "RANGE_FIX",
+    "Declared",
+    "Lane",
+    "LaneError",
+    "Played",
+    "Replayed",
+    "TaskFigures",
+    "declared_of",
+    "per_task",
+    "task_key",
+]
 
 HONEST = ("baseline", "model", "oracle")
+MANIFEST_RANGE = "openenv.yaml validation.reward.range"
+RANGE_FIX = f"declare the reward range in {MANIFEST_RANGE} (RFC 008): [low, high]"
+
+
+class LaneError(Exception):
+    """A reference player's evaluation could not run: the report fails rather than judge what it could not see."""
 
 
 def _number(value: Any) -> float | None:
@@ -46,14 +63,27 @@ def _section(parent: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def declared_of(manifest: dict[str, Any] | None, readme: str | None) -> Declared:
+def _range(reward: dict[str, Any]) -> tuple[tuple[float, float] | None, str]:
+    """The declared range, or why there is none."""
+    if "range" not in reward:
+        return None, f"no reward range is declared ({MANIFEST_RANGE})"
+    value = reward["range"]
+    if isinstance(value, list) and len(value) == 2:
+        low, high = _number(value[0]), _number(value[1])
+        if low is not None and high is not None and low < high:
+            return (low, high), ""
+    return None, f"{MANIFEST_RANGE} is {value!r}, not [low, high] with low < high"
+
+
+def declared_of(manifest: dict[str, Any] | None) -> Declared:
+    """What the manifest (as the catalog parsed it) declares in its `validation:` block."""
     validation = _section(manifest or {}, "validation")
     reward, capabilities = _section(validation, "reward"), _section(validation, "capabilities")
     oracle = capabilities.get("oracle")
-    found = declared(manifest, readme)
+    reward_range, problem = _range(reward)
     return Declared(
-        found.reward_range,
-        found.range_problem,
+        reward_range,
+        problem,
         oracle if isinstance(oracle, dict) else None,
         capabilities.get("llm_judged") is True,
         _number(reward.get("floor_margin")),
@@ -152,8 +182,9 @@ def per_task(played: Played, k: int, group: int) -> list[TaskFigures]:
 
 
 @dataclass(frozen=True)
-class Lane:
-    """The context every statistical check is a function of."""
+class Lane(engine.Lane):
+    """The context every statistical check is a function of: run by the engine with no deadline of its own (each
+    player's evaluation is bounded by the evaluation's limits)."""
 
     declared: Declared
     played: tuple[Played, ...]
@@ -169,3 +200,8 @@ class Lane:
     @property
     def honest(self) -> list[Played]:
         return self.of_kind(*HONEST)
+
+    async def caught(self, check: engine.Check[Any], exc: Exception) -> engine.Finding | None:
+        if isinstance(exc, LaneError):  # a replay did not play: the report fails, as when a player does not
+            raise exc
+        return None

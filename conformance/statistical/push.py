@@ -4,9 +4,9 @@ that start it and its P(signal)), most signal first, and a card that says which 
 import json
 from collections.abc import Iterator, Sequence
 
+from conformance.report import Report
 from conformance.statistical.exports import task_split
 from conformance.statistical.models import TaskDifficulty
-from conformance.statistical.report import StatisticalReport
 from evals.hub_push import push_dataset
 
 __all__ = ["DATA_FILE", "push_teaching"]
@@ -19,9 +19,12 @@ def _lines(rows: Sequence[TaskDifficulty]) -> Iterator[str]:
         yield json.dumps(spec | {"reset": row.reset, "mean_reward": row.mean_reward, "samples": row.samples}) + "\n"
 
 
-def _card(report_id: int, report: StatisticalReport, rows: Sequence[TaskDifficulty]) -> str:
+def _card(report_id: int, report: Report, rows: Sequence[TaskDifficulty]) -> str:
     player = rows[0].player if rows else "no player"
-    group = rows[0].group_size if rows else report.settings.get("group_size")
+    run = report.statistics
+    group = rows[0].group_size if rows else run.settings.get("group_size") if run else None
+    verdict = report.verdict.value if report.verdict is not None else "none"
+    policy = run.policy_version if run else "no gate policy"
     return (
         "---\ntags:\n  - openenv\n  - rl-environment\n  - task-split\nconfigs:\n  - config_name: default\n"
         f"    data_files: {DATA_FILE}\n---\n\n"
@@ -33,14 +36,14 @@ def _card(report_id: int, report: StatisticalReport, rows: Sequence[TaskDifficul
         "| | |\n|---|---|\n"
         f"| environment | `{report.environment}` |\n"
         f"| revision | `{report.revision or 'a local folder'}` |\n"
-        f"| statistical report | {report_id} ({report.policy_version}, verdict {report.verdict}) |\n"
+        f"| statistical report | {report_id} ({policy}, verdict {verdict}) |\n"
         f"| tasks | {len(rows)} |\n"
     )
 
 
 def push_teaching(
     report_id: int,
-    report: StatisticalReport,
+    report: Report,
     rows: Sequence[TaskDifficulty],
     repo_id: str,
     *,

@@ -22,7 +22,7 @@ import httpx2
 from huggingface_hub import HfApi, RepoFile, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, LaunchError
+from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, LaunchError, PayloadTooLargeError
 from hosting.runtimes import Report
 from hosting.runtimes.layouts import SMALL_FILE, FolderFiles, ListedFiles, RepoFiles
 
@@ -78,8 +78,12 @@ class Snapshots:
 
         return ListedFiles(sizes, read)
 
-    def fetch(self, space_id: str, sha: str, token: str | None, report: Report) -> Path:
-        """The commit's folder, downloaded unless it was before (one download however many launches wait)."""
+    def fetch(
+        self, space_id: str, sha: str, token: str | None, report: Report, *, max_bytes: int | None = None
+    ) -> Path:
+        """The commit's folder, downloaded unless it was before (one download however many launches wait).
+
+        max_bytes: a commit whose files add up to more is refused from its listing, before any download."""
         with self._lock:
             fetching = self._fetching.setdefault(f"{space_id}@{sha}", threading.Lock())
         with fetching:
@@ -96,6 +100,13 @@ class Snapshots:
                     api = self._api(token)
                     sizes = self._sizes(api, space_id, sha)
                     megabytes = sum(sizes.values()) / 1e6
+                    if max_bytes is not None and sum(sizes.values()) > max_bytes:
+                        raise PayloadTooLargeError(
+                            f"{space_id}@{sha[:12]} holds {megabytes:.1f} MB in {len(sizes)} files, more than the "
+                            f"{max_bytes / 1e6:.1f} MB allowed here: keep large files (weights, data sets) in a model "
+                            "or dataset repo and download them at start",
+                            code="space_too_large",
+                        )
                     report(f"downloading {space_id}@{sha[:12]}: {len(sizes)} files, {megabytes:.1f} MB")
                     snapshot_download(
                         space_id,

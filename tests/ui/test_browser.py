@@ -252,6 +252,12 @@ def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, pa
     expect(counts.first).to_be_attached()
     assert sum(int(c.get_attribute("data-count") or 0) for c in counts.all()) == 3
     screenshot(page, "evaluate")
+    # Sign-in is off here: the push says beside its button, whole, how to push from this server.
+    page.locator("#eval-repo textarea, #eval-repo input").first.fill("me/wordle-rollouts")
+    page.locator("#eval-push").click()
+    pushed = page.locator("#eval-push-message")
+    expect(pushed.locator("code", has_text="ENVHUB_DEV_LOGIN=true")).to_be_visible()
+    expect(pushed.locator("code", has_text="HF_TOKEN")).to_be_visible()
 
     rows.first.locator("[role=gridcell], td").first.click()  # the episode opens in the viewer
     viewer = page.locator("#eval-viewer")

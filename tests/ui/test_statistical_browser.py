@@ -58,7 +58,7 @@ def test_the_quality_tab_runs_the_lane_and_shows_what_it_measured(envhub: Envhub
 
     reports = envhub.http.get("/api/checks", params={"environment": "template:known_rates", "suite": "statistical"})
     filed = reports.json()["data"][0]
-    assert filed["report"]["settings"]["presets"] == ["one"]
+    assert filed["report"]["statistics"]["settings"]["presets"] == ["one"]
     for result in filed["report"]["results"]:
         row = section.locator(f'tr[data-check="{result["check_id"]}"]')
         expect(row).to_contain_text(result["status"])
@@ -67,7 +67,7 @@ def test_the_quality_tab_runs_the_lane_and_shows_what_it_measured(envhub: Envhub
     signal = section.locator('tr[data-check="statistical.training_signal"]')
     expect(signal).to_contain_text("share_of_groups")
     players = section.locator(".statistical-players tr[data-player]")
-    expect(players).to_have_count(len(filed["report"]["players"]))
+    expect(players).to_have_count(len(filed["report"]["statistics"]["players"]))
     expect(section.locator('tr[data-player="model:one"]')).to_contain_text("[")  # the Wilson interval
     tasks = section.locator(".statistical-tasks tr[data-task]")
     expect(tasks).to_have_count(4)

@@ -1,9 +1,11 @@
-"""Difficulty per task: what a statistical report measured of each task it played (pass@k, mean reward and its
-standard error, P(signal)), for the model it ran.
+"""The statistical lane: each task's difficulty as a statistical report measured it (pass@k, mean reward and its
+standard error, P(signal)) for the model it ran, in `taskdifficulty`; and `evaluation.statistical_report`, the report
+(checkreport id) whose reference player, adversarial panel member or replay a run is: such runs stay off the
+leaderboards. Runs recorded before this belong to no report.
 
-Revision ID: 0019
-Revises: 0018
-Create Date: 2026-12-10
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-11
 """
 
 from collections.abc import Sequence
@@ -13,8 +15,8 @@ from alembic import op
 from sqlmodel.sql.sqltypes import AutoString as String
 from sqlmodel.sql.sqltypes import UTCDateTime as Time
 
-revision: str = "0019"
-down_revision: str | Sequence[str] | None = "0018"
+revision: str = "0021"
+down_revision: str | Sequence[str] | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -43,8 +45,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("report", "task"),
     )
     op.create_index("ix_taskdifficulty_environment", "taskdifficulty", ["environment"])
+    op.add_column("evaluation", sa.Column("statistical_report", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("evaluation") as evaluations:
+        evaluations.drop_column("statistical_report")
     op.drop_index("ix_taskdifficulty_environment", table_name="taskdifficulty")
     op.drop_table("taskdifficulty")
