@@ -324,6 +324,7 @@ class Services:
             guard,
             process.snapshots if isinstance(process, ProcessRuntime) else None,
         )
+        statistics = Statistics(settings, evaluator, checker)
         return cls(
             settings=settings,
             engine=engine,
@@ -345,7 +346,7 @@ class Services:
             evaluations=evaluations,
             runner=runner,
             evaluator=evaluator,
-            statistics=Statistics(settings, evaluator, checker),
+            statistics=statistics,
             presets=presets,
             tasksets=tasksets,
             endpoint_tokens=tokens,
@@ -356,7 +357,7 @@ class Services:
             agent_runs=agent_runs,
             run_ends=run_ends,
             model_door=model_door,
-            submissions=SubmissionQueue(settings, endpoints, checker, validations, leases),
+            submissions=SubmissionQueue(settings, endpoints, checker, validations, leases, statistics),
         )
 
     @contextmanager

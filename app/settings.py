@@ -247,6 +247,9 @@ class Settings(BaseSettings):
     board_checks_timeout_s: float = Field(
         default=180, gt=0, description="a board submission's hub lane: the conformance checklist and quality report"
     )
+    board_statistical_timeout_s: float = Field(
+        default=900, gt=0, description="a board submission's statistical lane: the reference players and its checks"
+    )
     health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
     health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")
     health_timeout_s: float = Field(default=5, gt=0, description="per request of a health probe")

@@ -80,7 +80,9 @@ class Report(_Frozen):
         default=None, description="the statistical lane's: its players, gate policy and settings"
     )
     status: RunStatus = RunStatus.FINISHED
-    code: str | None = Field(default=None, description="why it failed, when it did")
+    code: str | None = Field(
+        default=None, description="why it failed: interrupted, player_failed, internal_error or an envhub error code"
+    )
     message: str = ""
 
     @model_validator(mode="before")

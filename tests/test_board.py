@@ -1,5 +1,6 @@
-"""The board for hackathons: Spaces submitted at a revision go through the queue (download, launch, the hub lane) to
-a verdict or a failure with its own code, one revision once, nothing held up or lost, and the board ranks them."""
+"""The board for hackathons: Spaces submitted at a revision go through the queue (download, the validator, launch,
+the hub lane, the statistical lane) to a verdict or a failure with its own code, one revision once, nothing held up
+or lost, and the board ranks them by what the statistical lane measured."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from app.settings import Settings
 from tests.conftest import ADMIN_TOKEN, eventually, settings_for
 from tests.fakehub import FakeHub
+from tests.fakemodel import FakeModel, Reply
 from tests.serving import Envhub
 from tests.signin import oauth_settings
 from tests.test_process_hub import count_space
@@ -63,14 +65,27 @@ def board_settings(hub: FakeHub, folder: Path) -> Settings:
         board_checks_timeout_s=120,
         launch_timeout_s=120,  # past the launch stage's: a server that never answers runs out the stage first
         max_endpoints_per_owner=10,
+        # The statistical lane at its smallest: one task a player, two samples of it for the reference model.
+        statistical_episodes=1,
+        statistical_k=2,
+        statistical_group_size=2,
+        statistical_replays=1,
+        statistical_max_steps=3,
     )
 
 
 @pytest.fixture(scope="module")
 def envhub(board_hub: FakeHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
-    server = Envhub(board_settings(board_hub, tmp_path_factory.mktemp("board")))
+    """The board's envhub, whose admin set a reference model for the statistical lane: it adds 10, and wins."""
+    model = FakeModel(lambda body: Reply(text='{"add": 10}'))
+    settings = board_settings(board_hub, tmp_path_factory.mktemp("board"))
+    reference = {"statistical_reference_preset": "reference", "allow_private_urls": True}  # the model is on loopback
+    server = Envhub(settings.model_copy(update=reference))
+    saved = server.http.put("/api/models/reference", json={"base_url": model.url, "model": "m"}, headers=ADMIN)
+    assert saved.status_code in (200, 201), saved.text
     yield server
     server.stop()
+    model.close()
 
 
 def add_spaces(hub: FakeHub, envhub: Envhub, spaces: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -120,13 +135,42 @@ def test_a_good_space_goes_from_the_queue_to_a_verdict_with_its_reports(board_hu
         e for e in envhub.http.get("/api/endpoints", headers=ADMIN).json()["data"] if e["environment"] == "alice/count"
     ]
     assert [(e["owner"], e["revision"], e["status"]) for e in ran] == [(None, sha, "stopped")]
-    # On the board, and on its catalog entry; not among those that teach, with no training signal measured.
+    # On the board, and on its catalog entry; not among those that teach: the reference model always wins.
     row = next(r for r in envhub.http.get("/api/board").json()["data"] if r["space"] == "alice/count")
-    assert (row["submission"], row["verdict"], row["training_signal"]) == (done["id"], done["verdict"], None)
+    assert (row["submission"], row["verdict"], row["training_signal"]) == (done["id"], done["verdict"], 0)
     entry = envhub.http.get("/api/environments/alice/count").json()
     assert (entry["board"]["submission"], entry["board"]["verdict"]) == (done["id"], done["verdict"])
     teaching = envhub.http.get("/api/environments", params={"teaches": "true"}).json()
     assert "alice/count" not in [e["id"] for e in teaching["data"]]
+
+
+def test_a_submission_gets_its_statistical_report_and_the_figures_the_board_ranks_by(
+    board_hub: FakeHub, envhub: Envhub
+) -> None:
+    files = count_space("package")
+    files["openenv.yaml"] += "validation:\n  reward:\n    range: [0, 1]\n"
+    sha = add_spaces(board_hub, envhub, {"carol/declared": files})["carol/declared"]
+
+    done = finished(envhub, submit(envhub, "carol", "carol/declared")["id"])
+
+    assert done["status"] == "done", done["message"]
+    [report_id] = done["reports"]["statistical"]
+    filed = envhub.http.get(f"/api/statistics/{report_id}").json()
+    assert (filed["environment"], filed["revision"], filed["report"]["status"]) == ("carol/declared", sha, "finished")
+    assert filed["report"]["statistics"]["settings"]["presets"] == ["reference"]
+    measured = {r["check_id"]: r["measured"] for r in filed["report"]["results"]}
+    figures = {name: done[name] for name in ("training_signal", "headroom", "gameability_gap")}
+    assert figures == {
+        "training_signal": measured["statistical.training_signal"]["share_of_groups"],
+        "headroom": measured["statistical.headroom"]["headroom"],
+        "gameability_gap": measured["statistical.gameability_gap"]["gap"],
+    }
+    assert (figures["training_signal"], figures["headroom"]) == (0, 0)  # the reference model always reaches 10
+    # Its verdict counts: the submission's is the worst of its stages'.
+    assert filed["verdict"] in ("pass", "warn", "fail")
+    assert done["verdict"] == "fail" or filed["verdict"] != "fail"
+    row = next(r for r in envhub.http.get("/api/board").json()["data"] if r["space"] == "carol/declared")
+    assert (row["training_signal"], row["headroom"], row["gameability_gap"]) == tuple(figures.values())
 
 
 def test_a_revision_is_submitted_once_and_a_new_commit_is_a_new_submission(board_hub: FakeHub, envhub: Envhub) -> None:

@@ -32,7 +32,7 @@ from conformance.statistical.models import TaskDifficulty
 from conformance.statistical.report import PlayerFigures, StatisticalRun
 from core.callers import Caller
 from core.clock import utcnow
-from core.errors import ConflictError, NotFoundError
+from core.errors import ConflictError, EnvhubError, NotFoundError
 from core.outbound import live_session
 from evals.models import EpisodeBase, EvaluationStatus
 from evals.presets import LOCAL_OWNER, preset_owner
@@ -187,6 +187,8 @@ class Statistics:
             raise
         except LaneError as exc:
             report = _failed(report, "player_failed", str(exc))
+        except EnvhubError as exc:  # a player envhub would not start: a model refused, a preset gone
+            report = _failed(report, exc.code, exc.message)
         except Exception as exc:
             log.exception("statistical report %s failed", report_id)
             report = _failed(report, "internal_error", f"{type(exc).__name__}: {exc}")

@@ -1,10 +1,10 @@
 """The board's queue: submissions checked a few at a time, each through named stages with their own timeouts.
 
 A stage is an async function over one submission's context (`Run`): it may give a verdict, file report ids and
-fill the statistics the board ranks by. Stages run in the order of `stages()`; adding one is a line there. The
-first stage that cannot run (an error, or its timeout) ends the submission `failed` with a stable code; otherwise
-it is `done` with the worst of the verdicts. An endpoint the launch stage started is stopped on every path.
-Submissions left running by an envhub that stopped are queued again when one starts.
+fill the figures the board ranks by (the statistical stage's). Stages run in the order of `stages()`; adding one is
+a line there. The first stage that cannot run (an error, or its timeout) ends the submission `failed` with a stable
+code; otherwise it is `done` with the worst of the verdicts. An endpoint the launch stage started is stopped on every
+path. Submissions left running by an envhub that stopped are queued again when one starts.
 """
 
 import asyncio
@@ -16,11 +16,13 @@ from typing import Any
 
 from app.settings import Settings
 from app.usecases.quality import hosted
+from app.usecases.statistics import Statistics, StatisticsRequest
 from app.usecases.validation import Validations
 from catalog.models import Source, Verdict
 from catalog.store import read_environment
 from catalog.submissions import Submission, SubmissionStatus, claim, finish, note, requeue, submit
 from conformance.checker import Checker
+from conformance.report import Report, RunStatus
 from conformance.validator.run import ValidationLevel
 from core.callers import Caller
 from core.errors import (
@@ -30,6 +32,7 @@ from core.errors import (
     LaunchError,
     NotFoundError,
     UnauthorizedError,
+    UpstreamError,
 )
 from core.leases import Leases
 from hosting.endpoints import EndpointManager
@@ -56,6 +59,7 @@ class Run:
     manager: EndpointManager
     checker: Checker
     validations: Validations
+    statistics: Statistics
     verdicts: list[Verdict] = field(default_factory=list)
     reports: dict[str, list[int]] = field(default_factory=dict)
     measured: dict[str, float] = field(default_factory=dict)  # training_signal, headroom, gameability_gap
@@ -118,22 +122,29 @@ async def launch(run: Run) -> None:
         raise LaunchError(f"{run.space}@{run.revision[:12]} did not start: {endpoint.message}")
 
 
-async def hub_lane(run: Run) -> None:
-    """The conformance checklist and a quality report of the running endpoint, filed under the Space."""
+async def _hosted(run: Run) -> dict[str, Any]:
+    """What hosting knows of the submission's running endpoint; LaunchError when no server of it is ready."""
     assert run.endpoint is not None
     endpoint = await asyncio.to_thread(run.manager.store.get, run.endpoint)
     known = await asyncio.to_thread(hosted, run.manager, endpoint)
     if not known["replicas"]:
         raise LaunchError(f"endpoint {endpoint.id} of {run.space} has no server ready any more: it stopped")
+    return known
+
+
+async def hub_lane(run: Run) -> None:
+    """The conformance checklist and a quality report of the running endpoint, filed under the Space."""
+    known = await _hosted(run)
+    endpoint_id = run.endpoint
     first = known["replicas"][0]
     url, trusted = first.url, tuple(r.url for r in known["replicas"])
     protocol = await run.checker.check(
-        url, environment=run.space, endpoint=endpoint.id, trusted=trusted, server_capacity=known["server_capacity"]
+        url, environment=run.space, endpoint=endpoint_id, trusted=trusted, server_capacity=known["server_capacity"]
     )
     quality = await run.checker.check_quality(
         url,
         environment=run.space,
-        endpoint=endpoint.id,
+        endpoint=endpoint_id,
         revision=run.revision,
         trusted=trusted,
         replica=first.id,
@@ -143,14 +154,49 @@ async def hub_lane(run: Run) -> None:
     run.verdicts += [Verdict(protocol.verdict or "fail"), Verdict(quality.verdict or "fail")]
 
 
+# What the board ranks by, from the statistical report: (the check, the figure it measured).
+BOARD_FIGURES = {
+    "training_signal": ("statistical.training_signal", "share_of_groups"),
+    "headroom": ("statistical.headroom", "headroom"),
+    "gameability_gap": ("statistical.gameability_gap", "gap"),
+}
+
+
+def board_figures(report: Report) -> dict[str, float]:
+    """The figures the board ranks by; one its check did not measure (no reference model, no declared range) is
+    left out."""
+    measured = {r.check_id: r.measured for r in report.results}
+    found = {name: measured.get(check_id, {}).get(key) for name, (check_id, key) in BOARD_FIGURES.items()}
+    return {name: float(v) for name, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+async def statistical(run: Run) -> None:
+    """The statistical lane on the running endpoint, with the admin's reference players (the baselines, the
+    adversarial panel, ENVHUB_STATISTICAL_REFERENCE_PRESET when set): its verdict, and the figures the board ranks
+    by. The report stops with the stage when the stage runs out of time."""
+    url = (await _hosted(run))["replicas"][0].url
+    assert run.endpoint is not None
+    body = StatisticsRequest(endpoint=run.endpoint)
+    filed = await run.statistics.start(body, ENVHUB, lambda _: url)
+    run.reports["statistical"] = [filed.id]
+    await run.statistics.ended(filed.id, owned=True)
+    report = (await asyncio.to_thread(run.statistics.filed, filed.id)).report
+    if report.status != RunStatus.FINISHED or report.verdict is None:
+        raise UpstreamError(
+            f"statistical report {filed.id} failed ({report.code}): {report.message}", code="statistical_failed"
+        )
+    run.verdicts.append(report.verdict)
+    run.measured |= board_figures(report)
+
+
 def stages(settings: Settings) -> list[Stage]:
-    """The stages every submission goes through, in order. The statistical lane, which plays the endpoint, goes
-    after `hub_lane`."""
+    """The stages every submission goes through, in order."""
     return [
         Stage("download", download, settings.board_download_timeout_s, "ENVHUB_BOARD_DOWNLOAD_TIMEOUT_S"),
         Stage("validator", validator, settings.validator_timeout_s, "ENVHUB_VALIDATOR_TIMEOUT_S"),
         Stage("launch", launch, settings.board_launch_timeout_s, "ENVHUB_BOARD_LAUNCH_TIMEOUT_S"),
         Stage("hub_lane", hub_lane, settings.board_checks_timeout_s, "ENVHUB_BOARD_CHECKS_TIMEOUT_S"),
+        Stage("statistical", statistical, settings.board_statistical_timeout_s, "ENVHUB_BOARD_STATISTICAL_TIMEOUT_S"),
     ]
 
 
@@ -164,11 +210,13 @@ class SubmissionQueue:
         checker: Checker,
         validations: Validations,
         leases: Leases,
+        statistics: Statistics,
     ) -> None:
         self.settings = settings
         self.manager = manager
         self.checker = checker
         self.validations = validations
+        self.statistics = statistics
         self.leases = leases
         self.engine = checker.engine
         self._wake = asyncio.Event()
@@ -234,7 +282,7 @@ class SubmissionQueue:
                 )
 
     async def _run(self, submission: Submission) -> None:
-        run = Run(submission, self.settings, self.manager, self.checker, self.validations)
+        run = Run(submission, self.settings, self.manager, self.checker, self.validations, self.statistics)
         try:
             ending = await self._stages(run)
         finally:
