@@ -229,6 +229,7 @@ class Services:
                 settings.max_endpoints,
                 settings.max_endpoints_per_owner,
                 settings.endpoint_idle_timeout_s,
+                play_idle_s=settings.play_idle_s,
                 servers=settings.max_servers,
                 servers_per_owner=settings.max_servers_per_owner,
                 pool_idle_s=settings.pool_idle_s,

@@ -327,7 +327,7 @@ def wire(
             reused = endpoint is not None
             if endpoint is None:
                 body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                endpoint = await asyncio.to_thread(endpoints.launch, body, caller)
+                endpoint = await asyncio.to_thread(endpoints.launch, body, caller, for_play=True)
         except EnvhubError as exc:
             yield {play.status: f"**Could not launch:** {launch_refusal(endpoints, caller, exc)}"}
             return
