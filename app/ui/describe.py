@@ -143,11 +143,13 @@ def rows_table(rows: Sequence[SchemaRow]) -> str:
     )
 
 
-def api_html(info: Interface) -> str:
-    """Schemas, tools and tasks; what is unknown says how to learn it."""
+def api_html(info: Interface, *, reading: bool = False) -> str:
+    """Schemas, tools and tasks; what is unknown says how to learn it, or that it is being read (`reading`)."""
     parts = []
     schema = info.schema or {}
-    if not schema:
+    if not schema and reading:
+        parts.append('<p class="muted" data-reading="schemas">Reading the schemas …</p>')
+    elif not schema:
         hint = "Launch the environment (or connect to a running one) to read its schemas."
         parts.append(f'<p class="muted">{_e(hint)}</p>')
     for key, title in (("action", "Action"), ("observation", "Observation"), ("state", "State")):

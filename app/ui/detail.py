@@ -64,6 +64,11 @@ def asleep(environment: EnvironmentDetail) -> bool:
     return sleeping or environment.runtime_stage in ("SLEEPING", "PAUSED")
 
 
+def readable(environment: EnvironmentDetail, url: str | None) -> bool:
+    """refresh() reads its schemas: from its live URL (a sleeping Space's is not woken), or from its source."""
+    return (url is not None and not asleep(environment)) or can_introspect(environment)
+
+
 def build() -> Detail:
     header = gr.HTML(elem_id="env-header")
     with gr.Row():
@@ -138,7 +143,7 @@ def show(
     return {
         detail.header: header_html(environment, hf_endpoint, launched, serving),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
-        detail.api: api_html(info),
+        detail.api: api_html(info, reading=info.schema is None and readable(environment, url)),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.quality: quality_html(environment, report),
         detail.validation: validated,
