@@ -247,6 +247,8 @@ def wire(
         session = session_of(request)
         if session is None:
             return refusal(play, "connect to the environment first")
+        if session.episode.done:  # what the server says then is for code ("call reset()"), not for this page
+            return refusal(play, "the episode is over: press **Reset** to start a new one")
         try:
             outcome = await session.step(action)
         except PlayError as exc:

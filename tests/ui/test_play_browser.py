@@ -163,6 +163,20 @@ def test_the_official_chess_is_played_on_a_board_drawn_from_its_fen(envhub: Envh
     screenshot(page, "play-chess")
 
 
+def test_a_step_after_the_episode_ends_is_not_sent_and_points_to_reset(envhub: Envhub, page: Any) -> None:
+    open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
+    launch_and_connect(page)
+    reset(page)
+    for attempt in range(1, 4):  # three wrong answers end it
+        field(page, "field-answer").fill("not a number")
+        page.locator("#play-step").click()
+        steps_become(page, attempt)
+    page.locator("#play-step").click()
+    expect(page.locator("#play-errors strong").last).to_have_text("Reset")  # the button to press
+    steps_become(page, 3)
+    expect(history_rows(page)).to_have_count(4)
+
+
 def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
     page.get_by_role("tab", name="API").click()
