@@ -104,9 +104,11 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def status_html(environment: EnvironmentDetail, live_url: str | None) -> str:
-    """Runtime stage, the health monitor's view and conformance, when known."""
-    rows = [("Runtime", environment.runtime_stage or ("local template" if environment.path else "unknown"))]
+def status_html(environment: EnvironmentDetail, live_url: str | None, serving: str | None = None) -> str:
+    """Runtime stage (`serving`: what the newest running endpoint runs on, e.g. "process endpoint 3f9c1a2b7d"), the
+    health monitor's view and conformance, when known."""
+    stage = environment.runtime_stage or ("local template" if environment.path else "unknown")
+    rows = [("Runtime", serving or stage)]
     rows.append(("Live URL", live_url or "none yet: launch it"))
     health = as_dict(environment.health)
     if health:

@@ -147,7 +147,7 @@ def show(
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.quality: quality_html(environment, report),
         detail.validation: validated,
-        detail.status: status_html(environment, url),
+        detail.status: status_html(environment, url, serving_runtime(live, environment.id)),
         detail.wake: gr.Button(visible=asleep(environment)),
     } | connect_updates(live, detail, url, environment, info, request)
 
@@ -184,7 +184,14 @@ async def current_status(engine: Engine, live: Live, environment_id: str, reques
     if environment is None:
         return ""
     urls = await live.read_urls(environment, request)
-    return status_html(environment, urls[0] if urls else None)
+    serving = await asyncio.to_thread(serving_runtime, live, environment_id)
+    return status_html(environment, urls[0] if urls else None, serving)
+
+
+def serving_runtime(live: Live, environment_id: str) -> str | None:
+    """What the environment's newest running endpoint runs on, for the side panel's Runtime."""
+    endpoint = live.endpoints.store.running_endpoint(environment_id)
+    return f"{endpoint.backend.value} endpoint {endpoint.id}" if endpoint is not None else None
 
 
 async def refresh(

@@ -177,6 +177,13 @@ def test_a_step_after_the_episode_ends_is_not_sent_and_points_to_reset(envhub: E
     expect(history_rows(page)).to_have_count(4)
 
 
+def test_the_side_panel_names_the_runtime_of_the_running_endpoint(envhub: Envhub, page: Any) -> None:
+    endpoint = envhub.running("template:connect_four")
+    open_page(page, envhub.url + "/?env=template:connect_four")
+    runtime = page.locator("#env-status tr").filter(has=page.locator("th", has_text="Runtime")).locator("td")
+    expect(runtime).to_have_text(f"process endpoint {endpoint['id']}")
+
+
 def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
     page.get_by_role("tab", name="API").click()
