@@ -1,7 +1,8 @@
 """The oracle of the arithmetic tasks template: plays one episode to the maximum reward and prints what it got, as JSON.
 
 Run it inside the image, beside the server (openenv's validator runs a `script` oracle in the sandbox):
-`python validation/oracle.py [SEED]`. It submits the task's answer from the dataset the server reads.
+`python validation/oracle.py [SEED]`.
+It submits the task's answer from the dataset the server reads.
 """
 
 import json

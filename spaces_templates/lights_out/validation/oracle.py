@@ -1,7 +1,8 @@
 """The oracle of the lights out template: plays one episode to the maximum reward and prints what it got, as JSON.
 
 Run it inside the image, beside the server (openenv's validator runs a `script` oracle in the sandbox):
-`python validation/oracle.py [SEED]`. It solves the observed board as a linear system over GF(2) and presses each light of the solution once.
+`python validation/oracle.py [SEED]`.
+It solves the observed board as a linear system over GF(2) and presses each light of the solution once.
 """
 
 import json

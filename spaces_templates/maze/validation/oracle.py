@@ -1,7 +1,8 @@
 """The oracle of the maze template: plays one episode to the maximum reward and prints what it got, as JSON.
 
 Run it inside the image, beside the server (openenv's validator runs a `script` oracle in the sandbox):
-`python validation/oracle.py [SEED]`. It walks the shortest path to the exit, found by a breadth-first search of the observed grid.
+`python validation/oracle.py [SEED]`.
+It walks the shortest path to the exit, found by a breadth-first search of the observed grid.
 """
 
 import json

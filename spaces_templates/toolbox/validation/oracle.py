@@ -1,7 +1,8 @@
 """The oracle of the toolbox template: plays one episode to the maximum reward and prints what it got, as JSON.
 
 Run it inside the image, beside the server (openenv's validator runs a `script` oracle in the sandbox):
-`python validation/oracle.py [SEED]`. It submits the answer of the task the server drew, from the task bank, with the submit_answer tool.
+`python validation/oracle.py [SEED]`.
+It submits the answer of the task the server drew, from the task bank, with the submit_answer tool.
 """
 
 import json

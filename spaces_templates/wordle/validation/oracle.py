@@ -1,7 +1,8 @@
 """The oracle of the wordle template: plays one episode to the maximum reward and prints what it got, as JSON.
 
 Run it inside the image, beside the server (openenv's validator runs a `script` oracle in the sandbox):
-`python validation/oracle.py [SEED]`. It plays the word the server draws for the seed, so it solves every episode in one guess.
+`python validation/oracle.py [SEED]`.
+It plays the word the server draws for the seed, so it solves every episode in one guess.
 """
 
 import json
