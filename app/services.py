@@ -50,6 +50,7 @@ from catalog.tasksets import Tasksets
 from catalog.templates import index_templates
 from conformance.checker import Checker
 from conformance.validator import Validator
+from conformance.validator.provider import engine_provider
 from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.leases import Leases
@@ -74,7 +75,7 @@ from hosting.publish import Publisher
 from hosting.reconcile import Keeper
 from hosting.runtimes import AnyRuntime
 from hosting.runtimes.confinement import Confinement
-from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.containers import ContainerRuntime, engine_client
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime
@@ -318,6 +319,7 @@ class Services:
             ),
             guard,
             process.snapshots if isinstance(process, ProcessRuntime) else None,
+            lambda: engine_provider(engine_client, settings.docker_base_image),
         )
         return cls(
             settings=settings,
