@@ -51,6 +51,7 @@ from catalog.tasksets import Tasksets
 from catalog.templates import index_templates
 from conformance.checker import Checker
 from conformance.validator import Validator
+from conformance.validator.provider import engine_provider
 from core.callers import Access
 from core.db import create_db_engine, init_db
 from core.leases import Leases
@@ -75,7 +76,7 @@ from hosting.publish import Publisher
 from hosting.reconcile import Keeper
 from hosting.runtimes import AnyRuntime
 from hosting.runtimes.confinement import Confinement
-from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.containers import ContainerRuntime, engine_client
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime
@@ -231,6 +232,7 @@ class Services:
                 settings.max_endpoints,
                 settings.max_endpoints_per_owner,
                 settings.endpoint_idle_timeout_s,
+                play_idle_s=settings.play_idle_s,
                 servers=settings.max_servers,
                 servers_per_owner=settings.max_servers_per_owner,
                 pool_idle_s=settings.pool_idle_s,
@@ -323,6 +325,7 @@ class Services:
             ),
             guard,
             process.snapshots if isinstance(process, ProcessRuntime) else None,
+            lambda: engine_provider(engine_client, settings.docker_base_image),
         )
         statistics = Statistics(settings, evaluator, checker)
         return cls(

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     max_endpoints: int = Field(default=20, ge=0)
     max_endpoints_per_owner: int = Field(default=5, ge=0)
     endpoint_idle_timeout_s: float = Field(default=1800, gt=0, description="stop endpoints without sessions this long")
+    play_idle_s: float = Field(
+        default=300, gt=0, description="stop endpoints launched from the Play tab without sessions this long"
+    )
     max_servers: int = Field(default=64, ge=0, description="replicas of all endpoints together")
     max_servers_per_owner: int = Field(default=32, ge=0, description="replicas of one owner's endpoints together")
     docker_base_image: str = Field(default="python:3.11-slim", description="BASE_IMAGE for template builds")

@@ -10,9 +10,10 @@ import hashlib
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
-from sqlmodel import Field, Session, SQLModel, col
+from sqlmodel import JSON, Field, Session, SQLModel, col
 
 from core.clock import utcnow
 from core.db import upsert
@@ -25,6 +26,7 @@ __all__ = [
     "RevisionsPublic",
     "folder_hash",
     "note_image",
+    "note_interface",
     "note_revisions",
     "resolve_revision",
     "revisions_of",
@@ -45,6 +47,9 @@ class EnvironmentRevision(SQLModel, table=True):
     seen_at: datetime = Field(default_factory=utcnow, description="when the catalog first saw it")
     image_digest: str | None = Field(
         default=None, description="the image envhub last ran of it in a container (built, or pulled), by id"
+    )
+    interface: dict[str, Any] | None = Field(
+        default=None, sa_type=JSON, description="a template app's interface columns at it"
     )
 
 
@@ -132,6 +137,14 @@ def note_image(session: Session, environment_id: str, revision: str, digest: str
         row.image_digest = digest
         session.add(row)
         session.commit()
+
+
+def note_interface(session: Session, environment_id: str, revision: str, columns: dict[str, Any]) -> None:
+    """Keep what an environment's app said of itself at a revision, for whenever the catalog lists that one again."""
+    row = session.get(EnvironmentRevision, (environment_id, revision))
+    if row is not None:
+        row.interface = columns
+        session.add(row)
 
 
 def revisions_of(session: Session, environment_id: str) -> list[EnvironmentRevision]:

@@ -10,9 +10,10 @@ from sqlmodel import Session, col
 
 from catalog.cards import MANIFEST_LIMIT, README_LIMIT, card_values, parse_manifest, parse_readme
 from catalog.models import Environment, Source
-from catalog.revisions import folder_hash
-from catalog.store import write_environments
+from catalog.revisions import EnvironmentRevision, folder_hash
+from catalog.store import interface_columns, write_environments
 from core.clock import utcnow
+from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,26 @@ def find_template_folders(roots: list[Path]) -> list[Path]:
     return list(found.values())
 
 
+def _interface_of_revision(session: Session, environment_id: str, revision: str) -> None:
+    """The row's interface columns as its app said them at this revision, or empty until it is read."""
+    seen = session.get(EnvironmentRevision, (environment_id, revision))
+    columns = seen.interface if seen is not None and seen.interface else interface_columns(Interface())
+    session.execute(update(Environment).where(col(Environment.id) == environment_id).values(**columns))
+
+
 def index_templates(engine: Engine, roots: list[Path]) -> int:
     """Make the catalog's template entries match the folders on disk; returns how many there are."""
     indexed = [template_row(folder) for folder in find_template_folders(roots)]
     rows = [row for row, _ in indexed]
     ids = [row["id"] for row in rows]
     with Session(engine) as session, session.begin():
+        known = select(col(Environment.id), col(Environment.sha)).where(col(Environment.id).in_(ids))
+        before = {environment: sha for environment, sha in session.execute(known)}
         if rows:
             write_environments(session, rows, {row["id"]: datasets for row, datasets in indexed})
+        for row in rows:  # a folder that changed: what its app said before no longer holds
+            if before.get(row["id"], row["sha"]) != row["sha"]:
+                _interface_of_revision(session, row["id"], row["sha"])
         vanished = select(col(Environment.id)).where(
             col(Environment.source) == Source.TEMPLATE,
             col(Environment.id).not_in(ids),

@@ -85,9 +85,10 @@ class EndpointManager:
 
     # -- launching
 
-    def launch(self, request: LaunchRequest, caller: Caller) -> Endpoint:
+    def launch(self, request: LaunchRequest, caller: Caller, *, for_play: bool = False) -> Endpoint:
         """The one way to launch: check who asks and the request, record the endpoint as the caller's,
-        starting, and start its first replicas in the background.
+        starting, and start its first replicas in the background. One `for_play` (the Play tab's) goes after the
+        shorter idle time of play.
 
         A signed-in caller owns it, and the space backend creates the Space with their Hub token, in their namespace.
         """
@@ -121,6 +122,7 @@ class EndpointManager:
             backend=request.backend,
             owner=caller.name,
             options={"env": options.env, "secrets": sorted(options.secrets), **options.own()},
+            for_play=for_play,
             message="starting",
             instance=self.leases.instance,
         )

@@ -19,6 +19,7 @@ class EndpointLimits:
     total: int = 20
     per_owner: int = 5  # endpoints nobody owns (anonymous launches) share one such allowance
     idle_timeout_s: float = 1800
+    play_idle_s: float = 300  # an endpoint launched from the Play tab, which a tab left playing keeps awake
     servers: int = 64  # replicas of all endpoints together
     servers_per_owner: int = 32
     pool_idle_s: float = 300  # a pool shrinks by replicas without sessions this long

@@ -56,6 +56,9 @@ class EndpointBase(SQLModel):
     message: str = Field(default="", description="what is happening now, or why it failed")
     owner: str | None = Field(default=None, index=True)
     options: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="secrets are not kept here")
+    for_play: bool = Field(
+        default=False, description="launched from the Play tab: stopped after the shorter idle time of play"
+    )
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     stopped_at: datetime | None = None

@@ -77,8 +77,8 @@ class Keeper:
             self.scaler.tend(endpoint)
             stats = self.endpoints.traffic.stats(endpoint)
             last = as_utc(stats.last_active_at or endpoint.started_at or now)
-            if stats.active_sessions == 0 and now - last > timedelta(seconds=limits.idle_timeout_s):
-                idle = limits.idle_timeout_s
+            idle = limits.play_idle_s if endpoint.for_play else limits.idle_timeout_s
+            if stats.active_sessions == 0 and now - last > timedelta(seconds=idle):
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
                 self.endpoints.end(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()

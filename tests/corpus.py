@@ -139,8 +139,8 @@ def check(envhub: Envhub, endpoint_id: str, suite: str) -> dict[str, Any]:
 
 def failing_core(report: dict[str, Any]) -> dict[str, str]:
     """The core (and 0.10) checks of a protocol report that failed or could not run, with why."""
-    checks = report["report"]["checks"]
-    return {c["id"]: c["message"] for c in checks if c["id"] in report["report"]["failing"]}
+    results = report["report"]["results"]
+    return {r["check_id"]: r["evidence"] for r in results if r["check_id"] in report["report"]["failing"]}
 
 
 def openenv_validate(url: str) -> tuple[int, dict[str, Any]]:
@@ -220,7 +220,7 @@ def corpus(request: pytest.FixtureRequest, corpus_hub: Envhub) -> dict[str, dict
 def test_envhubs_protocol_check_passes_core(corpus_hub: Envhub, corpus: dict[str, dict[str, Any]], name: str) -> None:
     endpoint_id = corpus[name]["id"]
     report = check(corpus_hub, endpoint_id, "protocol")
-    assert report["report"]["conforms"], failing_core(report)
+    assert report["conforms"], failing_core(report)
     back_to_zero(corpus_hub, endpoint_id)
 
 

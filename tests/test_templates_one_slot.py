@@ -33,7 +33,7 @@ def test_the_protocol_check_passes_core_and_gives_the_slot_back(
     envhub: Envhub, templates: dict[str, dict[str, Any]], name: str
 ) -> None:
     report = check(envhub, templates[name]["id"], "protocol")
-    assert report["report"]["conforms"], failing_core(report)
+    assert report["conforms"], failing_core(report)
     back_to_zero(envhub, templates[name]["id"])
 
 

@@ -70,7 +70,10 @@ def print_report(report: dict[str, Any], tool: str) -> None:
 
 
 def validate(settings: Settings, args: argparse.Namespace) -> int:
-    from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator  # openenv's, only when it runs
+    # openenv's, only when it runs
+    from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator
+    from conformance.validator.provider import engine_provider
+    from hosting.runtimes.containers import engine_client
 
     validator = Validator(
         timeout_s=settings.validator_timeout_s,
@@ -85,7 +88,11 @@ def validate(settings: Settings, args: argparse.Namespace) -> int:
             report = asyncio.run(validator.validate_url(args.url, OutboundGuard(allow_private=True)))
         elif args.target is not None:
             folder = folder_of(settings, args.target)
-            report = asyncio.run(validator.validate_folder(folder, level=ValidationLevel(args.level)))
+            level = ValidationLevel(args.level)
+            provider = (
+                None if level == ValidationLevel.STATIC else engine_provider(engine_client, settings.docker_base_image)
+            )
+            report = asyncio.run(validator.validate_folder(folder, level=level, provider=provider))
         else:
             print("envhub: name a template, an environment or a folder, or give --url", file=sys.stderr)
             return _UNSUPPORTED

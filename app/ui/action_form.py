@@ -8,7 +8,7 @@ import gradio as gr
 
 from app.ui.forms import FieldKind, FormField, form_fields
 from protocol.interface import Interface
-from protocol.tools import takes_tool_calls
+from protocol.tools import takes_tool_calls, tool_call
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,10 @@ class FormState:
     mode: Literal["none", "action", "tool"] = "none"
     fields: tuple[FormField, ...] = ()
     tool: str | None = None
+
+    def action(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What a step sends for the form's values: the action, or a call of the form's tool."""
+        return tool_call(self.tool, arguments) if self.mode == "tool" and self.tool else arguments
 
 
 def initial_form(info: Interface) -> FormState:

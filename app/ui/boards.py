@@ -1,12 +1,14 @@
 """Boards found in an observation, drawn as boards: a chess position from its FEN, wordle guesses as coloured tiles,
 and grids (a list of lists, or a text grid of a few symbols) as cells: discs for connect four, lights for lights-out,
 walls and floor for a maze. The observation's own fields are searched (and its metadata, where some environments put
-their board); what is not recognised stays text."""
+their board); what is not recognised stays text. A grid the action plays (a row and a column, or a column) is drawn
+as buttons that send it."""
 
 import html
+import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SIDE = 64  # cells a grid may have per side to be drawn
@@ -23,6 +25,23 @@ _EXIT_KEYS = ("exit", "exit_cell", "goal", "target")
 
 
 @dataclass(frozen=True)
+class Clicks:
+    """What a click on a drawn grid sends: the action fields its column and its row fill (no row: a column alone)."""
+
+    column: str
+    row: str | None = None
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What the environment's schemas tell of its boards: how a click plays one, and each observation field's
+    description (a legend's names: '0 empty, 1 you, 2 opponent')."""
+
+    clicks: Clicks | None = None
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Board:
     """A board found in the field `field`, and its HTML (every value in it escaped)."""
 
@@ -30,10 +49,10 @@ class Board:
     html: str
 
 
-def find_board(observation: dict[str, Any]) -> Board | None:
+def find_board(observation: dict[str, Any], hints: Hints | None = None) -> Board | None:
     """The first board in the observation's fields (then its metadata's), or None."""
-    for field, value, where in _fields(observation):
-        board = _chess(field, value) or _wordle(field, value, where) or _grid(field, value, where)
+    for name, value, where in _fields(observation):
+        board = _chess(name, value) or _wordle(name, value, where) or _grid(name, value, where, hints or Hints())
         if board is not None:
             return board
     return None
@@ -178,11 +197,12 @@ def _cell_at(where: dict[str, Any], keys: Sequence[str], grid: list[list[Any]], 
     return None
 
 
-def _grid(field: str, value: Any, where: dict[str, Any]) -> Board | None:
+def _grid(field: str, value: Any, where: dict[str, Any], hints: Hints) -> Board | None:
     text = _text_grid(value)
+    clicks = hints.clicks
     if text is not None:
         cells = [[_MAZE_SYMBOLS[c] for c in row] for row in text]
-        return Board(field, _cells_html(cells, "board-maze"))
+        return Board(field, _cells_html(cells, "board-maze", clicks))
     grid = _rectangular(value)
     if grid is None or not any(word in field.lower() for word in ("board", "grid", "maze", "cells", "map", "lights")):
         return None
@@ -193,21 +213,62 @@ def _grid(field: str, value: Any, where: dict[str, Any]) -> Board | None:
             at = _cell_at(where, keys, grid, 1)
             if at is not None:
                 cells[at[0]][at[1]] = kind
-        return Board(field, _cells_html(cells, "board-maze"))
+        return Board(field, _cells_html(cells, "board-maze", clicks))
     if all(isinstance(c, bool) for c in values) or (values <= {0, 1} and (len(grid), len(grid[0])) != (6, 7)):
         cells = [["lit" if c else "unlit" for c in row] for row in grid]
-        return Board(field, _cells_html(cells, "board-lights"))
+        return Board(field, _cells_html(cells, "board-lights", clicks))
     if values <= {-1, 0, 1, 2}:  # two sides and empty: discs
         sides = {0: "empty", 1: "one", 2: "two", -1: "two"}
         cells = [[sides[int(c)] for c in row] for row in grid]
-        return Board(field, _cells_html(cells, "board-discs"))
+        legend = _legend(hints.descriptions.get(field, ""), values)
+        return Board(field, _cells_html(cells, "board-discs", clicks) + legend)
     palette = {v: f"v{i % 8}" for i, v in enumerate(sorted(values, key=str))}
-    return Board(field, _cells_html([[palette[c] for c in row] for row in grid], "board-cells"))
+    return Board(field, _cells_html([[palette[c] for c in row] for row in grid], "board-cells", clicks))
 
 
-def _cells_html(cells: list[list[str]], kind: str) -> str:
+_NAMED_VALUE = re.compile(r"(?<![\w.-])(-?\d)\s*(?:=|:|is|for)?\s*([A-Za-z][A-Za-z ]{0,24}?)\s*(?=[,;.)]|$)")
+
+
+def _legend(description: str, values: set[Any]) -> str:
+    """Which disc is whose, named as the field's description names its values ('1 you, 2 opponent')."""
+    named = {int(value): name for value, name in _NAMED_VALUE.findall(description)}
+    second = -1 if -1 in values else 2
+    sides = [("one", named.get(1, "1")), ("two", named.get(second, str(second)))]
+    entries = "".join(
+        f'<span class="legend-entry"><span class="swatch {side}"></span>{html.escape(name)}</span>'
+        for side, name in sides
+    )
+    return f'<p class="board-legend" data-legend>{entries}</p>'
+
+
+def _cells_html(cells: list[list[str]], kind: str, clicks: Clicks | None = None) -> str:
+    """The cells as a CSS grid; with `clicks`, each cell a button that sends its row and column, or a row of column
+    buttons above cells that send their column on a click."""
     width = len(cells[0])
     size = max(8, min(32, 480 // max(width, len(cells))))
-    body = "".join(f'<span class="cell {c}"></span>' for row in cells for c in row)
+    if clicks is None:
+        body = "".join(f'<span class="cell {c}"></span>' for row in cells for c in row)
+    elif clicks.row is None:
+        body = "".join(
+            f'<button type="button" class="drop" data-action="{_action({clicks.column: col})}" '
+            f'aria-label="column {col}" title="column {col}">▼</button>'
+            for col in range(width)
+        ) + "".join(
+            f'<span class="cell {c} playable" data-action="{_action({clicks.column: col})}"></span>'
+            for row in cells
+            for col, c in enumerate(row)
+        )
+    else:
+        body = "".join(
+            f'<button type="button" class="cell {c} playable" '
+            f'data-action="{_action({clicks.row: r, clicks.column: col})}" '
+            f'aria-label="row {r}, column {col}: {c}" title="row {r}, column {col}"></button>'
+            for r, row in enumerate(cells)
+            for col, c in enumerate(row)
+        )
     style = f"grid-template-columns: repeat({width}, {size}px); grid-auto-rows: {size}px"
     return f'<div class="board {kind}" style="{style}" data-rows="{len(cells)}" data-columns="{width}">{body}</div>'
+
+
+def _action(arguments: dict[str, int]) -> str:
+    return html.escape(json.dumps(arguments), quote=True)

@@ -104,9 +104,11 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def status_html(environment: EnvironmentDetail, live_url: str | None) -> str:
-    """Runtime stage, the health monitor's view and conformance, when known."""
-    rows = [("Runtime", environment.runtime_stage or ("local template" if environment.path else "unknown"))]
+def status_html(environment: EnvironmentDetail, live_url: str | None, serving: str | None = None) -> str:
+    """Runtime stage (`serving`: what the newest running endpoint runs on, e.g. "process endpoint 3f9c1a2b7d"), the
+    health monitor's view and conformance, when known."""
+    stage = environment.runtime_stage or ("local template" if environment.path else "unknown")
+    rows = [("Runtime", serving or stage)]
     rows.append(("Live URL", live_url or "none yet: launch it"))
     health = as_dict(environment.health)
     if health:
@@ -143,11 +145,13 @@ def rows_table(rows: Sequence[SchemaRow]) -> str:
     )
 
 
-def api_html(info: Interface) -> str:
-    """Schemas, tools and tasks; what is unknown says how to learn it."""
+def api_html(info: Interface, *, reading: bool = False) -> str:
+    """Schemas, tools and tasks; what is unknown says how to learn it, or that it is being read (`reading`)."""
     parts = []
     schema = info.schema or {}
-    if not schema:
+    if not schema and reading:
+        parts.append('<p class="muted" data-reading="schemas">Reading the schemas …</p>')
+    elif not schema:
         hint = "Launch the environment (or connect to a running one) to read its schemas."
         parts.append(f'<p class="muted">{_e(hint)}</p>')
     for key, title in (("action", "Action"), ("observation", "Observation"), ("state", "State")):

@@ -65,6 +65,11 @@ def asleep(environment: EnvironmentDetail) -> bool:
     return sleeping or environment.runtime_stage in ("SLEEPING", "PAUSED")
 
 
+def readable(environment: EnvironmentDetail, url: str | None) -> bool:
+    """refresh() reads its schemas: from its live URL (a sleeping Space's is not woken), or from its source."""
+    return (url is not None and not asleep(environment)) or can_introspect(environment)
+
+
 def build() -> Detail:
     header = gr.HTML(elem_id="env-header")
     with gr.Row():
@@ -141,11 +146,11 @@ def show(
     return {
         detail.header: header_html(environment, hf_endpoint, launched, serving),
         detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
-        detail.api: api_html(info),
+        detail.api: api_html(info, reading=info.schema is None and readable(environment, url)),
         detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
         detail.quality: quality_html(environment, report),
         detail.validation: validated,
-        detail.status: status_html(environment, url),
+        detail.status: status_html(environment, url, serving_runtime(live, environment.id)),
         detail.wake: gr.Button(visible=asleep(environment)),
     } | connect_updates(live, detail, url, environment, info, request)
 
@@ -182,7 +187,14 @@ async def current_status(engine: Engine, live: Live, environment_id: str, reques
     if environment is None:
         return ""
     urls = await live.read_urls(environment, request)
-    return status_html(environment, urls[0] if urls else None)
+    serving = await asyncio.to_thread(serving_runtime, live, environment_id)
+    return status_html(environment, urls[0] if urls else None, serving)
+
+
+def serving_runtime(live: Live, environment_id: str) -> str | None:
+    """What the environment's newest running endpoint runs on, for the side panel's Runtime."""
+    endpoint = live.endpoints.store.running_endpoint(environment_id)
+    return f"{endpoint.backend.value} endpoint {endpoint.id}" if endpoint is not None else None
 
 
 async def refresh(

@@ -1,6 +1,7 @@
 """A built-in template's interface read from its source, without a launch: its app served for a moment by a process
 of its own (app.ui.interface_probe, no endpoint, nothing counted), asked what it serves, and what it said cached on
-the catalog row as a launch's would be. The environment page's API and Tasks tabs show it before any launch."""
+the catalog row as a launch's would be, and with its revision. The environment page's API and Tasks tabs show it
+before any launch."""
 
 import asyncio
 import json
@@ -16,6 +17,7 @@ from sqlmodel import Session
 
 from app.settings import REPO_ROOT
 from catalog.models import Environment, EnvironmentDetail, Source
+from catalog.revisions import note_interface
 from catalog.store import cached_interface, read_environment
 from hosting.runtimes.layouts import template_layout
 from hosting.runtimes.venvs import requirements_of, unmet
@@ -71,15 +73,18 @@ async def template_interface(engine: Engine, environment: EnvironmentDetail) -> 
             log.info("could not read %s's interface from its source: %s", environment.id, last[0])
             return Interface(problems=[f"its app could not be read from its source ({last[0][:300]})"])
         columns: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-        await asyncio.to_thread(_cache, engine, environment.id, columns)
+        await asyncio.to_thread(_cache, engine, environment.id, environment.sha, columns)
     found = await read_environment(engine, environment.id)
     return cached_interface(found) if found is not None else Interface()
 
 
-def _cache(engine: Engine, environment_id: str, columns: dict[str, Any]) -> None:
+def _cache(engine: Engine, environment_id: str, revision: str | None, columns: dict[str, Any]) -> None:
+    """On the row, and with its revision: a later start that lists this revision again has it without a probe."""
     with Session(engine) as session:
         row = session.get(Environment, environment_id)
-        if row is not None:
+        if row is not None and row.sha == revision:
             row.sqlmodel_update(columns)
             session.add(row)
-            session.commit()
+        if revision:
+            note_interface(session, environment_id, revision, columns)
+        session.commit()

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.ui.boards import find_board
+from app.ui.boards import Hints, find_board
 from app.ui.readme import render_inline
 from protocol.observations import LEGAL_ACTION_KEYS, image_data_uri, refusal
 
@@ -47,9 +47,10 @@ def _tool_result(value: dict[str, Any]) -> list[Part]:
     return parts
 
 
-def observation_view(observation: Any, reset: Any = None) -> ObservationView:
+def observation_view(observation: Any, reset: Any = None, hints: Hints | None = None) -> ObservationView:
     """The observation's readable parts; with the episode's `reset` observation, its text that this one no longer
-    carries (a tool environment's question, once a tool's result is all a step returns) comes first."""
+    carries (a tool environment's question, once a tool's result is all a step returns) comes first. `hints` say how
+    its board is played and named."""
     if not isinstance(observation, dict):
         return ObservationView(parts=[Part("text", "observation", json.dumps(observation))])
     parts: list[Part] = []
@@ -92,7 +93,7 @@ def observation_view(observation: Any, reset: Any = None) -> ObservationView:
         tree[key] = value
     if scalars:
         parts.append(Part("fields", "", scalars))
-    board = find_board(observation)
+    board = find_board(observation, hints)
     if board is not None:  # drawn first; what showed it as text stays, folded
         parts.insert(0, Part("board", board.field, board.html))
     return ObservationView(parts=parts, legal_actions=legal, error=error, tree=tree)

@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from app.ui import autoplay
 from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
+from app.ui.direct import ARROW_PRESSES, CLICKS, board_hints, controls_html, direct_action
 from app.ui.endpoints import launch_refusal, reusable
 from app.ui.episode import Outcome, episode_filename
 from app.ui.forms import (
@@ -35,16 +36,11 @@ from core.errors import EnvhubError
 from hosting.models import Backend, EndpointStatus
 from hosting.options import LaunchRequest
 from protocol.interface import Interface, read_interface
-from protocol.tools import tool_call
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
 HISTORY_ROWS = 25  # the newest on screen; the download holds them all
-LEGAL_CLICKS = """
-element.addEventListener('click', (event) => {
-  const button = event.target.closest('[data-index]');
-  if (button) trigger('click', {index: Number(button.dataset.index)});
-});
-"""
+# Wordle's way: the guess box empties once a guess is taken, and keeps a refused one to fix.
+EMPTY_WHEN_TAKEN = "(text) => document.querySelector('#play-errors')?.innerText.trim() ? text : ''"
 
 
 @dataclass(frozen=True)
@@ -61,6 +57,7 @@ class Play:
     reset: gr.Button
     tool: gr.Dropdown
     tool_help: gr.Markdown
+    controls: gr.HTML
     form: gr.State
     form_area: gr.Column
     step: gr.Button
@@ -82,7 +79,8 @@ class Play:
     @property
     def setup(self) -> list[Any]:
         return [
-            self.title, self.status, self.form, self.tool, self.tool_help, self.split, self.task_index, *self.results
+            self.title, self.status, self.form, self.controls, self.tool, self.tool_help, self.split, self.task_index,
+            *self.results,
         ]  # fmt: skip
 
 
@@ -119,6 +117,7 @@ def build() -> Play:
             gr.Markdown("### Action")
             tool = gr.Dropdown([], label="MCP tool", visible=False, elem_id="play-tool")
             tool_help = gr.Markdown(elem_id="play-tool-help")
+            controls = gr.HTML(elem_id="play-controls", js_on_load=ARROW_PRESSES)
             form = gr.State(FormState())
             form_area = gr.Column(elem_id="play-form")
             step = gr.Button("Step ▶", variant="primary", elem_id="play-step")
@@ -131,16 +130,16 @@ def build() -> Play:
             auto = autoplay.build()
         with gr.Column(scale=3):
             stats = gr.HTML(elem_id="play-stats")
-            observation = gr.HTML(elem_id="play-observation")
-            legal = gr.HTML(elem_id="play-legal", js_on_load=LEGAL_CLICKS)
+            observation = gr.HTML(elem_id="play-observation", js_on_load=CLICKS)
+            legal = gr.HTML(elem_id="play-legal", js_on_load=CLICKS)
             # Collapsed: drawing every node of a big observation's tree on each step cost more than the step.
             tree = gr.JSON(label="Observation (JSON)", open=False, elem_id="play-tree")
     gr.Markdown("### Episode history")
     history = gr.HTML(elem_id="play-history")  # a plain table: a data grid redrawn on every step was the slowest part
     download = gr.HTML(elem_id="play-download")
     return Play(
-        title, url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, form,
-        form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download, auto,
+        title, url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, controls,
+        form, form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download, auto,
     )  # fmt: skip
 
 
@@ -208,7 +207,8 @@ def cleared(play: Play) -> dict[Any, Any]:
 
 def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any]:
     records = session.episode.records
-    view = observation_view(outcome.observation, records[0]["observation"] if records else None)
+    hints = board_hints(session.form, session.info)
+    view = observation_view(outcome.observation, records[0]["observation"] if records else None, hints)
     session.legal_actions = view.legal_actions
     episode = session.episode
     return {
@@ -247,6 +247,8 @@ def wire(
         session = session_of(request)
         if session is None:
             return refusal(play, "connect to the environment first")
+        if session.episode.done:  # what the server says then is for code ("call reset()"), not for this page
+            return refusal(play, "the episode is over: press **Reset** to start a new one")
         try:
             outcome = await session.step(action)
         except PlayError as exc:
@@ -287,8 +289,8 @@ def wire(
         if listed is not None:
             info = info.or_else(cached_interface(listed))
         name = listed.id if listed is not None else url
-        await sessions.open(request.session_hash or "", name, url, info, outbound, address)
-        form = initial_form(info)
+        session = await sessions.open(request.session_hash or "", name, url, info, outbound, address)
+        form = session.form = initial_form(info)
         note = f"Connected to `{url}`. Press **Reset** to start an episode."
         if info.problems:
             note += "\n\n" + "\n".join(f"- {p}" for p in info.problems)
@@ -305,6 +307,7 @@ def wire(
             play.title: title_md(listed, url),
             play.status: note,
             play.form: form,
+            play.controls: controls_html(form),
             play.tool: gr.Dropdown(
                 choices=[t.name for t in info.tools or ()], value=form.tool, visible=form.mode == "tool"
             ),
@@ -327,7 +330,7 @@ def wire(
             reused = endpoint is not None
             if endpoint is None:
                 body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                endpoint = await asyncio.to_thread(endpoints.launch, body, caller)
+                endpoint = await asyncio.to_thread(endpoints.launch, body, caller, for_play=True)
         except EnvhubError as exc:
             yield {play.status: f"**Could not launch:** {launch_refusal(endpoints, caller, exc)}"}
             return
@@ -417,10 +420,20 @@ def wire(
             return refusal(play, "the legal actions do not map onto one action field; use the form")
         return await send(request, action)
 
+    async def step_direct(request: gr.Request, form: FormState, event: gr.EventData) -> dict[Any, Any]:
+        """A direct control's click: a choice's button, or a cell or column of the board."""
+        action = direct_action(form, getattr(event, "action", None))
+        if action is None:
+            return refusal(play, "that control does not fit the action form; use the form")
+        return await send(request, action)
+
     def pick_tool(request: gr.Request, name: str | None) -> dict[Any, Any]:
         session = session_of(request)
         info = session.info if session else Interface()
-        return {play.form: tool_form(info, name), play.tool_help: tool_help(info, name)}
+        form = tool_form(info, name)
+        if session is not None:
+            session.form = form
+        return {play.form: form, play.controls: controls_html(form), play.tool_help: tool_help(info, name)}
 
     def pick_split(request: gr.Request, split: str | None) -> Any:
         session = session_of(request)
@@ -437,7 +450,9 @@ def wire(
     play.reset.click(reset, [play.seed, play.split, play.task_index, play.reset_options], play.results, **common)
     play.raw_step.click(step_raw, [play.raw_action], play.results, **common)
     play.legal.click(step_legal, [play.form], play.results, **common)
-    play.tool.input(pick_tool, [play.tool], [play.form, play.tool_help], show_progress="hidden")  # queued: redraws
+    play.controls.click(step_direct, [play.form], play.results, **common)
+    play.observation.click(step_direct, [play.form], play.results, **common)
+    play.tool.input(pick_tool, [play.tool], [play.form, play.controls, play.tool_help], show_progress="hidden")
     play.split.input(pick_split, [play.split], [play.task_index], **common)
 
     with play.form_area:  # the form is drawn here, again each time the form state changes
@@ -458,13 +473,13 @@ def wire(
             arguments, errors = action_from_form(form.fields, values)
             if errors:
                 return {play.errors: "**Fix the form first:**\n" + describe_errors(errors)}
-            action = tool_call(form.tool, arguments) if form.mode == "tool" and form.tool else arguments
-            return await send(request, action)
+            return await send(request, form.action(arguments))
 
         play.step.click(step, controls, play.results, **common)
         for control in controls:
             if isinstance(control, gr.Textbox):
-                control.submit(step, controls, play.results, **common)
+                submitted = control.submit(step, controls, play.results, **common)
+                submitted.then(None, [control], [control], js=EMPTY_WHEN_TAKEN, **common)
 
     async def reopen(request: gr.Request, environment_id: str) -> dict[Any, Any]:
         """Play opened on an environment this tab does not play yet: connect to the caller's running endpoint of it,
@@ -522,6 +537,7 @@ def prepare(
         play.url: gr.Dropdown(choices=urls, value=urls[0] if urls else None),
         play.status: note,
         play.form: FormState(),
+        play.controls: "",
         play.tool: gr.Dropdown(visible=False),
         play.tool_help: "",
         play.split: gr.Dropdown(visible=False),

@@ -131,6 +131,20 @@ svg.chart .tick { fill: var(--body-text-color-subdued); }
 button.legal { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 10px;
   background: var(--button-secondary-background-fill); cursor: pointer; font-family: var(--font-mono); }
 button.legal:hover { border-color: var(--color-accent); }
+.direct-controls { display: flex; flex-wrap: wrap; gap: 6px; }
+button.direct { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 14px; cursor: pointer;
+  background: var(--button-secondary-background-fill); font-size: 1rem; }
+button.direct:hover, .board .playable:hover { border-color: var(--color-accent); filter: brightness(1.1); }
+.direct-hint { font-size: .82rem; color: var(--body-text-color-subdued); margin: 4px 0; }
+.board button.cell { border: none; padding: 0; cursor: pointer; }
+.board span.playable { cursor: pointer; }
+.board button.drop { border: none; padding: 0; background: none; color: #fff; cursor: pointer; font-size: .8rem; }
+button.direct:focus-visible, button.legal:focus-visible, .board button:focus-visible {
+  outline: 3px solid var(--color-accent); outline-offset: 2px; }
+.board-legend { display: flex; gap: 12px; align-items: center; font-size: .85rem; margin: 4px 0; }
+.legend-entry { display: inline-flex; gap: 4px; align-items: center; }
+.board-legend .swatch { display: inline-block; width: 14px; height: 14px; border-radius: 50%; }
+.board-legend .one { background: #ef4444; } .board-legend .two { background: #facc15; }
 .play-errors { color: #991b1b; }
 a.download { display: inline-block; margin-top: 6px; font-weight: 600; }
 .endpoint-status p { margin: 4px 0; }

@@ -67,6 +67,7 @@ class PlaySession:
     last_used: float = field(default_factory=time.monotonic)
     legal_actions: list[Any] = field(default_factory=list)  # as the last observation listed them
     model: Any = None  # the policy playing this session, when one does (app.ui.autoplay)
+    form: Any = None  # the action form the tab shows, which says how its boards are played (app.ui.direct)
     _client: "PinnedClient | None" = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -41,13 +41,15 @@ class Validations:
         validator: Validator,
         guard: OutboundGuard,
         snapshots: Snapshots | None,
-        provider: ValidationProvider | None = None,
+        provider: Callable[[], ValidationProvider | None] = lambda: None,
     ) -> None:
         self.engine = engine
         self.validator = validator
         self.guard = guard
         self.snapshots = snapshots  # where Spaces are downloaded at their commits (None: no Space has a folder)
-        self.provider = provider  # builds and runs an image for the deeper levels (None: their named skips)
+        # Builds and runs an image for the deeper levels, asked each time: a Docker engine may come and go (None:
+        # their checks are the validator's named skips).
+        self.provider = provider
 
     def folder(self, environment: EnvironmentDetail, token: str | None = None) -> Path:
         """The environment's files at its revision: a template's folder, or a Space's snapshot (downloaded with
@@ -75,7 +77,8 @@ class Validations:
         environment = await asyncio.to_thread(load_environment, self.engine, environment_id)
         folder = await asyncio.to_thread(self.folder, environment, token)
         started = time.monotonic()
-        report = await self.validator.validate_folder(folder, level=level, provider=self.provider)
+        provider = await asyncio.to_thread(self.provider) if level != ValidationLevel.STATIC else None
+        report = await self.validator.validate_folder(folder, level=level, provider=provider)
         return await asyncio.to_thread(
             file_report,
             self.engine,

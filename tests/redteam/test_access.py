@@ -83,7 +83,7 @@ def test_a_private_endpoint_answers_only_its_owner(public_envhub: Envhub) -> Non
     check = {"endpoint": endpoint["id"]}
     assert public_envhub.http.post("/api/checks", json=check, headers=MALLORY).status_code == 404
     owners_check = public_envhub.http.post("/api/checks", json=check, headers=VICTIM)
-    assert owners_check.status_code == 201 and owners_check.json()["report"]["conforms"] is True
+    assert owners_check.status_code == 201 and owners_check.json()["conforms"] is True
 
 
 def test_strangers_see_nothing_of_an_endpoints_variables_log_or_servers(public_envhub: Envhub) -> None:

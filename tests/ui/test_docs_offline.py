@@ -1,5 +1,6 @@
 """The API's documentation pages in a browser with nothing but envhub to reach: /docs and /redoc load their
-scripts and styles from envhub itself (a package on the index), never from a CDN."""
+scripts, styles and fonts from envhub itself (a package on the index), never from a CDN. (ReDoc's footer links an
+image of its maker's logo from its site; offline it is simply not drawn.)"""
 
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,8 @@ def envhub(settings: Settings) -> Iterator[Envhub]:
 
 
 def _offline(page: Any) -> list[str]:
-    """Every request the page makes beyond 127.0.0.1 is refused, as without a network; the list of them."""
+    """Every request the page makes beyond 127.0.0.1 is refused, as without a network; the list of the refused ones
+    the page needs to work (its scripts, styles, fonts and data)."""
     refused: list[str] = []
 
     def route(request_route: Any) -> None:
@@ -36,7 +38,8 @@ def _offline(page: Any) -> list[str]:
         if urlsplit(url).hostname == "127.0.0.1" or url.startswith("data:"):
             request_route.continue_()
         else:
-            refused.append(url)
+            if request_route.request.resource_type != "image":
+                refused.append(url)
             request_route.abort()
 
     page.route("**/*", route)

@@ -1,7 +1,9 @@
 """Managing endpoints from the page, in a real browser: Launch locally reuses your running endpoint, My endpoints
-lists it with its URL to copy, Open in Play and Stop, and the limit of endpoints points there."""
+lists it with its URL to copy, Open in Play and Stop, and the limit of endpoints points there; an endpoint launched
+from Play and left goes after the idle time of play."""
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +21,13 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
-    scratch = tmp_path_factory.mktemp("endpoints-ui")
-    settings = Settings(
+    server = Envhub(settings_in(tmp_path_factory.mktemp("endpoints-ui")), ui=True)
+    yield server
+    server.stop()
+
+
+def settings_in(scratch: Path, **changed: Any) -> Settings:
+    return Settings(
         database_url=f"sqlite:///{scratch / 'envhub.db'}",
         data_dir=scratch / "data",
         templates_dir=REPO_ROOT / "spaces_templates",
@@ -29,10 +36,7 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
         health_interval_s=0,
         launch_timeout_s=LAUNCH_S / 1000,
         max_endpoints_per_owner=1,
-    )
-    server = Envhub(settings, ui=True)
-    yield server
-    server.stop()
+    ).model_copy(update=changed)
 
 
 def active(envhub: Envhub) -> list[dict[str, Any]]:
@@ -84,3 +88,26 @@ def test_launch_reuses_your_endpoint_and_my_endpoints_manages_it(envhub: Envhub,
     expect(page.locator("#my-endpoints-message")).to_contain_text(f"Stopped {endpoint['id']}")
     expect(row).to_have_count(0)
     assert active(envhub) == []
+
+
+PLAY_IDLE_S = 3  # longer than a launch's gap between running and the tab's connect
+
+
+def test_an_endpoint_launched_from_play_and_left_goes_after_the_idle_time_of_play(tmp_path: Path, page: Any) -> None:
+    envhub = Envhub(settings_in(tmp_path, max_endpoints_per_owner=2, play_idle_s=PLAY_IDLE_S), ui=True)
+    try:
+        elsewhere = envhub.running("template:wordle")  # launched through the API: the long idle time
+        open_page(page, envhub.url + "/?env=template:maze")
+        launch_and_connect(page)
+        [played] = [e for e in active(envhub) if e["id"] != elsewhere["id"]]
+        page.locator("#play-launch").click()  # again: the same endpoint, which the tab keeps awake while it plays
+        expect(page.locator("#play-status")).to_contain_text("which was running already")
+        assert sorted(e["id"] for e in active(envhub)) == sorted([played["id"], elsewhere["id"]])
+
+        page.goto("about:blank")  # the tab goes, and its session with it
+        stopped = envhub.wait_status(played["id"], "stopped", "failed", timeout_s=PLAY_IDLE_S + 30)
+        assert stopped["status"] == "stopped"
+        assert [(e["id"], e["for_play"]) for e in active(envhub)] == [(elsewhere["id"], False)]
+        assert stopped["for_play"] is True
+    finally:
+        envhub.stop()

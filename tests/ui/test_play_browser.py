@@ -163,7 +163,33 @@ def test_the_official_chess_is_played_on_a_board_drawn_from_its_fen(envhub: Envh
     screenshot(page, "play-chess")
 
 
+def test_a_step_after_the_episode_ends_is_not_sent_and_points_to_reset(envhub: Envhub, page: Any) -> None:
+    open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
+    launch_and_connect(page)
+    reset(page)
+    for attempt in range(1, 4):  # three wrong answers end it
+        field(page, "field-answer").fill("not a number")
+        page.locator("#play-step").click()
+        steps_become(page, attempt)
+    page.locator("#play-step").click()
+    expect(page.locator("#play-errors strong").last).to_have_text("Reset")  # the button to press
+    steps_become(page, 3)
+    expect(history_rows(page)).to_have_count(4)
+
+
+def test_the_side_panel_names_the_runtime_of_the_running_endpoint(envhub: Envhub, page: Any) -> None:
+    endpoint = envhub.running("template:connect_four")
+    open_page(page, envhub.url + "/?env=template:connect_four")
+    runtime = page.locator("#env-status tr").filter(has=page.locator("th", has_text="Runtime")).locator("td")
+    expect(runtime).to_have_text(f"process endpoint {endpoint['id']}")
+
+
 def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: Any) -> None:
+    def launched() -> list[str]:
+        endpoints = envhub.http.get("/api/endpoints").json()["data"]
+        return [e["id"] for e in endpoints if e["environment"] == "template:arithmetic_tasks"]
+
+    before = launched()
     open_page(page, envhub.url + "/?env=template:arithmetic_tasks")
     page.get_by_role("tab", name="API").click()
     expect(page.locator("#env-api")).to_contain_text("Task API")
@@ -171,8 +197,7 @@ def test_a_templates_api_and_tasks_show_before_any_launch(envhub: Envhub, page: 
     page.get_by_role("tab", name="Tasks").click()
     expect(page.locator("#env-tasks")).to_contain_text("Task API splits")
     expect(page.locator("#env-tasks")).to_contain_text("test-0000")
-    launched = [e["environment"] for e in envhub.http.get("/api/endpoints").json()["data"]]
-    assert "template:arithmetic_tasks" not in launched  # read from the source: nothing was launched
+    assert launched() == before  # read from the source: nothing was launched
 
 
 def test_play_connects_to_a_url_typed_in_and_says_why_it_cannot(envhub: Envhub, page: Any) -> None:
