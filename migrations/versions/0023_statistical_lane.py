@@ -3,9 +3,9 @@ standard error, P(signal)) for the model it ran, in `taskdifficulty`; and `evalu
 (checkreport id) whose reference player, adversarial panel member or replay a run is: such runs stay off the
 leaderboards. Runs recorded before this belong to no report.
 
-Revision ID: 0021
-Revises: 0020
-Create Date: 2026-12-11
+Revision ID: 0023
+Revises: 0022
+Create Date: 2026-12-07
 """
 
 from collections.abc import Sequence
@@ -15,8 +15,8 @@ from alembic import op
 from sqlmodel.sql.sqltypes import AutoString as String
 from sqlmodel.sql.sqltypes import UTCDateTime as Time
 
-revision: str = "0021"
-down_revision: str | Sequence[str] | None = "0020"
+revision: str = "0023"
+down_revision: str | Sequence[str] | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
