@@ -42,7 +42,9 @@ test: $(VENV)/.dev
 	$(BIN)/mypy
 	# Test files run in parallel, a file to a worker: most tests wait on servers they start. Tests marked slow
 	# (long scenarios and matrix cells whose path a default test walks too) run with `make test-all`.
-	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile -m "not slow"
+	# The slowest tests are listed at the end: the place to look when the run grows.
+	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile -m "not slow" \
+		--durations=25
 
 test-all: $(VENV)/.dev
 	HF_HUB_DISABLE_TELEMETRY=1 $(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile
