@@ -232,7 +232,9 @@ def test_envhubs_quality_suite_runs_every_check(
     # Whether the environment passes is its own affair (several do not echo the episode_id they are given), and so is
     # a check it is too slow to finish in the report's minute (chess's engine thinks for seconds a move); that every
     # check can run against it through envhub, its sessions served and kept, is envhub's.
-    assert [r["check_id"] for r in report["report"]["results"]] == QUALITY_CHECKS
+    ran = [r["check_id"] for r in report["report"]["results"]]
+    # The cross-host check applies to a pool of two replicas or more; the pool grows with the sessions it is asked.
+    assert ran in (QUALITY_CHECKS, [c for c in QUALITY_CHECKS if c != "hub.cross_host_determinism"]), ran
     not_run = {r["check_id"]: r["evidence"] for r in report["report"]["results"] if r["status"] == "error"}
     assert all(e[0].startswith(OUT_OF_TIME) for e in not_run.values()), not_run
     back_to_zero(corpus_hub, endpoint_id)
