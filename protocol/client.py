@@ -116,7 +116,7 @@ class PinnedClient:
     async def close(self) -> None:
         ws, self._ws, self._episode_ws = self._ws, None, None
         if ws is not None:
-            await _close(ws, polite=True)
+            await _close(ws)
 
     async def _socket(self, opens_episode: bool) -> ClientConnection:
         ws, episode = self._ws, self._episode_ws
@@ -150,13 +150,17 @@ class PinnedClient:
         try:
             async with asyncio.timeout(self.message_timeout_s):
                 raw = await ws.recv()
-        except TimeoutError as exc:
-            self._ws = None  # a late reply would answer the next message: the session is over
-            await _close(ws, polite=False)
-            raise Lost(f"the server sent no reply to {what} within {self.message_timeout_s:g} s") from exc
         except ConnectionClosed as exc:
-            code = f" (code {exc.rcvd.code}{' ' + repr(exc.rcvd.reason) if exc.rcvd.reason else ''})" if exc.rcvd else ""
-            raise Lost(f"the server closed the session{code} instead of answering {what}") from exc
+            said = exc.rcvd and f" (code {exc.rcvd.code}{f' {exc.rcvd.reason!r}' if exc.rcvd.reason else ''})"
+            raise Lost(f"the server closed the session{said or ''} instead of answering {what}") from exc
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            # A late reply would answer the next message: the session is over, dropped at once (not closed politely,
+            # which could wait on the server that is not answering).
+            self._ws = None
+            ws.transport.abort()
+            if isinstance(exc, TimeoutError):
+                raise Lost(f"the server sent no reply to {what} within {self.message_timeout_s:g} s") from exc
+            raise
         try:
             reply = json.loads(raw)
         except ValueError as exc:
@@ -187,10 +191,9 @@ class PinnedClient:
         return Result(data.get("observation"), data.get("reward"), data.get("done") is True, metadata)
 
 
-async def _close(ws: ClientConnection, *, polite: bool) -> None:
-    """Close the socket, saying so first when the session is in step; a broken one must not hold the caller up."""
+async def _close(ws: ClientConnection) -> None:
+    """Say the session is over, then close the socket; a broken one must not hold the caller up."""
     with contextlib.suppress(TimeoutError, ConnectionClosed, OSError):
         async with asyncio.timeout(CLOSE_TIMEOUT_S):
-            if polite:
-                await ws.send(json.dumps(frames.CLOSE))
+            await ws.send(json.dumps(frames.CLOSE))
             await ws.close()
