@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
+from protocol.client import PinnedClient, SessionError
 from protocol.observations import refusal, reward_number, success
 from rollout.harness import Brief
 from rollout.loop import RETRIES, RefusedReset, Reset, Stepped, Tried, Turn, episode
 from rollout.model import ModelError
 from rollout.players import Player, Policy
 
-if TYPE_CHECKING:  # openenv's package imports Gradio: only a process that plays pays for it
-    from protocol.client import PinnedClient
+if TYPE_CHECKING:  # the MCP SDK takes a third of a second to import: only tool-call environments need it
     from rollout.door import DoorClient
 
 __all__ = ["EpisodeResult", "EpisodeSpec", "Keep", "Limits", "play_episode"]
@@ -97,7 +97,7 @@ class _Env:
             if self.client.last_error is None:
                 raise _End(f"the environment's connection failed: {exc}") from exc
             return Turn(error=str(self.client.last_error.get("message") or self.client.last_error))
-        except (ConnectionError, OSError) as exc:
+        except (SessionError, ConnectionError, OSError) as exc:
             raise _End(f"the environment's connection failed: {exc}") from exc
         elapsed = (time.perf_counter() - started) * 1000
         return Turn(outcome.observation, outcome.reward, bool(outcome.done), env_ms=elapsed)
@@ -185,8 +185,6 @@ def _client(url: str, outbound: OutboundSession, brief: Brief, player_name: str)
         from rollout.door import DoorClient
 
         return DoorClient(url, outbound, client_name=player_name, message_timeout_s=MESSAGE_TIMEOUT_S)
-    from protocol.client import PinnedClient
-
     return PinnedClient(url, outbound, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=MESSAGE_TIMEOUT_S)
 
 

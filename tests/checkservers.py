@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from protocol import frames
 from tests.conftest import wait_until
 from tests.serving import free_port
 
@@ -263,6 +264,13 @@ async def _closes_early(websocket: WebSocket) -> None:
         pass
 
 
+async def _full(websocket: WebSocket) -> None:
+    # As a server that is full: its refusal goes out, and the socket closes, before the client's message is read.
+    await websocket.accept()
+    await websocket.send_text(json.dumps(frames.capacity_frame("no free session", 1, 1)))
+    await websocket.close(code=1013)
+
+
 async def _huge_frame(websocket: WebSocket) -> None:
     await websocket.accept()
     try:
@@ -290,6 +298,10 @@ def ws_garbage() -> FastAPI:
 
 def ws_closes_early() -> FastAPI:
     return _replace(count_app(), WebSocketRoute("/ws", _closes_early))
+
+
+def ws_full() -> FastAPI:
+    return _replace(count_app(), WebSocketRoute("/ws", _full))
 
 
 def ws_huge_frame() -> FastAPI:

@@ -2,7 +2,7 @@
 tab goes away or after an idle timeout.
 
 Each session holds one WebSocket session on the environment (through envhub's gateway or
-a Space's host), driven by openenv's GenericEnvClient on the server's event loop, and
+a Space's host), driven by envhub's protocol client (protocol.client) on the server's event loop, and
 opened through the tab's outbound session: to the address the guard checked when the tab
 connected, never to whatever the host name resolves to later.
 """
@@ -13,14 +13,12 @@ import secrets
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.ui.episode import Episode, Outcome
 from core.outbound import OutboundSession
+from protocol.client import PinnedClient, SessionError
 from protocol.interface import Interface
-
-if TYPE_CHECKING:  # openenv's package imports Gradio, seconds of start-up the CLI's sync and search never need
-    from protocol.client import PinnedClient
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +66,7 @@ class PlaySession:
     legal_actions: list[Any] = field(default_factory=list)  # as the last observation listed them
     model: Any = None  # the policy playing this session, when one does (app.ui.autoplay)
     form: Any = None  # the action form the tab shows, which says how its boards are played (app.ui.direct)
-    _client: "PinnedClient | None" = None
+    _client: PinnedClient | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -78,8 +76,6 @@ class PlaySession:
         async with self._lock:
             self.last_used = time.monotonic()
             if self._client is None:
-                from protocol.client import PinnedClient
-
                 self._client = PinnedClient(
                     self.address or self.url,
                     self.outbound,
@@ -91,7 +87,7 @@ class PlaySession:
             started = time.perf_counter()
             try:
                 result = await send(client)
-            except (RuntimeError, ConnectionError, OSError, TimeoutError) as exc:
+            except (SessionError, OSError) as exc:
                 error = client.last_error
                 if error is None:
                     await self._drop_client()  # the socket is gone; the next call reconnects

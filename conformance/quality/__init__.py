@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 
 from conformance.engine import run_checks
 from conformance.quality.checks import CHECKS
-from conformance.quality.episodes import SessionError
 from conformance.quality.figures import measure_figures
 from conformance.quality.run import QualityTarget, ReplicaTarget, Run, Seats
 from conformance.report import Report, Suite
 from core.outbound import OutboundGuard, OutboundSession
+from protocol.client import SessionError
 from protocol.interface import read_interface
 from rollout.harness import Brief
 
@@ -41,7 +41,7 @@ async def _prepare(run: Run) -> None:
         tools=tuple(run.interface.tools or ()),
     )
     try:
-        async with run.session("first reset") as session:
+        async with run.session() as session:
             started = time.perf_counter()
             await session.reset(seed=0, episode_id=run.episode_id("first"))
             run.first_reset_s = time.perf_counter() - started

@@ -18,9 +18,10 @@ from typing import Any
 
 from conformance.context import excerpt, one_at_a_time, unless_queued
 from conformance.engine import Finding, Level, Registry
-from conformance.quality.episodes import AtCapacity, Episode, first_difference, keep, play, replay
+from conformance.quality.episodes import Episode, first_difference, keep, play, replay, reset_turn, step_turn
 from conformance.quality.run import NO_ACTION_FIX, Run
 from core.outbound import OutboundSession
+from protocol.client import AtCapacity
 
 __all__ = ["CHECKS"]
 
@@ -48,7 +49,7 @@ def _a_pool(run: Run) -> bool:
 async def _on_replica(run: Run, replica_id: str, url: str, headers: dict[str, str], reference: Episode) -> Episode:
     outbound = OutboundSession(run.guard.with_trusted(url), timeout_s=run.timeout_s, headers=headers)
     try:
-        async with run.session(f"replica {replica_id}", base=url, outbound=outbound, replica=replica_id) as session:
+        async with run.session(base=url, outbound=outbound, replica=replica_id) as session:
             return await replay(
                 session, seed=reference.seed, episode_id=reference.episode_id, actions=reference.actions
             )
@@ -63,7 +64,7 @@ async def cross_host_determinism(run: Run) -> Finding:
         return Finding.skipped(run.no_action, NO_ACTION_FIX)
     replicas = (run.target.replicas or ())[:2]
     eid = run.episode_id("hosts")
-    async with run.session("cross-host reference") as session:
+    async with run.session() as session:
         reference = await play(
             session, run.random(3), seed=3, episode_id=eid, max_steps=min(run.max_steps, DETERMINISM_STEPS)
         )
@@ -86,11 +87,15 @@ async def cross_host_determinism(run: Run) -> Finding:
 async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], list[dict[str, Any]]] | None:
     """The two episodes replayed at once, their steps interleaved, and each session's state after; None when the
     endpoint's pool queued the second session (it holds one at a time)."""
-    async with run.session("together A") as first, run.session("together B") as second:
+    async with run.session() as first, run.session() as second:
         sessions = (first, second)
-        together = [Episode(a.seed, a.episode_id, [keep(await first.reset(seed=a.seed, episode_id=a.episode_id))])]
+        together = [
+            Episode(a.seed, a.episode_id, [keep(await reset_turn(first, seed=a.seed, episode_id=a.episode_id))])
+        ]
         # A fresh pool learns what its server holds from the first session the server refuses: the second, maybe.
-        reset = await unless_queued(second.reset(seed=b.seed, episode_id=b.episode_id), run.target.server_capacity)
+        reset = await unless_queued(
+            reset_turn(second, seed=b.seed, episode_id=b.episode_id), run.target.server_capacity
+        )
         if reset is None:
             return None
         together.append(Episode(b.seed, b.episode_id, [keep(reset)]))
@@ -98,13 +103,13 @@ async def _together(run: Run, a: Episode, b: Episode) -> tuple[list[Episode], li
             for session, played, episode in zip(sessions, (a, b), together, strict=True):
                 if index < len(played.actions) and not episode.done:
                     episode.actions.append(played.actions[index])
-                    episode.turns.append(keep(await session.step(played.actions[index])))
+                    episode.turns.append(keep(await step_turn(session, played.actions[index])))
         return together, [await first.state(), await second.state()]
 
 
 async def _replays_alone(run: Run, played: Episode) -> bool:
     """Whether the episode replays identically alone, in a new session: beside another, it is then judged."""
-    async with run.session("alone, again") as session:
+    async with run.session() as session:
         again = await replay(session, seed=played.seed, episode_id=played.episode_id, actions=played.actions)
     return first_difference(played, again) is None
 
@@ -120,7 +125,7 @@ async def episode_isolation(run: Run) -> Finding:
         return single
     alone: list[Episode] = []
     for name, seed in (("A", 11), ("B", 12)):
-        async with run.session(f"alone {name}") as session:
+        async with run.session() as session:
             eid = run.episode_id(name)
             alone.append(await play(session, run.random(seed), seed=seed, episode_id=eid, max_steps=ISOLATION_STEPS))
     a, b = alone
@@ -170,7 +175,7 @@ async def episode_termination(run: Run) -> Finding:
         "episode_timeout_s": timeout,
     }
     episodes, problems, inconclusive = [], [], []
-    async with run.session("termination") as session:
+    async with run.session() as session:
         for seed in TERMINATION_SEEDS:
             try:
                 async with asyncio.timeout(timeout):

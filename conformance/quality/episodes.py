@@ -1,71 +1,43 @@
-"""Sessions and episodes as the quality checks play them: a raw /ws session, episodes played by a policy's
-player through rollout's episode loop or replayed action by action, and where two episodes first differ, in
-canonical JSON.
+"""Episodes as the quality checks play them, on sessions of the shared protocol client (protocol.client): played
+by a policy's player through rollout's episode loop or replayed action by action, and where two episodes first
+differ, in canonical JSON.
 
-Like the checklist, the quality suite speaks the wire itself (protocol.frames), so that it sees every frame
-as sent; openenv's client would also cost seconds of imports. Every reply is bounded by the session's timeout.
 An episode keeps of each turn only its digest (the sha256 of its canonical JSON, and of its members down to a
 bound, each with a short excerpt), never the observation: a report's memory does not grow with what a server
 sends, and two turns still compare whole, with the first place they differ named.
 """
 
-import asyncio
-import contextlib
 import hashlib
 import json
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-
 from conformance.context import excerpt
-from core.outbound import OutboundSession
-from protocol import frames
-from protocol.frames import error_code
+from protocol.client import AtCapacity, PinnedClient, Refused, Result
 from rollout import loop
 from rollout.loop import RETRIES, Turn
 from rollout.players import Move, Player
 
 __all__ = [
-    "AtCapacity",
     "Constant",
     "Digest",
     "Episode",
     "Kept",
-    "Lost",
-    "Session",
-    "SessionError",
     "canonical",
     "digest",
     "first_difference",
     "keep",
     "play",
     "replay",
+    "reset_turn",
+    "step_turn",
 ]
 
 DIGEST_DEPTH = 4  # levels of members a digest keeps below a turn: the observation's fields, and theirs
 DIGEST_MEMBERS = 64  # members a turn's digest keeps in all, level by level
 EXCERPT_CHARS = 80
 REWARD_CHARS = 200  # a reward longer than this as JSON (so not a number) is kept as its excerpt
-
-
-class SessionError(Exception):
-    """The session could not go on: what happened, in a sentence."""
-
-
-class Lost(SessionError):
-    """The server closed the session, stopped answering, or could not be reached."""
-
-
-class AtCapacity(SessionError):
-    """The server refused the session: it holds all it can (CAPACITY_REACHED)."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-        super().__init__(f"the server refused the session at capacity: {excerpt(data.get('message'), 160)}")
 
 
 def canonical(value: Any) -> str:
@@ -139,93 +111,27 @@ def keep(turn: Turn) -> Kept:
     return Kept(digest(_comparable(turn)), reward, turn.done, turn.error)
 
 
-def _error_text(frame: dict[str, Any]) -> str:
-    data = frame.get("data")
-    data = data if isinstance(data, dict) else {}
+def _error_text(data: dict[str, Any]) -> str:
     return f"{data.get('code') or 'ERROR'}: {excerpt(data.get('message'), 200)}"
 
 
-class Session:
-    """One WebSocket session on /ws."""
+def _turn(result: Result) -> Turn:
+    return Turn(result.observation, result.reward, result.done)
 
-    def __init__(self, conn: ClientConnection, timeout_s: float, name: str) -> None:
-        self.conn = conn
-        self.timeout_s = timeout_s
-        self.name = name
-        self.on_answered: Callable[[], None] = lambda: None  # told once, at the first reply that is not a refusal
 
-    @classmethod
-    async def open(cls, outbound: OutboundSession, base: str, *, timeout_s: float, name: str = "") -> "Session":
-        url = "ws" + base.rstrip("/").removeprefix("http") + "/ws"
-        try:
-            conn = await outbound.websocket(url, open_timeout_s=timeout_s)
-        except InvalidStatus as exc:
-            raise Lost(f"opening {url} was answered with HTTP {exc.response.status_code}") from exc
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
-            raise Lost(f"opening {url} failed: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
-        return cls(conn, timeout_s, name or url)
+async def reset_turn(client: PinnedClient, **options: Any) -> Turn:
+    """Reset with these options (seed, episode_id); Refused (a SessionError) when the server refuses it."""
+    return _turn(await client.reset(**options))
 
-    async def _exchange(self, frame: dict[str, Any], what: str) -> dict[str, Any]:
-        # A refused session sends its error frame, then closes: the frame may still be there to read.
-        with contextlib.suppress(ConnectionClosed):
-            await self.conn.send(json.dumps(frame))
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                raw = await self.conn.recv()
-        except TimeoutError as exc:
-            raise Lost(f"the server sent no reply to {what} within {self.timeout_s:g} s") from exc
-        except ConnectionClosed as exc:
-            code = (
-                f" (code {exc.rcvd.code}{' ' + repr(exc.rcvd.reason) if exc.rcvd.reason else ''})" if exc.rcvd else ""
-            )
-            raise Lost(f"the server closed the session{code} instead of answering {what}") from exc
-        try:
-            reply = json.loads(raw)
-        except ValueError as exc:
-            raise SessionError(f"the reply to {what} is not JSON: {excerpt(raw, 120)}") from exc
-        if not isinstance(reply, dict):
-            raise SessionError(f"the reply to {what} is not a JSON object: {excerpt(raw, 120)}")
-        capacity = frames.capacity(reply)
-        if capacity is not None:
-            raise AtCapacity(capacity)
-        answered, self.on_answered = self.on_answered, lambda: None
-        answered()
-        return reply
 
-    @staticmethod
-    def _turn(reply: dict[str, Any], what: str) -> Turn:
-        if error_code(reply) is not None:
-            return Turn(error=_error_text(reply))
-        data = reply.get("data")
-        if reply.get("type") != "observation" or not isinstance(data, dict):
-            raise SessionError(f"{what} got {excerpt(reply, 160)}, not an observation frame")
-        return Turn(data.get("observation"), data.get("reward"), data.get("done") is True)
-
-    async def reset(self, **options: Any) -> Turn:
-        """Reset with these options (seed, episode_id); SessionError when the server refuses it."""
-        turn = self._turn(await self._exchange(frames.reset_frame(options), "reset"), "reset")
-        if turn.error is not None:
-            raise SessionError(f"reset with {excerpt(options, 120)} was refused: {turn.error}")
-        return turn
-
-    async def step(self, action: dict[str, Any]) -> Turn:
-        """One step; an error frame (a refused action) is a turn too."""
-        return self._turn(await self._exchange(frames.step_frame(action), "a step"), "a step")
-
-    async def state(self) -> dict[str, Any]:
-        reply = await self._exchange(frames.STATE, "state")
-        data = reply.get("data")
-        if reply.get("type") != "state" or not isinstance(data, dict):
-            raise SessionError(f"state got {excerpt(reply, 160)}, not a state frame")
-        return data
-
-    async def close(self) -> None:
-        try:
-            async with asyncio.timeout(2):
-                await self.conn.send(json.dumps(frames.CLOSE))
-                await self.conn.close()
-        except (TimeoutError, ConnectionClosed, OSError):
-            pass
+async def step_turn(client: PinnedClient, action: dict[str, Any]) -> Turn:
+    """One step; an action the server refuses is a turn too, with the error it sent (the server being full is not)."""
+    try:
+        return _turn(await client.step(action))
+    except AtCapacity:
+        raise
+    except Refused as exc:
+        return Turn(error=_error_text(exc.data))
 
 
 @dataclass
@@ -277,17 +183,17 @@ class Constant:
 class _Env:
     """The episode loop's view of a session."""
 
-    session: Session
+    client: PinnedClient
 
     async def reset(self, options: dict[str, Any]) -> Turn:
-        return await self.session.reset(**options)
+        return await reset_turn(self.client, **options)
 
     async def step(self, action: dict[str, Any]) -> Turn:
-        return await self.session.step(action)
+        return await step_turn(self.client, action)
 
 
 async def play(
-    session: Session, player: Player, *, seed: int | None, episode_id: str, max_steps: int, retries: int = RETRIES
+    session: PinnedClient, player: Player, *, seed: int | None, episode_id: str, max_steps: int, retries: int = RETRIES
 ) -> Episode:
     """Reset, then step with the player's moves (rollout's episode loop) until done, the step budget, or
     `retries` invalid tries after the first in one step. Refused actions are kept as turns."""
@@ -305,14 +211,14 @@ async def play(
     return episode
 
 
-async def replay(session: Session, *, seed: int | None, episode_id: str, actions: list[dict[str, Any]]) -> Episode:
+async def replay(session: PinnedClient, *, seed: int | None, episode_id: str, actions: list[dict[str, Any]]) -> Episode:
     """Reset, then send these actions in order (until done): an episode to compare with the one that chose them."""
-    episode = Episode(seed, episode_id, [keep(await session.reset(seed=seed, episode_id=episode_id))])
+    episode = Episode(seed, episode_id, [keep(await reset_turn(session, seed=seed, episode_id=episode_id))])
     for action in actions:
         if episode.done:
             break
         episode.actions.append(action)
-        episode.turns.append(keep(await session.step(action)))
+        episode.turns.append(keep(await step_turn(session, action)))
     return episode
 
 

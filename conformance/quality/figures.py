@@ -11,9 +11,10 @@ import time
 from contextlib import AsyncExitStack
 from typing import Any
 
-from conformance.quality.episodes import AtCapacity, Session, SessionError
+from conformance.quality.episodes import reset_turn, step_turn
 from conformance.quality.run import Run
 from conformance.report import Figures
+from protocol.client import AtCapacity, PinnedClient, SessionError
 
 __all__ = ["CAPACITY_BOUND", "SESSIONS", "measure_figures"]
 
@@ -24,20 +25,20 @@ OPEN_TIMEOUT_S = 3.0
 MIB = 1024 * 1024
 
 
-async def _open(run: Run, stack: AsyncExitStack, name: str, seed: int) -> Session:
+async def _open(run: Run, stack: AsyncExitStack, label: str, seed: int) -> PinnedClient:
     """A session that has been reset, its reply awaited only briefly: a queued one never answers."""
-    session = await stack.enter_async_context(run.session(name, timeout_s=min(run.timeout_s, OPEN_TIMEOUT_S)))
-    await session.reset(seed=seed, episode_id=run.episode_id(name.replace(" ", "")))
-    session.timeout_s = run.timeout_s
+    session = await stack.enter_async_context(run.session(timeout_s=min(run.timeout_s, OPEN_TIMEOUT_S)))
+    await reset_turn(session, seed=seed, episode_id=run.episode_id(label))
+    session.message_timeout_s = run.timeout_s
     return session
 
 
-async def _open_many(run: Run, stack: AsyncExitStack, count: int, label: str) -> tuple[list[Session], str | None]:
+async def _open_many(run: Run, stack: AsyncExitStack, count: int, label: str) -> tuple[list[PinnedClient], str | None]:
     """Up to count sessions, and why no more opened (None when all did)."""
-    opened: list[Session] = []
+    opened: list[PinnedClient] = []
     for n in range(count):
         try:
-            opened.append(await _open(run, stack, f"{label} {n + 1}", n))
+            opened.append(await _open(run, stack, f"{label}{n + 1}", n))
         except AtCapacity as exc:
             return opened, f"session {n + 1} was refused ({exc.data.get('message') or 'CAPACITY_REACHED'})"
         except SessionError as exc:
@@ -45,16 +46,16 @@ async def _open_many(run: Run, stack: AsyncExitStack, count: int, label: str) ->
     return opened, None
 
 
-async def _steps(session: Session, actions: list[dict[str, Any]], until: float, seed: int) -> int:
+async def _steps(session: PinnedClient, actions: list[dict[str, Any]], until: float, seed: int) -> int:
     steps = 0
     while time.monotonic() < until:
         for action in actions:
-            turn = await session.step(action)
+            turn = await step_turn(session, action)
             steps += 1
             if turn.done or time.monotonic() >= until:
                 break
         seed += 1000
-        await session.reset(seed=seed)
+        await reset_turn(session, seed=seed)
     return steps
 
 

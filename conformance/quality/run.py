@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 from conformance.context import ServerCapacity
 from conformance.engine import Check, Finding, Lane
-from conformance.quality.episodes import Episode, Lost, Session, SessionError
+from conformance.quality.episodes import Episode
 from core.errors import SlotsInUseError
 from core.outbound import OutboundGuard, OutboundSession
+from protocol.client import Lost, PinnedClient, SessionError
 from protocol.health import healthy
 from protocol.interface import Interface
 from protocol.tools import example_action
@@ -158,24 +159,30 @@ class Run(Lane):
     @asynccontextmanager
     async def session(
         self,
-        name: str,
         *,
         base: str | None = None,
         outbound: OutboundSession | None = None,
         timeout_s: float = 0,
         replica: str | None = None,
-    ) -> AsyncIterator[Session]:
-        """A /ws session (on that replica of the pool, at `base`), closed after; it holds a seat of the pool's while
-        it is open when the URL reaches a replica directly."""
+    ) -> AsyncIterator[PinnedClient]:
+        """A /ws session (on that replica of the pool, at `base`), its replies bounded by the report's timeout (less
+        when given), closed after; it holds a seat of the pool's while it is open when the URL reaches a replica
+        directly."""
         on = replica or (self.target.replica if base is None else None)
         seats = self.target.seats
         no_seat: AbstractAsyncContextManager[Callable[[], None]] = nullcontext(lambda: None)
         async with seats.seat(on) if seats is not None and on is not None else no_seat as answered:
-            opened = await Session.open(
-                outbound or self.outbound, base or self.base, timeout_s=timeout_s or self.timeout_s, name=name
+            outbound = outbound or self.outbound
+            timeout_s = timeout_s or self.timeout_s
+            client = PinnedClient(
+                base or self.base,
+                outbound,
+                connect_timeout_s=timeout_s,
+                message_timeout_s=timeout_s,
+                max_message_bytes=outbound.max_bytes,  # a report's memory stays bounded, whatever a server sends
+                on_answered=answered,
             )
-            opened.on_answered = answered
             try:
-                yield opened
+                yield client
             finally:
-                await opened.close()
+                await client.close()
