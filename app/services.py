@@ -327,7 +327,7 @@ class Services:
             process.snapshots if isinstance(process, ProcessRuntime) else None,
             lambda: engine_provider(engine_client, settings.docker_base_image),
         )
-        statistics = Statistics(settings, evaluator, checker)
+        statistics = Statistics(settings, evaluator, checker, validations)
         return cls(
             settings=settings,
             engine=engine,

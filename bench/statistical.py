@@ -52,6 +52,8 @@ def cost(url: str, filed: dict[str, Any]) -> list[list[object]]:
     """Each player's evaluation (episodes, seconds), then each check's own seconds and the replays it played."""
     rows: list[list[object]] = []
     for player in filed["report"]["statistics"]["players"]:
+        if not player["evaluation"]:  # the oracle plays in the image: bench.oracle measures it
+            continue
         run = httpx.get(f"{url}/api/evaluations/{player['evaluation']}", timeout=30).json()
         rows.append([player["label"], "player", player["episodes"], round(seconds(run), 2)])
     for result in filed["report"]["results"]:

@@ -259,12 +259,12 @@ def test_lights_out_is_switched_off_by_a_solver(servers: dict[str, str]) -> None
             result = env.step({"row": row, "col": col})
             steps += 1
             now = result.observation["lights_on"]
-            assert result.reward == pytest.approx((lights - now) / 25 + (1.0 if now == 0 else 0.0))
-            lights, total = now, total + (result.reward or 0.0)
+            assert result.reward == pytest.approx(1.0 if now == 0 else (lights - now) / 25)
+            before_last, lights, total = lights, now, total + (result.reward or 0.0)
             if result.done:
                 break
         assert result is not None and result.done and lights == 0
-        assert total == pytest.approx(first["lights_on"] / 25 + 1.0)
+        assert total == pytest.approx((first["lights_on"] - before_last) / 25 + 1.0)
         state = env.state()
         assert (state["episode_id"], state["step_count"], state["solved"]) == ("lights-episode", steps, True)
         assert "reset()" in env.step({"row": 0, "col": 0}).observation["error"]

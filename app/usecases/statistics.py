@@ -18,6 +18,8 @@ from sqlmodel import Session, col, select
 
 from app.settings import Settings
 from app.usecases.evaluations import EvaluationRequest, Evaluator, ModelChoice
+from app.usecases.validation import Validations
+from catalog.models import EnvironmentDetail
 from catalog.store import load_environment
 from conformance.checker import Checker
 from conformance.engine import run_checks
@@ -25,10 +27,11 @@ from conformance.models import CheckReport, CheckReportPublic, public
 from conformance.report import Report, RunStatus, Suite
 from conformance.statistical.adversarial import PANEL, ReplayPolicy
 from conformance.statistical.checks import CHECKS
-from conformance.statistical.figures import wilson
+from conformance.statistical.figures import mean_se, wilson
 from conformance.statistical.gate import GATE
 from conformance.statistical.lane import Lane, LaneError, Played, Replayed, declared_of, per_task
 from conformance.statistical.models import TaskDifficulty
+from conformance.statistical.oracle import OracleRun, play_oracle, unplayable
 from conformance.statistical.report import PlayerFigures, StatisticalRun
 from core.callers import Caller
 from core.clock import utcnow
@@ -74,10 +77,11 @@ class _Running:
 class Statistics:
     """Starts statistical reports, files them, and keeps what they measured per task."""
 
-    def __init__(self, settings: Settings, evaluator: Evaluator, checker: Checker) -> None:
+    def __init__(self, settings: Settings, evaluator: Evaluator, checker: Checker, validations: Validations) -> None:
         self.settings = settings
         self.evaluator = evaluator
         self.checker = checker  # files the reports, as every lane's
+        self.validations = validations  # the environment's folder and the Docker engine its oracle plays on
         self.engine = evaluator.engine
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._born = utcnow()  # this instance's reports from before are a previous process's
@@ -174,7 +178,7 @@ class Statistics:
             assert report.statistics is not None
             statistics = report.statistics.model_copy(
                 update={
-                    "players": tuple(_figures(p) for p in lane.played),
+                    "players": tuple(_figures(p) for p in lane.played) + _oracle_figures(lane.oracle),
                     "settings": report.statistics.settings | running.tasks,
                 }
             )
@@ -229,9 +233,33 @@ class Statistics:
             return await self._replay(running, original)
 
         declared = declared_of(environment.manifest)
+        oracle = await self._oracle(running, environment, declared.oracle, tasks) if declared.oracle else None
         return Lane(
-            declared, tuple(played), GATE, s.statistical_k, s.statistical_group_size, s.statistical_replays, replay
+            declared,
+            tuple(played),
+            GATE,
+            s.statistical_k,
+            s.statistical_group_size,
+            s.statistical_replays,
+            replay,
+            oracle,
         )
+
+    async def _oracle(
+        self, running: _Running, environment: EnvironmentDetail, oracle: dict[str, Any], tasks: int
+    ) -> OracleRun:
+        """The declared oracle played in the environment's image, once per seed 0..tasks-1 (a script oracle takes a
+        seed, not a split's task), when envhub has the folder at the report's revision and a Docker engine."""
+        validations = self.validations
+        folder = await asyncio.to_thread(validations.folder_at_hand, environment, running.report.revision)
+        provider = await asyncio.to_thread(validations.provider) if folder is not None else None
+        refused = unplayable(oracle, folder, provider)
+        if refused is not None:
+            return refused
+        assert folder is not None and provider is not None  # unplayable refuses without either
+        validation = (environment.manifest or {}).get("validation") or {}
+        startup = self.settings.launch_timeout_s  # the subject is a server answering /health, as a launch's is
+        return await asyncio.to_thread(play_oracle, provider, folder, validation, range(tasks), startup)
 
     async def _play(
         self,
@@ -353,6 +381,27 @@ class Statistics:
 
 def _failed(report: Report, code: str, message: str) -> Report:
     return report.model_copy(update={"status": RunStatus.FAILED, "code": code, "message": message})
+
+
+def _oracle_figures(oracle: OracleRun | None) -> tuple[PlayerFigures, ...]:
+    """The oracle's row among the players when it played: it plays in the image, so no evaluation holds it."""
+    if oracle is None or not oracle.rewards:
+        return ()
+    mean, se = mean_se(list(oracle.rewards))
+    n, passes = len(oracle.rewards), sum(r > 0 for r in oracle.rewards)
+    return (
+        PlayerFigures(
+            label="oracle",
+            kind="oracle",
+            evaluation="",
+            episodes=n,
+            mean_reward=mean,
+            se=se,
+            pass_rate=passes / n,
+            pass_interval=wilson(passes, n),
+            errors=0,
+        ),
+    )
 
 
 def _figures(played: Played) -> PlayerFigures:

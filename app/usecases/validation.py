@@ -18,6 +18,7 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from catalog.models import Environment, EnvironmentDetail, Source
+from catalog.revisions import folder_hash
 from catalog.store import load_environment
 from conformance.models import ValidatorReportPublic, ValidatorSuite
 from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator, file_report, validated_revisions
@@ -50,6 +51,18 @@ class Validations:
         # Builds and runs an image for the deeper levels, asked each time: a Docker engine may come and go (None:
         # their checks are the validator's named skips).
         self.provider = provider
+
+    def folder_at_hand(self, environment: EnvironmentDetail, revision: str | None) -> Path | None:
+        """The environment's files at `revision` when envhub has them, without downloading: a template's folder while
+        it holds that revision, or a Space's snapshot downloaded at that commit."""
+        if revision is None:
+            return None
+        if environment.source == Source.TEMPLATE and environment.path:
+            folder = Path(environment.path)
+            return folder if folder.is_dir() and folder_hash(folder) == revision else None
+        if environment.source == Source.HUB and self.snapshots is not None:
+            return self.snapshots.find(environment.id, revision)
+        return None
 
     def folder(self, environment: EnvironmentDetail, token: str | None = None) -> Path:
         """The environment's files at its revision: a template's folder, or a Space's snapshot (downloaded with

@@ -8,6 +8,7 @@ from conformance.engine import CheckFn, Finding, Level, Registry
 from conformance.statistical.figures import Z
 from conformance.statistical.gate import GATE
 from conformance.statistical.lane import RANGE_FIX, Lane, Played, per_task
+from conformance.statistical.oracle import PLAYED, OracleRun
 
 __all__ = ["CHECKS"]
 
@@ -44,22 +45,23 @@ async def reward_reachability(lane: Lane) -> Finding:
         return Finding.skipped(f"the maximum cannot be judged: {lane.declared.range_problem}", RANGE_FIX)
     high = lane.declared.reward_range[1]
     tolerance = lane.declared.oracle_tolerance or lane.gate.reach_tolerance * lane.declared.span
+    oracle = lane.oracle
+    if oracle is not None and oracle.reason == PLAYED:
+        return _oracle_reaches(oracle, high, tolerance)
     honest = [p for p in lane.honest if p.episodes]
     best = max(honest, key=lambda p: max(p.rewards), default=None)
     if best is None:
         return Finding.skipped("no honest player finished an episode")
     episode = best.best()
     assert episode is not None
-    oracle = lane.declared.oracle
-    note = (
-        [
-            f"the oracle is declared ({oracle.get('form')} at {oracle.get('location')}); envhub plays no oracle "
-            "through an endpoint, so the reference players stand in for it"
+    note: list[str] = []
+    measured: dict[str, Any] = {"declared_max": high, "best_reward": episode.reward, "tolerance": tolerance}
+    if oracle is not None:
+        note = [
+            f"the declared oracle ({oracle.form} at {oracle.location}) was not played ({oracle.reason}: "
+            f"{oracle.detail}); the reference players stand in for it"
         ]
-        if oracle
-        else []
-    )
-    measured = {"declared_max": high, "best_reward": episode.reward, "tolerance": tolerance}
+        measured |= {"oracle": oracle.reason}
     measured |= _links(best, episodes=[episode.id])
     line = f"episode {episode.id} of {best.label} scored {_figure(episode.reward)}; the declared maximum is {high:g}"
     if episode.reward >= high - tolerance:
@@ -68,6 +70,24 @@ async def reward_reachability(lane: Lane) -> Finding:
         [line, *note],
         "make the declared maximum reachable (or declare the range players can reach in validation.reward.range), "
         "and declare an oracle that reaches it (validation.capabilities.oracle)",
+        **measured,
+    )
+
+
+def _oracle_reaches(oracle: OracleRun, high: float, tolerance: float) -> Finding:
+    """The declared oracle, played in the environment's image, judged on the best reward its seeds printed."""
+    best = max(oracle.rewards, default=None)
+    measured: dict[str, Any] = {"declared_max": high, "best_reward": best, "tolerance": tolerance, "oracle": PLAYED}
+    measured |= {"seeds": list(oracle.seeds), "rewards": list(oracle.rewards)}
+    line = (
+        f"the oracle ({oracle.location}, run in the image) printed rewards {[round(r, 6) for r in oracle.rewards]} "
+        f"for seeds {list(oracle.seeds)}; the declared maximum is {high:g}"
+    )
+    if best is not None and best >= high - tolerance:
+        return Finding.passed(line, **measured)
+    return Finding.failed(
+        [line],
+        "make the oracle reach the declared maximum, or declare the maximum it reaches in validation.reward.range",
         **measured,
     )
 

@@ -10,6 +10,7 @@ from typing import Any
 from conformance import engine
 from conformance.statistical.figures import mean_se, pass_at_k, signal, signal_interval, wilson
 from conformance.statistical.gate import GatePolicy
+from conformance.statistical.oracle import OracleRun
 from evals.models import EpisodeBase
 from evals.store import episode_figures
 from evals.summary import succeeded
@@ -27,7 +28,7 @@ __all__ = [
     "task_key",
 ]
 
-HONEST = ("baseline", "model", "oracle")
+HONEST = ("baseline", "model")  # the oracle is judged by reachability alone: it plays in the image, not here
 MANIFEST_RANGE = "openenv.yaml validation.reward.range"
 RANGE_FIX = f"declare the reward range in {MANIFEST_RANGE} (RFC 008): [low, high]"
 
@@ -103,7 +104,7 @@ class Played:
     """One reference player's evaluation, with its episodes."""
 
     label: str
-    kind: str  # baseline, adversarial, model, oracle or replay
+    kind: str  # baseline, adversarial, model or replay
     evaluation: str
     episodes: tuple[EpisodeBase, ...]
 
@@ -193,6 +194,7 @@ class Lane(engine.Lane):
     group: int
     replays: int  # episodes the variance check plays again
     replay: Callable[[EpisodeBase], Awaitable[Replayed]]
+    oracle: OracleRun | None = None  # the declared oracle's run, or why it did not run; None when none is declared
 
     def of_kind(self, *kinds: str) -> list[Played]:
         return [p for p in self.played if p.kind in kinds]

@@ -14,8 +14,8 @@ class PlayerFigures(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     label: str
-    kind: str = Field(description="baseline, adversarial, model or replay")
-    evaluation: str
+    kind: str = Field(description="baseline, adversarial, model, replay or oracle")
+    evaluation: str = Field(description="the evaluation it played; empty for the oracle, which plays in the image")
     episodes: int
     mean_reward: float | None
     se: float | None = Field(description="the standard error of the mean reward")
