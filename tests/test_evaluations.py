@@ -313,6 +313,16 @@ def test_moves_the_environment_refuses_count_as_invalid(evaluating: Envhub) -> N
     assert len(steps) == 3 and all("not in the word list" in r["refused"] or "letters" in r["refused"] for r in steps)
 
 
+def test_an_episode_the_environment_ends_on_refused_moves_is_invalid_not_done(evaluating: Envhub) -> None:
+    # Wordle ends a game after 20 refused guesses: the random baseline took no step, it did not finish the game.
+    run = finished(
+        evaluating, start(evaluating, environment="template:wordle", policy="random", episodes=1, max_steps=30)["id"]
+    )
+    (episode,) = run["episodes"]
+    assert (episode["status"], episode["steps"], episode["invalid"]) == ("invalid", 0, 20)
+    assert run["summary"]["completed"] == 0
+
+
 def test_an_mcp_environment_is_played_through_its_mcp_door(evaluating: Envhub, model: FakeModel) -> None:
     """The harness acts on an MCP environment as any agent harness does: each episode is an MCP session on the
     endpoint's door, reset with the episode's seed, whose recording matches the run's episode."""
