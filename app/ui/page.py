@@ -158,7 +158,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 return values
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
-        run_view = [ev.evaluation, ev.message, *ev.followed]
+        run_view = [ev.evaluation, ev.message, *ev.followed, *ev.form]
         blocks.load(
             start_page,
             None,

@@ -374,6 +374,22 @@ def test_a_past_run_opens_from_the_leaderboard(envhub: Envhub, page: Any) -> Non
     open_page(shared, envhub.url + f"/?run={run_id}")
     expect(shared.locator("#eval-progress")).to_contain_text(run_id)
     expect(shared.locator("#eval-viewer")).to_contain_text(f"{run_id}-0")
+    expect(field(shared, "eval-policy")).to_have_value("first-legal")  # the run's own, not the default
+
+
+def test_a_models_run_link_opens_the_form_with_its_model(envhub: Envhub, page: Any) -> None:
+    model = {"base_url": "http://127.0.0.1:9/v1", "model": "gone-model"}  # nothing answers: the run still is one
+    body = {"environment": "template:wordle", "policy": {"model": model}, "episodes": 1, "max_steps": 3}
+    started = envhub.http.post("/api/evaluations", json=body)
+    assert started.status_code == 201, started.text
+    run_id = started.json()["id"]
+    wait_until(lambda: envhub.http.get(f"/api/evaluations/{run_id}").json()["status"] == "finished", LAUNCH_S / 1000)
+    open_page(page, envhub.url + f"/?run={run_id}")
+    expect(page.locator("#eval-progress")).to_contain_text(run_id)
+    expect(field(page, "eval-policy")).to_have_value("model")
+    expect(field(page, "eval-base-url")).to_have_value(model["base_url"])
+    expect(field(page, "eval-model")).to_have_value(model["model"])
+    expect(field(page, "eval-max-steps")).to_have_value("3")
 
 
 def test_a_tag_on_a_card_filters_by_it(envhub: Envhub, page: Any) -> None:
