@@ -229,6 +229,22 @@ def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> No
     expect(page.locator(".env-card")).to_have_count(7)
 
 
+def test_the_environment_tab_offers_actions_only_on_an_open_environment(envhub: Envhub, page: Any) -> None:
+    actions = ["open-play", "open-evaluate", "open-launch", "quality-run"]
+    open_page(page, envhub.url + "/")
+    page.get_by_role("tab", name="Environment").click()
+    expect(page.locator("#env-header")).to_be_visible()
+    for action in actions:
+        expect(page.locator(f"#{action}")).to_be_hidden()
+    open_page(page, envhub.url + "/?env=nobody/nothing")
+    expect(page.locator("#env-header h1")).to_be_visible()
+    for action in actions:
+        expect(page.locator(f"#{action}")).to_be_hidden()
+    open_page(page, envhub.url + "/?env=template:wordle")
+    for action in actions[:3]:
+        expect(page.locator(f"#{action}")).to_be_visible()
+
+
 def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:wordle")
     expect(page.locator("#env-header h1")).to_contain_text("Wordle")
