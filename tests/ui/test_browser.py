@@ -245,6 +245,27 @@ def test_the_environment_tab_offers_actions_only_on_an_open_environment(envhub: 
         expect(page.locator(f"#{action}")).to_be_visible()
 
 
+# Everything Gradio's status trackers put in their screen-reader live regions, kept as it is announced.
+RECORD_ANNOUNCEMENTS = """
+window.announced = [];
+new MutationObserver(() => {
+  for (const region of document.querySelectorAll('.sr-only[aria-live]')) {
+    const text = region.textContent.trim();
+    if (text && window.announced.at(-1) !== text) window.announced.push(text);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_screen_readers_hear_no_untranslated_key_when_an_event_completes(envhub: Envhub, page: Any) -> None:
+    page.add_init_script(RECORD_ANNOUNCEMENTS)
+    open_page(page, envhub.url + "/?env=template:wordle")
+    page.get_by_role("tab", name="Play").click()  # its event shows a minimal progress, so it is announced
+    page.wait_for_function("() => window.announced.length > 1")  # what it is doing, then that it is done
+    announced = page.evaluate("() => window.announced")
+    assert not [text for text in announced if re.fullmatch(r"[a-z_]+\.[a-z_]+", text)], announced
+
+
 def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:wordle")
     expect(page.locator("#env-header h1")).to_contain_text("Wordle")
