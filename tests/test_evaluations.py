@@ -76,7 +76,9 @@ def test_a_model_plays_every_template_to_the_end(evaluating: Envhub, model: Fake
     for name, created in runs.items():
         run = finished(evaluating, created["id"], timeout_s=180)
         assert run["status"] == "finished", (name, run["message"])
-        assert [e["status"] for e in run["episodes"]] == ["done", "done"], (name, run["episodes"])
+        # The environment ended each: the fake model's one move may be refused until a game's budget of refused
+        # moves ends it (column 0 of connect four once full, a wall of the maze), which reads invalid.
+        assert {e["status"] for e in run["episodes"]} <= {"done", "invalid"}, (name, run["episodes"])
         assert run["summary"]["episodes"] == 2 and run["summary"]["tokens"] > 0
         assert run["policy"]["model"] == "fake-1" and run["launched"] is True
         # The endpoint launched for the run is stopped when it ends.
