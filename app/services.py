@@ -46,14 +46,14 @@ from app.usecases.submissions import SubmissionQueue
 from app.usecases.validation import Validations, validation_round
 from catalog.downloads import Downloads
 from catalog.hub import Hub, HubClient
-from catalog.sync import Syncer, close_interrupted_runs
+from catalog.local import prepare_catalog
+from catalog.sync import Syncer
 from catalog.tasksets import Tasksets
-from catalog.templates import index_templates
 from conformance.checker import Checker
 from conformance.validator import Validator
 from conformance.validator.provider import engine_provider
 from core.callers import Access
-from core.db import create_db_engine, init_db
+from core.db import create_db_engine
 from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import EndpointTokens, Sealer
@@ -370,9 +370,7 @@ class Services:
 
     def prepare_catalog(self) -> None:
         """Schema, leftovers of a crashed sync, and the template folders: all local, no network."""
-        init_db(self.engine)
-        close_interrupted_runs(self.engine, self.leases)
-        index_templates(self.engine, self.settings.template_roots())
+        prepare_catalog(self.engine, self.leases, self.settings.template_roots())
 
     # -- serving
 

@@ -62,7 +62,9 @@ class EpisodeBase(SQLModel):
     index: int
     seed: int | None = None
     task: dict[str, Any] | None = Field(default=None, sa_type=JSON)
-    status: str = Field(description="done, cut (a limit) or failed")
+    status: str = Field(
+        description="done, invalid (the environment ended it on an action it refused), cut (a limit) or failed"
+    )
     error: str | None = None
     reward: float
     final_reward: float | None = None

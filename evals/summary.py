@@ -40,7 +40,7 @@ class EpisodeFigures:
     steps: int
     invalid: int  # replies that gave no valid action, and actions the server refused
     tokens: int
-    completed: bool  # False when it ended on an error or a limit rather than on done
+    completed: bool  # False when it ended on an error, a limit or refused moves rather than on done
 
 
 @dataclass(frozen=True)

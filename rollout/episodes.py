@@ -62,10 +62,13 @@ class EpisodeResult:
     wall_s: float = 0.0
     error: str | None = None  # why it ended before done: a failure, or a limit when cut
     cut: bool = False  # it reached a limit (steps, tokens, time)
+    ended_refused: bool = False  # the environment ended it on an action it refused (a budget of refusals spent)
 
     @property
     def status(self) -> str:
-        return "done" if self.done else ("cut" if self.cut else "failed")
+        if self.done:
+            return "invalid" if self.ended_refused else "done"
+        return "cut" if self.cut else "failed"
 
 
 class _End(Exception):
@@ -165,6 +168,12 @@ class _Episode:
         refused = refusal(event.turn.observation)
         if refused:
             self.result.invalid += 1
+            if event.turn.done:
+                self.result.ended_refused = True
+                self.result.error = (
+                    f"the environment ended the episode on a refused action, after {self.result.invalid} "
+                    f"invalid tries and {self.result.steps} steps it took; the last refusal: {refused}"
+                )
         else:
             self.result.steps += 1
         await self._record(

@@ -76,7 +76,9 @@ def test_a_model_plays_every_template_to_the_end(evaluating: Envhub, model: Fake
     for name, created in runs.items():
         run = finished(evaluating, created["id"], timeout_s=180)
         assert run["status"] == "finished", (name, run["message"])
-        assert [e["status"] for e in run["episodes"]] == ["done", "done"], (name, run["episodes"])
+        # The environment ended each: the fake model's one move may be refused until a game's budget of refused
+        # moves ends it (column 0 of connect four once full, a wall of the maze), which reads invalid.
+        assert {e["status"] for e in run["episodes"]} <= {"done", "invalid"}, (name, run["episodes"])
         assert run["summary"]["episodes"] == 2 and run["summary"]["tokens"] > 0
         assert run["policy"]["model"] == "fake-1" and run["launched"] is True
         # The endpoint launched for the run is stopped when it ends.
@@ -311,6 +313,16 @@ def test_moves_the_environment_refuses_count_as_invalid(evaluating: Envhub) -> N
     lines = evaluating.http.get(f"/api/evaluations/{run['id']}/episodes.jsonl").text.splitlines()
     steps = [r for r in json.loads(lines[0])["records"] if r["kind"] == "step"]
     assert len(steps) == 3 and all("not in the word list" in r["refused"] or "letters" in r["refused"] for r in steps)
+
+
+def test_an_episode_the_environment_ends_on_refused_moves_is_invalid_not_done(evaluating: Envhub) -> None:
+    # Wordle ends a game after 20 refused guesses: the random baseline took no step, it did not finish the game.
+    run = finished(
+        evaluating, start(evaluating, environment="template:wordle", policy="random", episodes=1, max_steps=30)["id"]
+    )
+    (episode,) = run["episodes"]
+    assert (episode["status"], episode["steps"], episode["invalid"]) == ("invalid", 0, 20)
+    assert run["summary"]["completed"] == 0
 
 
 def test_an_mcp_environment_is_played_through_its_mcp_door(evaluating: Envhub, model: FakeModel) -> None:

@@ -266,22 +266,36 @@ def test_wordle_refuses_invalid_guesses_without_using_one(urls: dict[str, str]) 
         for action in ({"guess": 12345}, {"word": "crane"}):
             with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
                 env.step(action)
-        assert env.state()["step_count"] == 3
+        assert (env.state()["step_count"], env.state()["refused"]) == (0, 3)
         assert env.step({"guess": " SLATE "}).observation["guesses"][0]["word"] == "slate"
 
 
-@pytest.mark.parametrize(
-    ("name", "refused", "budget", "reward"),
-    [("wordle", {"guess": "xx"}, 20, 0.0), ("connect_four", {"column": 9}, 42, -1.0)],
-)
-def test_refused_actions_still_spend_the_step_budget(
-    urls: dict[str, str], name: str, refused: dict[str, Any], budget: int, reward: float
-) -> None:
-    with session(urls[name]) as env:
-        env.reset(seed=4, agent_first=True) if name == "connect_four" else env.reset(seed=4)
-        results = [env.step(refused) for _ in range(budget)]
-        assert [result.done for result in results] == [False] * (budget - 1) + [True]
-        assert (results[-1].reward, env.state()["step_count"]) == (reward, budget)
+def test_wordle_refused_guess_spends_no_turn(urls: dict[str, str]) -> None:
+    with session(urls["wordle"]) as env:
+        env.reset(answer="crane")
+        refused = env.step({"guess": "qzqzq"})
+        assert (refused.done, refused.observation["guesses_left"], env.state()["step_count"]) == (False, 6, 0)
+        for word in ("dumpy", "sworn"):  # outside the common words the hidden one is drawn from
+            assert word not in WORDS
+            assert env.step({"guess": word}).observation["error"] is None
+        assert (env.state()["step_count"], env.state()["guesses"]) == (2, ["dumpy", "sworn"])
+
+
+def test_wordle_ends_unsolved_after_twenty_refused_guesses(urls: dict[str, str]) -> None:
+    with session(urls["wordle"]) as env:
+        env.reset(seed=4)
+        results = [env.step({"guess": "xx"}) for _ in range(20)]
+        assert [result.done for result in results] == [False] * 19 + [True]
+        state = env.state()
+        assert (results[-1].reward, state["step_count"], state["refused"], state["solved"]) == (0.0, 0, 20, False)
+
+
+def test_connect_four_refused_moves_still_spend_the_step_budget(urls: dict[str, str]) -> None:
+    with session(urls["connect_four"]) as env:
+        env.reset(seed=4, agent_first=True)
+        results = [env.step({"column": 9}) for _ in range(42)]
+        assert [result.done for result in results] == [False] * 41 + [True]
+        assert (results[-1].reward, env.state()["step_count"]) == (-1.0, 42)
 
 
 # all three

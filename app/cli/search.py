@@ -3,19 +3,22 @@
 import argparse
 import json
 
+from sqlmodel import Session
+
 from app.settings import Settings
+from catalog.local import prepare_catalog
 from catalog.models import Source
 from catalog.search import EnvironmentQuery, Sort, catalog_extent, search_environments
-from conformance import Outcome
+from core.db import create_db_engine
+from core.leases import Leases
 
 
 def search(settings: Settings, args: argparse.Namespace) -> int:
-    from app.services import Services
-
-    services = Services.build(settings)
-    services.prepare_catalog()
+    # Only the database and the template folders: the whole app (app.services) would cost seconds to import.
+    engine = create_db_engine(settings.database_url)
+    prepare_catalog(engine, Leases(engine, ttl_s=settings.lease_ttl_s), settings.template_roots())
     query = EnvironmentQuery(q=" ".join(args.query), tags=args.tag, sort=args.sort, limit=args.limit)
-    with services.db() as session:
+    with Session(engine) as session:
         found, count = search_environments(session, query)
         extent = catalog_extent(session) if count == 0 else None
     if args.json:
@@ -30,9 +33,6 @@ def search(settings: Settings, args: argparse.Namespace) -> int:
         if not extent.by_source.get(Source.HUB):
             print("Index the Hub's environment Spaces with: python -m app sync")
     return 0
-
-
-_MARKS = {Outcome.PASS: "pass", Outcome.FAIL: "FAIL", Outcome.SKIP: "skip", Outcome.ERROR: "ERROR"}
 
 
 def add(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

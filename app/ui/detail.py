@@ -49,7 +49,12 @@ class Detail:
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.header, self.readme, self.quality, self.validation, self.wake, *self.live_outputs]
+        return [self.header, self.readme, self.quality, self.validation, self.wake, *self.actions, *self.live_outputs]
+
+    @property
+    def actions(self) -> list[gr.Button]:
+        """What is done with the open environment: shown only while one is open."""
+        return [self.play, self.evaluate, self.launch, self.run_quality]
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -71,7 +76,7 @@ def readable(environment: EnvironmentDetail, url: str | None) -> bool:
 
 
 def build() -> Detail:
-    header = gr.HTML(elem_id="env-header")
+    header = gr.HTML('<p class="muted">No environment is open: choose one in Browse.</p>', elem_id="env-header")
     with gr.Row():
         with gr.Column(scale=3), gr.Tabs():
             with gr.Tab("README"):
@@ -81,7 +86,7 @@ def build() -> Detail:
             with gr.Tab("Tasks", elem_id="tasks-tab"):
                 tasks = gr.HTML(elem_id="env-tasks")
             with gr.Tab("Quality", elem_id="quality-tab"):
-                run_quality = gr.Button("▶ Run a quality report", size="sm", elem_id="quality-run")
+                run_quality = gr.Button("▶ Run a quality report", size="sm", visible=False, elem_id="quality-run")
                 quality = gr.HTML(elem_id="env-quality")
                 validation = gr.HTML(elem_id="env-validation")
                 statistical = statistics.build()
@@ -90,9 +95,9 @@ def build() -> Detail:
             with gr.Tab("Leaderboard", elem_id="leaderboard-tab"):
                 board = gr.HTML(elem_id="env-leaderboard", js_on_load=RUN_CLICKS)
         with gr.Column(scale=1, min_width=220):
-            play = gr.Button("▶ Play", variant="primary", elem_id="open-play")
-            evaluate = gr.Button("📊 Evaluate", elem_id="open-evaluate")
-            launch = gr.Button("🚀 Launch", elem_id="open-launch")
+            play = gr.Button("▶ Play", variant="primary", visible=False, elem_id="open-play")
+            evaluate = gr.Button("📊 Evaluate", visible=False, elem_id="open-evaluate")
+            launch = gr.Button("🚀 Launch", visible=False, elem_id="open-launch")
             wake = gr.Button("☀ Wake the Space", elem_id="env-wake", visible=False)
             status = gr.HTML(elem_id="env-status")
             deploy = publish.build()
@@ -126,16 +131,20 @@ def show(
         validated = validation_html(session, environment) if environment is not None else ""
     if environment is None:
         missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
-        return {
-            detail.header: f'<div class="env-header"><h1>Not found</h1><p>{missing}</p></div>',
-            detail.readme: "",
-            detail.api: "",
-            detail.tasks: "",
-            detail.quality: "",
-            detail.validation: "",
-            detail.status: "",
-            detail.wake: gr.Button(visible=False),
-        } | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
+        return (
+            {
+                detail.header: f'<div class="env-header"><h1>Not found</h1><p>{missing}</p></div>',
+                detail.readme: "",
+                detail.api: "",
+                detail.tasks: "",
+                detail.quality: "",
+                detail.validation: "",
+                detail.status: "",
+                detail.wake: gr.Button(visible=False),
+            }
+            | dict.fromkeys(detail.actions, gr.Button(visible=False))
+            | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
+        )
     urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
@@ -143,16 +152,20 @@ def show(
     launched = active[0].status.value if active else None
     serving = {e.id: e.revision for e in active if e.revision}
     base = readme_base(hf_endpoint, environment)
-    return {
-        detail.header: header_html(environment, hf_endpoint, launched, serving),
-        detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
-        detail.api: api_html(info, reading=info.schema is None and readable(environment, url)),
-        detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
-        detail.quality: quality_html(environment, report),
-        detail.validation: validated,
-        detail.status: status_html(environment, url, serving_runtime(live, environment.id)),
-        detail.wake: gr.Button(visible=asleep(environment)),
-    } | connect_updates(live, detail, url, environment, info, request)
+    return (
+        {
+            detail.header: header_html(environment, hf_endpoint, launched, serving),
+            detail.readme: render_markdown(environment.readme or environment.description or "", base_url=base),
+            detail.api: api_html(info, reading=info.schema is None and readable(environment, url)),
+            detail.tasks: '<p class="muted">Reading its tasks and datasets…</p>',
+            detail.quality: quality_html(environment, report),
+            detail.validation: validated,
+            detail.status: status_html(environment, url, serving_runtime(live, environment.id)),
+            detail.wake: gr.Button(visible=asleep(environment)),
+        }
+        | dict.fromkeys(detail.actions, gr.Button(visible=True))
+        | connect_updates(live, detail, url, environment, info, request)
+    )
 
 
 def connect_updates(

@@ -15,6 +15,7 @@ from app.ui.charts import Bar, bars_with_intervals, histogram
 from app.ui.observation import observation_view, render_view
 from app.ui.publish import sign_in_note
 from app.ui.requests import connection_of
+from app.ui.rerun import run_form
 from app.ui.runs import Runs
 from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
@@ -74,6 +75,12 @@ class Evaluate:
     @property
     def followed(self) -> list[Any]:
         return [self.progress, self.results, self.board, self.cancel, self.timer]
+
+    @property
+    def form(self) -> list[Any]:
+        """What a past run sets when it is opened (rerun.run_form)."""
+        fields = [self.policy, self.preset, self.base_url, self.model, self.api_key]
+        return [*fields, self.episodes, self.concurrency, self.max_steps]
 
 
 def build() -> Evaluate:
@@ -293,6 +300,7 @@ def open_run(runs: Runs, evaluate: Evaluate, run_id: str, request: gr.Request | 
     except EnvhubError as exc:
         return {evaluate.message: exc.message}
     shown = {evaluate.evaluation: run.id, evaluate.message: ""} | run_view(runs, evaluate, run.id, request)
+    shown |= run_form(evaluate, run)
     return shown | (open_episode(runs, evaluate, f"{run.id}-{run.episodes[0].index}", request) if run.episodes else {})
 
 
@@ -320,12 +328,12 @@ def wire(
             return []  # not signed in where sign-in is on: nothing saved, nothing to show
         return [p.name for p in presets.list(owner)]
 
-    def choose_policy(request: gr.Request, policy: str) -> list[Any]:
+    def choose_policy(request: gr.Request, policy: str, preset: str | None) -> list[Any]:
         shown = policy == "model"
         saved = shown or policy in HARNESSES  # a harness takes a saved model only
         names = presets_of(visitors.caller(request)) if saved else []
-        return [
-            gr.Dropdown(choices=names, value=None, visible=saved),
+        return [  # a saved model stays chosen when it is still one of yours (a past run's, opened)
+            gr.Dropdown(choices=names, value=preset if preset in names else None, visible=saved),
             *[gr.Textbox(visible=shown)] * 4,
             gr.Button(visible=shown),
         ]
@@ -481,7 +489,7 @@ def wire(
               evaluate.tasks, evaluate.episodes, evaluate.concurrency, evaluate.max_steps]  # fmt: skip
     typed = [evaluate.base_url, evaluate.model, evaluate.api_key]
     model_fields = [evaluate.preset, *typed, evaluate.preset_name, evaluate.save_preset]
-    evaluate.policy.change(choose_policy, [evaluate.policy], model_fields, show_progress="hidden")
+    evaluate.policy.change(choose_policy, [evaluate.policy, evaluate.preset], model_fields, show_progress="hidden")
     evaluate.preset.input(use_preset, [evaluate.preset], [*typed, evaluate.message], show_progress="hidden")
     for box in typed:  # a model typed in is not the saved one any more
         box.input(lambda: gr.Dropdown(value=None), None, [evaluate.preset], show_progress="hidden")
@@ -494,7 +502,8 @@ def wire(
     evaluate.timer.tick(follow, [evaluate.evaluation, selected], evaluate.followed, show_progress="hidden")
     viewer = [evaluate.episode_id, evaluate.episode, evaluate.step, evaluate.viewer]
     evaluate.results.select(pick, None, viewer)
-    evaluate.board.click(from_board, None, [evaluate.evaluation, evaluate.message, *evaluate.followed, *viewer])
+    opened = [evaluate.evaluation, evaluate.message, *evaluate.followed, *evaluate.form, *viewer]
+    evaluate.board.click(from_board, None, opened)
     evaluate.episode_id.submit(load, [evaluate.episode_id], viewer)
     evaluate.previous.click(previous, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])
     evaluate.next.click(next_, [evaluate.episode, evaluate.step], [evaluate.step, evaluate.viewer])

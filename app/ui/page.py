@@ -162,7 +162,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 return values
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
-        run_view = [ev.evaluation, ev.message, *ev.followed]
+        run_view = [ev.evaluation, ev.message, *ev.followed, *ev.form]
         blocks.load(
             start_page,
             None,
@@ -248,6 +248,9 @@ def build_blocks(services: Services) -> gr.Blocks:
 
 
 QUEUE_POLL_S = 0.01
+# Gradio's status trackers tell screen readers an event completed with the key `common.complete`, which its own
+# locales lack, so the key itself was read out; other locales fall back to English.
+TRANSLATIONS = gr.I18n(en={"common.complete": "Done"})
 
 
 def mount_ui(app: FastAPI, services: Services) -> None:
@@ -276,7 +279,9 @@ def mount_ui(app: FastAPI, services: Services) -> None:
         # Its queue looks for new events every millisecond when idle, a thousand wake-ups a second on the loop the
         # gateway relays on (4 % of a core, bench/RESULTS.md); every 10 ms is still no wait a click would notice.
         blocks._queue.sleep_when_free = QUEUE_POLL_S
-        gr.mount_gradio_app(app, blocks, path="/", css=CSS, theme=THEME, footer_links=["gradio", "settings"])
+        gr.mount_gradio_app(
+            app, blocks, path="/", css=CSS, theme=THEME, footer_links=["gradio", "settings"], i18n=TRANSLATIONS
+        )
 
     _in_event_loop(build)
 

@@ -68,7 +68,7 @@ def syncing(syncer: Syncer) -> bool:
     return syncer.running or SYNC_RUNNING in syncer.leases.live()
 
 
-def failed_html(extent: CatalogExtent, rule: RetryRule) -> str:
+def failed_html(extent: CatalogExtent, rule: RetryRule, retried: bool = False) -> str:
     run = extent.last_sync
     assert run is not None
     when = f"{(run.finished_at or run.started_at):%Y-%m-%d %H:%M} UTC"
@@ -79,30 +79,50 @@ def failed_html(extent: CatalogExtent, rule: RetryRule) -> str:
         "nobody": " The server's operator can retry with <code>python -m app sync</code>, or set "
         "ENVHUB_ADMIN_TOKEN to retry from this page.",
     }
+    head = "The retry failed." if retried else "The Hub could not be synced."
+    why = html.escape(run.error or "no reason was recorded")
     return (
-        '<div class="banner banner-bad" role="alert"><b>The Hub could not be synced.</b> '
-        f"The last sync, at {when}, failed: {html.escape(run.error or 'no reason was recorded')}. "
+        f'<div class="banner banner-bad" role="alert" data-sync="failed"{" data-retried" if retried else ""}>'
+        f"<b>{head}</b> "
+        f'The last sync, at {when}, failed: <span class="sync-why">{why}</span>. '
         f"Until one succeeds, envhub serves its offline catalog: {extent.total:,} {noun} "
         f"({html.escape(extent.holdings())}).{hints[rule]}</div>"
     )
 
 
-SYNCING = '<div class="banner banner-busy" role="status"><b>Syncing with the Hub…</b></div>'
+SYNCING = (
+    '<div class="banner banner-busy" role="status" data-sync="started"><b>Syncing with the Hub…</b> '
+    "Started; this says so when it ends.</div>"
+)
 
 
-def show(syncer: Syncer, banner: SyncBanner, note: str = "") -> dict[Any, Any]:
-    """What the banner says now: a sync under way, the last one's failure, or nothing (hidden)."""
+def synced_html(extent: CatalogExtent) -> str:
+    return (
+        '<div class="banner banner-ok" role="status" data-sync="done"><b>Synced with the Hub.</b> '
+        f"{html.escape(extent.describe())}</div>"
+    )
+
+
+def show(syncer: Syncer, banner: SyncBanner, note: str = "", retried: bool = False) -> dict[Any, Any]:
+    """What the banner says now: a sync under way, the last one's failure, or nothing (hidden); after a retry
+    from this page, how the retried sync ended: done, or failed with why."""
     if syncing(syncer):
         return {banner.row: gr.Column(visible=True), banner.text: SYNCING, banner.retry: gr.Button(interactive=False)}
     with Session(syncer.engine) as session:
         extent = catalog_extent(session)
+    if not extent.sync_failed and retried:
+        return {
+            banner.row: gr.Column(visible=True),
+            banner.text: synced_html(extent),
+            banner.retry: gr.Button(visible=False),
+        }
     if not extent.sync_failed:
         return {banner.row: gr.Column(visible=False), banner.text: ""}
     problem = f'<p class="problem">{html.escape(note)}</p>' if note else ""
     return {
         banner.row: gr.Column(visible=True),
-        banner.text: failed_html(extent, banner.rule) + problem,
-        banner.retry: gr.Button(interactive=True),
+        banner.text: failed_html(extent, banner.rule, retried) + problem,
+        banner.retry: gr.Button(interactive=True, visible=True),
     }
 
 
@@ -136,7 +156,7 @@ def wire(
         if syncing(syncer):
             return show(syncer, banner)
         found = dict(zip(outputs, search(*values), strict=True))
-        return show(syncer, banner) | found | {banner.timer: gr.Timer(active=False)}
+        return show(syncer, banner, retried=True) | found | {banner.timer: gr.Timer(active=False)}
 
     banner.retry.click(retry, [banner.token], [*banner.outputs, banner.token], show_progress="hidden")
     banner.timer.tick(follow, list(inputs), [*banner.outputs, *outputs], show_progress="hidden")

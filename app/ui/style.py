@@ -36,6 +36,7 @@ CSS = """
 .banner { border-radius: 8px; padding: 8px 12px; }
 .banner-bad { background: #fee2e2; color: #7f1d1d; }
 .banner-busy { background: #fef9c3; color: #713f12; }
+.banner-ok { background: #dcfce7; color: #14532d; }
 .banner code { font-size: .85em; }
 .empty-state .indexed { font-weight: 500; color: var(--body-text-color); }
 .empty-state { text-align: center; padding: 3rem 1rem; color: var(--body-text-color-subdued); }

@@ -11,7 +11,7 @@ Color = Literal["green", "yellow", "gray"]
 class WordleAction(Action):
     """Guess a five-letter word from the word list."""
 
-    guess: str = Field(description="A five-letter English word from the bundled list, e.g. 'crane'")
+    guess: str = Field(description="A five-letter English word from the bundled lists, e.g. 'crane'")
 
 
 class GuessFeedback(BaseModel):
@@ -39,11 +39,12 @@ class WordleObservation(Observation):
 
 
 class WordleState(State):
-    """The game so far; step_count counts every step of the episode, refused guesses included."""
+    """The game so far; step_count counts the turns played, that is the accepted guesses; refused ones are apart."""
 
     guesses: list[str] = Field(default_factory=list, description="Accepted guesses, in order")
     max_guesses: int = Field(default=6, description="Guesses allowed")
-    max_steps: int = Field(default=20, description="Steps allowed, refused guesses included")
+    refused: int = Field(default=0, description="Guesses refused so far; they cost no turn")
+    max_refused: int = Field(default=20, description="Refused guesses allowed before the episode ends unsolved")
     solved: bool = Field(default=False, description="Whether the word was found")
     done: bool = Field(default=False, description="Whether the episode has ended")
     answer: str | None = Field(default=None, description="The hidden word, revealed once the game is over")

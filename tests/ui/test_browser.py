@@ -229,6 +229,43 @@ def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> No
     expect(page.locator(".env-card")).to_have_count(7)
 
 
+def test_the_environment_tab_offers_actions_only_on_an_open_environment(envhub: Envhub, page: Any) -> None:
+    actions = ["open-play", "open-evaluate", "open-launch", "quality-run"]
+    open_page(page, envhub.url + "/")
+    page.get_by_role("tab", name="Environment").click()
+    expect(page.locator("#env-header")).to_be_visible()
+    for action in actions:
+        expect(page.locator(f"#{action}")).to_be_hidden()
+    open_page(page, envhub.url + "/?env=nobody/nothing")
+    expect(page.locator("#env-header h1")).to_be_visible()
+    for action in actions:
+        expect(page.locator(f"#{action}")).to_be_hidden()
+    open_page(page, envhub.url + "/?env=template:wordle")
+    for action in actions[:3]:
+        expect(page.locator(f"#{action}")).to_be_visible()
+
+
+# Everything Gradio's status trackers put in their screen-reader live regions, kept as it is announced.
+RECORD_ANNOUNCEMENTS = """
+window.announced = [];
+new MutationObserver(() => {
+  for (const region of document.querySelectorAll('.sr-only[aria-live]')) {
+    const text = region.textContent.trim();
+    if (text && window.announced.at(-1) !== text) window.announced.push(text);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_screen_readers_hear_no_untranslated_key_when_an_event_completes(envhub: Envhub, page: Any) -> None:
+    page.add_init_script(RECORD_ANNOUNCEMENTS)
+    open_page(page, envhub.url + "/?env=template:wordle")
+    page.get_by_role("tab", name="Play").click()  # its event shows a minimal progress, so it is announced
+    page.wait_for_function("() => window.announced.length > 1")  # what it is doing, then that it is done
+    announced = page.evaluate("() => window.announced")
+    assert not [text for text in announced if re.fullmatch(r"[a-z_]+\.[a-z_]+", text)], announced
+
+
 def test_evaluate_a_baseline_then_replay_and_share_an_episode(envhub: Envhub, page: Any) -> None:
     open_page(page, envhub.url + "/?env=template:wordle")
     expect(page.locator("#env-header h1")).to_contain_text("Wordle")
@@ -374,6 +411,22 @@ def test_a_past_run_opens_from_the_leaderboard(envhub: Envhub, page: Any) -> Non
     open_page(shared, envhub.url + f"/?run={run_id}")
     expect(shared.locator("#eval-progress")).to_contain_text(run_id)
     expect(shared.locator("#eval-viewer")).to_contain_text(f"{run_id}-0")
+    expect(field(shared, "eval-policy")).to_have_value("first-legal")  # the run's own, not the default
+
+
+def test_a_models_run_link_opens_the_form_with_its_model(envhub: Envhub, page: Any) -> None:
+    model = {"base_url": "http://127.0.0.1:9/v1", "model": "gone-model"}  # nothing answers: the run still is one
+    body = {"environment": "template:wordle", "policy": {"model": model}, "episodes": 1, "max_steps": 3}
+    started = envhub.http.post("/api/evaluations", json=body)
+    assert started.status_code == 201, started.text
+    run_id = started.json()["id"]
+    wait_until(lambda: envhub.http.get(f"/api/evaluations/{run_id}").json()["status"] == "finished", LAUNCH_S / 1000)
+    open_page(page, envhub.url + f"/?run={run_id}")
+    expect(page.locator("#eval-progress")).to_contain_text(run_id)
+    expect(field(page, "eval-policy")).to_have_value("model")
+    expect(field(page, "eval-base-url")).to_have_value(model["base_url"])
+    expect(field(page, "eval-model")).to_have_value(model["model"])
+    expect(field(page, "eval-max-steps")).to_have_value("3")
 
 
 def test_a_tag_on_a_card_filters_by_it(envhub: Envhub, page: Any) -> None:

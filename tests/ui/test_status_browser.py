@@ -1,6 +1,7 @@
 """What the page says about envhub itself, in a real browser: a Hub sync that failed (when, why, what the offline
 catalog holds) with Retry, empty results that say what is indexed, and sign-in offered only where it is on."""
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,28 @@ def test_a_failed_sync_shows_on_the_page_and_retry_brings_the_spaces(synced_once
     )
     screenshot(page, "sync-failed")
 
-    page.locator("#sync-retry").click()  # the Hub answers now: the Space is found and the banner goes
+    page.locator("#sync-retry").click()  # the Hub answers now: the Space is found and the banner says so
 
     expect(page.locator('.env-card[data-env="alice/chess-arena"]')).to_be_visible()
-    expect(page.locator("#sync-status")).to_be_hidden()
+    expect(page.locator('#sync-banner [data-sync="done"]')).to_be_visible()
+    expect(page.locator("#sync-retry")).to_be_hidden()
     field(page, "search").fill("zzzz nothing")
     field(page, "search").press("Enter")
     expect(page.locator("#results .empty-state")).to_contain_text("1 from the Hub")
+
+
+def test_retry_says_it_started_then_that_it_failed_and_why(
+    failing_hub: FakeHub, synced_once: Envhub, page: Any
+) -> None:
+    held = threading.Event()  # the retried sync's listing waits here, then its connection drops unanswered
+    failing_hub.fail("GET", "/api/spaces", Fault(hang_s=60, released=held))
+    open_page(page, synced_once.url + "/")
+    page.locator("#sync-retry").click()
+    expect(page.locator('#sync-banner [data-sync="started"]')).to_be_visible()
+    expect(page.locator("#sync-retry")).to_be_disabled()
+    held.set()
+    expect(page.locator('#sync-banner [data-sync="failed"][data-retried] .sync-why')).not_to_be_empty()
+    expect(page.locator("#sync-retry")).to_be_enabled()
 
 
 def test_retrying_on_a_server_with_an_admin_token_takes_the_token(
@@ -85,7 +101,7 @@ def test_retrying_on_a_server_with_an_admin_token_takes_the_token(
         field(page, "sync-token").fill("s3cret-admin")
         page.locator("#sync-retry").click()
         expect(page.locator('.env-card[data-env="alice/chess-arena"]')).to_be_visible()
-        expect(page.locator("#sync-status")).to_be_hidden()
+        expect(page.locator('#sync-banner [data-sync="done"]')).to_be_visible()
     finally:
         envhub.stop()
 

@@ -12,8 +12,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from server.words import WORD_SET, WORDS, problem_with, score
 
 MAX_GUESSES = 6
-# Six guesses plus room for refused ones; past this the episode ends unsolved.
-MAX_STEPS = 20
+# Refused guesses cost no turn; past this many the episode ends unsolved, so an agent cannot loop forever.
+MAX_REFUSED = 20
 SYMBOLS = {"green": "G", "yellow": "Y", "gray": "-"}
 RANK = {"gray": 0, "yellow": 1, "green": 2}
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -41,7 +41,9 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             raise ValueError(f"answer {answer!r} is not in the word list")
         self._answer = answer.strip().lower() if answer is not None else random.Random(seed).choice(WORDS)
         self._feedback = []
-        self._state = WordleState(episode_id=episode_id or str(uuid4()), max_guesses=MAX_GUESSES, max_steps=MAX_STEPS)
+        self._state = WordleState(
+            episode_id=episode_id or str(uuid4()), max_guesses=MAX_GUESSES, max_refused=MAX_REFUSED
+        )
         return self._observe(
             f"Guess the hidden five-letter word in {MAX_GUESSES} tries. Feedback per letter: "
             "G = right place, Y = in the word elsewhere, - = not in the word (or no more copies).",
@@ -55,11 +57,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     def step(self, action: WordleAction, timeout_s: float | None = None, **kwargs: Any) -> WordleObservation:
         if self._state.done:
             return self._observe("The game is over.", error="The game is over; reset to play again.")
-        self._state.step_count += 1
         guess = action.guess.strip().lower()
         problem = problem_with(guess)
         if problem is not None:
             return self._refuse(problem)
+        self._state.step_count += 1
         self._record(guess)
         if guess == self._answer:
             return self._end(True, f"Solved in {len(self._feedback)} guesses: {self._answer!r}.")
@@ -69,9 +71,10 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         return self._observe(f"{guess!r}: {self._feedback[-1].pattern}. {left} guesses left.")
 
     def _refuse(self, problem: str) -> WordleObservation:
-        """A refused guess costs no guess but spends a step, so an agent cannot loop forever."""
-        if self._state.step_count >= self._state.max_steps:
-            return self._end(False, f"Step budget of {MAX_STEPS} spent; the word was {self._answer!r}.", problem)
+        """A refused guess costs no turn, but only so many are allowed, so an agent cannot loop forever."""
+        self._state.refused += 1
+        if self._state.refused >= self._state.max_refused:
+            return self._end(False, f"{MAX_REFUSED} guesses refused; the word was {self._answer!r}.", problem)
         return self._observe("Guess refused; no guess was used.", error=problem)
 
     def _record(self, guess: str) -> None:

@@ -1,11 +1,14 @@
-"""The bundled word list and the wordle scoring rule."""
+"""The bundled word lists and the wordle scoring rule."""
 
 from collections import Counter
 from pathlib import Path
 
 WORD_LENGTH = 5
-WORDS: tuple[str, ...] = tuple(Path(__file__).with_name("words.txt").read_text(encoding="utf-8").split())
+HERE = Path(__file__).parent
+# The hidden word is drawn from the common words; a guess may be any five-letter word of the larger list.
+WORDS: tuple[str, ...] = tuple((HERE / "words.txt").read_text(encoding="utf-8").split())
 WORD_SET = frozenset(WORDS)
+GUESSES = WORD_SET | frozenset((HERE / "guesses.txt").read_text(encoding="utf-8").split())
 
 
 def score(guess: str, answer: str) -> list[str]:
@@ -30,6 +33,6 @@ def problem_with(guess: str) -> str | None:
         return f"{guess!r} must contain only the letters a to z"
     if len(guess) != WORD_LENGTH:
         return f"{guess!r} has {len(guess)} letters; guesses have exactly {WORD_LENGTH}"
-    if guess not in WORD_SET:
+    if guess not in GUESSES:
         return f"{guess!r} is not in the word list"
     return None
