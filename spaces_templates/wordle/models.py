@@ -39,7 +39,7 @@ class WordleObservation(Observation):
 
 
 class WordleState(State):
-    """The game so far; step_count counts the turns played, that is the accepted guesses; refused ones are apart."""
+    """The game so far: step_count counts every step; the accepted guesses and the refused ones are apart."""
 
     guesses: list[str] = Field(default_factory=list, description="Accepted guesses, in order")
     max_guesses: int = Field(default=6, description="Guesses allowed")

@@ -57,11 +57,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     def step(self, action: WordleAction, timeout_s: float | None = None, **kwargs: Any) -> WordleObservation:
         if self._state.done:
             return self._observe("The game is over.", error="The game is over; reset to play again.")
+        self._state.step_count += 1  # every step, as openenv's state counts them; turns are the guesses taken
         guess = action.guess.strip().lower()
         problem = problem_with(guess)
         if problem is not None:
             return self._refuse(problem)
-        self._state.step_count += 1
         self._record(guess)
         if guess == self._answer:
             return self._end(True, f"Solved in {len(self._feedback)} guesses: {self._answer!r}.")
