@@ -137,6 +137,8 @@ def fill_form(page: Any, name: str, value: str) -> None:
 
 
 def launch_and_connect(page: Any) -> None:
+    # Play is offered once the environment's page has been read, which a loaded machine takes its time over.
+    expect(page.locator("#open-play")).to_be_visible(timeout=LAUNCH_S)
     page.locator("#open-play").click()
     page.locator("#play-launch").click()
     expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=LAUNCH_S)
