@@ -61,7 +61,7 @@ def board_settings(hub: FakeHub, folder: Path) -> Settings:
         data_dir=folder / "data",
         board_per_user=2,
         board_max_space_bytes=MAX_BYTES,
-        board_launch_timeout_s=60,
+        board_launch_timeout_s=30,  # a hanging Space holds the queue this long; the good ones start in seconds
         board_checks_timeout_s=120,
         launch_timeout_s=120,  # past the launch stage's: a server that never answers runs out the stage first
         max_endpoints_per_owner=10,
