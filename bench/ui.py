@@ -5,7 +5,7 @@ over a 10,000-environment catalog, and the playground's step, click to the updat
 
 envhub runs as its own process (`python -m app serve`) on a SQLite catalog of generated
 Spaces (bench/corpus.py) plus the built-in templates; the system Chromium, driven by
-Playwright, loads pages and clicks as a person would. Floors: browse page ≤ 1.5 s (warm
+Playwright, loads pages and clicks as a person would. Floors: browse page p50 ≤ 1.0 s (warm
 server), search ≤ 500 ms; a step, p50 ≤ 150 ms and p95 ≤ 300 ms: wordle's Step button, and each built-in
 board played as a person plays it (the maze's arrow buttons, a Lights Out cell, a Connect Four column, a
 wordle guess and Enter), 60 steps each. With
@@ -33,7 +33,7 @@ from catalog.store import write_environments
 from core.db import create_db_engine, init_db
 from tests.ui.browser import chromium
 
-BROWSE_FLOOR_MS = 1500.0
+BROWSE_FLOOR_MS = 1000.0  # at p50
 SEARCH_FLOOR_MS = 500.0
 STEP_P50_FLOOR_MS, STEP_P95_FLOOR_MS = 150.0, 300.0
 # The cards (or the empty state), not the component around them, whose status classes change first.
@@ -283,14 +283,14 @@ def main() -> None:
     print()
     rows = [
         ["usable browse page", len(browse), percentile(browse, 0.5), percentile(browse, 0.95), max(browse),
-         verdict(max(browse) <= BROWSE_FLOOR_MS)],
+         verdict(percentile(browse, 0.5) <= BROWSE_FLOOR_MS)],
         ["search to results", len(search_ms), percentile(search_ms, 0.5), percentile(search_ms, 0.95), max(search_ms),
          verdict(max(search_ms) <= SEARCH_FLOOR_MS)],
         *step_rows("step (wordle, Step button)", steps),
         *(row for board, timed in boards.items() for row in step_rows(f"{board} move", timed)),
     ]  # fmt: skip
     print(table(["measure", "samples", "p50 ms", "p95 ms", "max ms", "floor met"], rows))
-    print(f"floors: browse ≤ {BROWSE_FLOOR_MS:g} ms, search ≤ {SEARCH_FLOOR_MS:g} ms, "
+    print(f"floors: browse p50 ≤ {BROWSE_FLOOR_MS:g} ms, search ≤ {SEARCH_FLOOR_MS:g} ms, "
           f"step p50 ≤ {STEP_P50_FLOOR_MS:g} ms and p95 ≤ {STEP_P95_FLOOR_MS:g} ms")  # fmt: skip
 
 
