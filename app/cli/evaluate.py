@@ -52,49 +52,33 @@ def evaluate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _evaluate(settings: Settings, body: Any, *, quiet: bool, as_json: bool) -> int:
-    from app.main import create_app
-    from app.server import envhub_server
+    from app.cli.loopback import NotServing, served
     from core.callers import Caller
     from evals.models import UNDER_WAY
-    from gateway.paths import gateway_path
 
-    # envhub's own gateway, on a loopback port for this run only: the run plays through it, as in the server.
-    # The command runs with its user's own network access, so a model on a private address is allowed.
-    # It serves no web page.
-    local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True, "ui": False}
-    app = create_app(settings.model_copy(update=local))
-    server = envhub_server(app, host="127.0.0.1", port=0, log_level="warning")
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            print("envhub: could not serve the gateway on loopback", file=sys.stderr)
-            return 1
-        await asyncio.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    services = app.state.services
-    began = time.monotonic()  # the run's own wall time leaves out starting the environment's server
     try:
-        try:
-            run = await services.evaluator.start(
-                body, Caller(admin=True), None, lambda endpoint: f"http://127.0.0.1:{port}{gateway_path(endpoint)}"
-            )
-        except EnvhubError as exc:
-            print(f"envhub: {exc.message}", file=sys.stderr)
-            return 1
-        with tqdm(total=run.episodes_planned, unit="episode", disable=quiet, file=sys.stderr, desc=run.id) as bar:
-            while True:
-                row = services.evaluations.get(run.id)
-                summary = row.summary or {}
-                bar.update(int(summary.get("episodes") or 0) - bar.n)
-                if summary.get("mean_reward") is not None:
-                    bar.set_postfix_str(f"mean reward {summary['mean_reward']:.3f}")
-                if row.status not in UNDER_WAY:
-                    break
-                await asyncio.sleep(0.25)
-        public = services.evaluations.public(run.id)
-    finally:
-        server.should_exit = True
-        await serving
+        async with served(settings) as loopback:
+            services = loopback.services
+            began = time.monotonic()  # the run's own wall time leaves out starting the environment's server
+            try:
+                run = await services.evaluator.start(body, Caller(admin=True), None, loopback.url_of)
+            except EnvhubError as exc:
+                print(f"envhub: {exc.message}", file=sys.stderr)
+                return 1
+            with tqdm(total=run.episodes_planned, unit="episode", disable=quiet, file=sys.stderr, desc=run.id) as bar:
+                while True:
+                    row = services.evaluations.get(run.id)
+                    summary = row.summary or {}
+                    bar.update(int(summary.get("episodes") or 0) - bar.n)
+                    if summary.get("mean_reward") is not None:
+                        bar.set_postfix_str(f"mean reward {summary['mean_reward']:.3f}")
+                    if row.status not in UNDER_WAY:
+                        break
+                    await asyncio.sleep(0.25)
+            public = services.evaluations.public(run.id)
+    except NotServing as exc:
+        print(exc, file=sys.stderr)
+        return 1
     if as_json:
         print(public.model_dump_json(indent=2))
     else:

@@ -18,52 +18,43 @@ def statistics(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _statistics(settings: Settings, target: str, presets: list[str], split: str | None, *, as_json: bool) -> int:
-    from app.main import create_app
-    from app.server import envhub_server
+    from app.cli.loopback import NotServing, served
     from app.usecases.statistics import StatisticsRequest
     from core.callers import Caller
     from core.errors import EnvhubError, NotFoundError
     from evals.runs import PrepareError
-    from gateway.paths import gateway_path
     from hosting.options import LaunchRequest
 
-    # As `eval`: the gateway on a loopback port for this run only, the user's own network access, no web page.
-    local = {"sync_interval_s": 0, "health_interval_s": 0, "allow_private_urls": True, "ui": False}
-    app = create_app(settings.model_copy(update=local))
-    server = envhub_server(app, host="127.0.0.1", port=0, log_level="warning")
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            print("envhub: could not serve the gateway on loopback", file=sys.stderr)
-            return 1
-        await asyncio.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    services = app.state.services
-    manager, caller = services.endpoints, Caller(admin=True)
-    launched = None
     try:
-        try:
+        async with served(settings) as loopback:
+            services = loopback.services
+            manager, caller = services.endpoints, Caller(admin=True)
+            launched = None
             try:
-                endpoint = await asyncio.to_thread(manager.store.get, target)
-            except NotFoundError:  # not an endpoint: an environment, launched for the report
-                launched = endpoint = await asyncio.to_thread(manager.launch, LaunchRequest(environment=target), caller)
-            await services.evaluator.wait_running(endpoint.id)
-            body = StatisticsRequest(endpoint=endpoint.id, presets=presets, split=split)
-            filed = await services.statistics.start(
-                body, caller, lambda endpoint_id: f"http://127.0.0.1:{port}{gateway_path(endpoint_id)}"
-            )
-        except (EnvhubError, PrepareError) as exc:
-            print(f"envhub: {getattr(exc, 'message', exc)}", file=sys.stderr)
-            return 1
-        if not as_json:
-            print(f"{filed.report.target}: statistical report {filed.id} of {filed.environment}, under way", flush=True)
-        await services.statistics.ended(filed.id)
-        report = await asyncio.to_thread(services.statistics.filed, filed.id)
-    finally:
-        if launched is not None:
-            await asyncio.to_thread(manager.end, launched.id, "its statistical report ended")
-        server.should_exit = True
-        await serving
+                try:
+                    endpoint = await asyncio.to_thread(manager.store.get, target)
+                except NotFoundError:  # not an endpoint: an environment, launched for the report
+                    request = LaunchRequest(environment=target)
+                    launched = endpoint = await asyncio.to_thread(manager.launch, request, caller)
+                await services.evaluator.wait_running(endpoint.id)
+                body = StatisticsRequest(endpoint=endpoint.id, presets=presets, split=split)
+                filed = await services.statistics.start(body, caller, loopback.url_of)
+                if not as_json:
+                    print(
+                        f"{filed.report.target}: statistical report {filed.id} of {filed.environment}, under way",
+                        flush=True,
+                    )
+                await services.statistics.ended(filed.id)
+                report = await asyncio.to_thread(services.statistics.filed, filed.id)
+            except (EnvhubError, PrepareError) as exc:
+                print(f"envhub: {getattr(exc, 'message', exc)}", file=sys.stderr)
+                return 1
+            finally:
+                if launched is not None:
+                    await asyncio.to_thread(manager.end, launched.id, "its statistical report ended")
+    except NotServing as exc:
+        print(exc, file=sys.stderr)
+        return 1
     if as_json:
         print(report.model_dump_json(indent=2))
     else:
