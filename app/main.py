@@ -1,7 +1,9 @@
 """Building the envhub application: the services, the routers, the gateway and the UI, as `serve` runs it."""
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
@@ -65,6 +67,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp | ModelDoor]]:
+        # Blocking work (the database, Docker, launches, builds) runs in the loop's default executor, which Python
+        # sizes by cores (6 threads on 2): a few slow launches would hold every page's reads behind them.
+        threads = ThreadPoolExecutor(services.settings.blocking_threads, thread_name_prefix="envhub-blocking")
+        asyncio.get_running_loop().set_default_executor(threads)
         await services.start()
         try:
             # What envhub's server hands the data plane (gateway.server): the gateway, and the apps of requests to

@@ -255,6 +255,9 @@ class Settings(BaseSettings):
     )
     health_interval_s: float = Field(default=300, ge=0, description="seconds between health rounds; 0 turns them off")
     health_concurrency: int = Field(default=16, ge=1, description="probes running at once in a health round")
+    blocking_threads: int = Field(
+        default=64, ge=4, description="threads for blocking work at once: database reads, Docker, launches, builds"
+    )
     health_timeout_s: float = Field(default=5, gt=0, description="per request of a health probe")
     taskset_downloads_per_request: int = Field(
         default=20,
