@@ -10,7 +10,7 @@ server), search ≤ 500 ms; a step, p50 ≤ 150 ms and p95 ≤ 300 ms: wordle's 
 board played as a person plays it (the maze's arrow buttons, a Lights Out cell, a Connect Four column, a
 wordle guess and Enter), 60 steps each. With
 --checkout DIR, another checkout of envhub (an earlier commit: `git worktree add DIR <commit>`)
-has its steps timed in the same run, rounds alternating between the two, on the templates alone.
+has its browse page and steps timed in the same run, rounds alternating between the two.
 """
 
 import argparse
@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import random
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -239,22 +240,35 @@ def step_rows(name: str, timed: list[tuple[float, float]]) -> list[list[object]]
     ]  # fmt: skip
 
 
-def side_by_side(checkout: Path, rounds: int, steps: int) -> None:
-    """Steps of this checkout and another, rounds alternating, each on a fresh envhub with the templates alone."""
+def side_by_side(checkout: Path, rounds: int, steps: int, loads: int, environments: int) -> None:
+    """Browse page loads and steps of this checkout and another, rounds alternating, each on a fresh envhub with a
+    copy of one generated catalog."""
     timed: dict[str, list[tuple[float, float]]] = {"after": [], "before": []}
+    browsed: dict[str, list[float]] = {"after": [], "before": []}
     load = load_average()
-    with chromium() as browser:
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as catalog, chromium() as browser:
+        populate(Path(catalog) / "envhub.db", environments)
         for _ in range(rounds):
             for name, tree in (("before", checkout), ("after", None)):
-                with (
-                    tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch,
-                    envhub_process(Path(scratch), REPO_ROOT / "spaces_templates", checkout=tree) as url,
-                ):
-                    timed[name] += step_round_trips(browser, url, steps)
+                with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
+                    shutil.copy(Path(catalog) / "envhub.db", Path(scratch) / "envhub.db")
+                    with envhub_process(Path(scratch), REPO_ROOT / "spaces_templates", checkout=tree) as url:
+                        browsed[name] += usable_browse_page(browser, url, loads)
+                        timed[name] += step_round_trips(browser, url, steps)
     print(machine_line())
-    print(f"load average before: {load}, after: {load_average()}; {rounds} rounds of {steps} steps each")
-    rows = [*step_rows("before", timed["before"]), *step_rows("after", timed["after"])]
+    print(f"load average before: {load}, after: {load_average()}; {rounds} rounds of {loads} loads and {steps} steps")
+    rows = [
+        *(
+            [f"{name}: usable browse page", len(pages), percentile(pages, 0.5), percentile(pages, 0.95), max(pages),
+             verdict(percentile(pages, 0.5) <= BROWSE_FLOOR_MS)]
+            for name, pages in browsed.items()
+        ),
+        *step_rows("before", timed["before"]),
+        *step_rows("after", timed["after"]),
+    ]  # fmt: skip
     print(table(["measure", "samples", "p50 ms", "p95 ms", "max ms", "floor met"], rows))
+    ratio = percentile(browsed["after"], 0.5) / percentile(browsed["before"], 0.5)
+    print(f"browse page p50, after / before: {ratio:.2f}×")
 
 
 def main() -> None:
@@ -266,7 +280,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     if args.checkout is not None:
-        side_by_side(args.checkout, args.rounds, args.steps)
+        side_by_side(args.checkout, args.rounds, args.steps, args.loads, args.environments)
         return
     with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
         populate(Path(scratch) / "envhub.db", args.environments)

@@ -131,20 +131,7 @@ def show(
         validated = validation_html(session, environment) if environment is not None else ""
     if environment is None:
         missing = f"No environment <code>{html.escape(environment_id)}</code> in the catalog."
-        return (
-            {
-                detail.header: f'<div class="env-header"><h1>Not found</h1><p>{missing}</p></div>',
-                detail.readme: "",
-                detail.api: "",
-                detail.tasks: "",
-                detail.quality: "",
-                detail.validation: "",
-                detail.status: "",
-                detail.wake: gr.Button(visible=False),
-            }
-            | dict.fromkeys(detail.actions, gr.Button(visible=False))
-            | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
-        )
+        return not_found(live, detail, missing, request)
     urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
@@ -165,6 +152,24 @@ def show(
         }
         | dict.fromkeys(detail.actions, gr.Button(visible=True))
         | connect_updates(live, detail, url, environment, info, request)
+    )
+
+
+def not_found(live: Live, detail: Detail, message: str, request: gr.Request | None) -> dict[Any, Any]:
+    """The Environment tab when a link names what the catalog does not hold: `message` (HTML) says what."""
+    return (
+        {
+            detail.header: f'<div class="env-header"><h1>Not found</h1><p>{message}</p></div>',
+            detail.readme: "",
+            detail.api: "",
+            detail.tasks: "",
+            detail.quality: "",
+            detail.validation: "",
+            detail.status: "",
+            detail.wake: gr.Button(visible=False),
+        }
+        | dict.fromkeys(detail.actions, gr.Button(visible=False))
+        | connect.updates(detail.connect, None, "", Interface(), base=live.visitors.base(request))
     )
 
 

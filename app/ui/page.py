@@ -2,6 +2,7 @@
 deep links (/?env=owner/name, /?q=wordle, /?episode=ID, /?agent_run=ID), and its mount at / on the FastAPI app."""
 
 import asyncio
+import html
 import importlib.resources
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -157,9 +158,9 @@ def build_blocks(services: Services) -> gr.Blocks:
                 return values
             try:
                 return values | open_environment(environment_id, request)
-            except EnvhubError as exc:  # a link to a revision the catalog does not know: the page still opens
-                gr.Warning(exc.message)
-                return values
+            except EnvhubError as exc:  # a link to a revision the catalog does not know: the page opens, and says so
+                unknown = detail.not_found(live, d, html.escape(exc.message), request)
+                return values | unknown | {selected: "", tabs: gr.Tabs(selected="detail")}
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
         run_view = [ev.evaluation, ev.message, *ev.followed, *ev.form]
@@ -183,6 +184,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                 )
             ),
             show_progress="hidden",
+            queue=False,  # one request, not a join and an event stream: the first cards show a round trip sooner
         ).then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, [*opened, b.tags], show_progress="hidden").then(
             refresh, [selected], refreshed, show_progress="hidden"

@@ -223,9 +223,11 @@ def test_deep_links_filters_and_the_empty_state(envhub: Envhub, page: Any) -> No
     expect(page.locator("#results .empty-state")).to_contain_text("No environments found")
     open_page(page, envhub.url + "/?env=nobody/nothing")
     expect(page.locator("#env-header")).to_contain_text("Not found")
-    # A link to a revision the catalog does not know says so, and the page still opens.
+    # A link to a revision the catalog does not know says so where the environment would be, and the page still opens.
     open_page(page, envhub.url + "/?env=template:maze@0000000")
-    expect(page.locator("body")).to_contain_text("the catalog knows no revision '0000000' of template:maze")
+    expect(page.locator("#env-header h1")).to_contain_text("Not found")
+    expect(page.locator("#env-header")).to_contain_text("'0000000' of template:maze")
+    page.get_by_role("tab", name="Browse").click()
     expect(page.locator(".env-card")).to_have_count(7)
 
 
