@@ -1,7 +1,7 @@
 """The gateway's routes in the app: /endpoints/{id}/... over HTTP, answered by the data plane (gateway.proxy).
 
 It is the one URL a trainer is given (and an agent harness: a standard MCP request to /mcp goes to the MCP door,
-gateway.mcp, through app.agents). WebSocket sessions never reach these routes under envhub's own server, which
+gateway.mcp, through app.mcp_door). WebSocket sessions never reach these routes under envhub's own server, which
 hands them to the relay before the app sees them (gateway.server); under another ASGI server they are refused,
 saying so.
 """

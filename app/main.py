@@ -12,17 +12,16 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from app import gateway
-from app.agents import McpApp
 from app.api import (
     agent_run_exports,
     agent_runs,
+    agent_sessions,
     checks,
     datasets,
     environments,
     health,
     presets,
     publications,
-    sessions,
     signin,
     statistics,
     submissions,
@@ -33,6 +32,7 @@ from app.api import endpoints as endpoints_api
 from app.api import evaluations as evaluations_api
 from app.api.deps import require_csrf
 from app.forwarded import ForwardedHostMiddleware
+from app.mcp_door import McpApp
 from app.services import Services
 from app.settings import Settings
 from catalog.hub import Hub
@@ -101,7 +101,7 @@ def create_app(
         datasets,
         sync,
         endpoints_api,
-        sessions,
+        agent_sessions,
         agent_run_exports,  # before any /api/agent-runs/{id} route: its /sft.jsonl is not a run's id
         evaluations_api,
         agent_runs,

@@ -21,11 +21,10 @@ from sqlmodel import Session
 
 from app.agent_recorder import AgentRecorder
 from app.agent_run_ends import RunEnds
-from app.agents import PooledDoor
 from app.auth.bearers import GatewayBearers
 from app.auth.callers import Identities
 from app.auth.provider import Provider
-from app.auth.sessions import SessionStore, session_secret
+from app.auth.sign_in_sessions import SessionStore, session_secret
 from app.background import (
     EVALUATIONS_INTERVAL_S,
     WATCH_INTERVAL_S,
@@ -35,6 +34,7 @@ from app.background import (
     sync_if_due,
     watch_endpoints,
 )
+from app.mcp_door import PooledDoor
 from app.model_runs import DoorRuns
 from app.settings import Preload, Settings
 from app.usecases.evaluations import Evaluator

@@ -25,7 +25,7 @@ from catalog.models import (
     QualitySummary,
     Source,
 )
-from catalog.revisions import note_revisions, resolve_revision, split_pin
+from catalog.revisions import note_interface, note_revisions, resolve_revision, split_pin
 from core.clock import utcnow
 from core.db import upsert
 from core.errors import InvalidInputError, NotFoundError
@@ -35,6 +35,7 @@ from protocol.tools import parse_tools
 
 __all__ = [
     "cache_interface",
+    "cache_interface_at",
     "cached_interface",
     "count_listed",
     "environment_at",
@@ -194,6 +195,17 @@ def cache_interface(session: Session, environment_id: str, interface: Interface)
     row.sqlmodel_update(interface_columns(interface))
     session.add(row)
     return True
+
+
+def cache_interface_at(session: Session, environment_id: str, revision: str | None, columns: dict[str, Any]) -> None:
+    """What an environment's app said of itself at `revision` (its `interface_columns`): on its row while the row is
+    at that revision, and with the revision, for a later sync that lists that revision again."""
+    row = session.get(Environment, environment_id)
+    if row is not None and row.sha == revision:
+        row.sqlmodel_update(columns)
+        session.add(row)
+    if revision:
+        note_interface(session, environment_id, revision, columns)
 
 
 def save_health(

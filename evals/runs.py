@@ -11,8 +11,8 @@ import asyncio
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +75,12 @@ class Runner:
         """The ids of the runs this process runs now."""
         return frozenset(self._tasks)
 
-    @contextmanager
-    def slot(self, owner: str | None, most: int | None) -> Iterator[None]:
+    @asynccontextmanager
+    async def slot(self, owner: str | None, most: int | None) -> AsyncIterator[None]:
         """Hold one of the owner's `most` runs at once while a run is started (None: no cap), until it is on record
         or given up; TooManyRequestsError when the owner has them all."""
         if most is not None:
-            under_way = self.store.list_under_way(owner)
+            under_way = await asyncio.to_thread(self.store.list_under_way, owner)
             if len(under_way) + self._starting[owner] >= most:
                 who = owner or "everyone not signed in"
                 raise TooManyRequestsError(
@@ -112,14 +112,16 @@ class Runner:
         try:
             play = await prepare()
         except asyncio.CancelledError:
-            self._ended(evaluation.id, EvaluationStatus.CANCELLED, "cancelled before it started")
+            await self._ended(evaluation.id, EvaluationStatus.CANCELLED, "cancelled before it started")
             raise
         except PrepareError as exc:
-            self._ended(evaluation.id, EvaluationStatus.FAILED, str(exc))
+            await self._ended(evaluation.id, EvaluationStatus.FAILED, str(exc))
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
-        self.store.update(evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message="")
+        await asyncio.to_thread(
+            self.store.update, evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message=""
+        )
         slots = asyncio.Semaphore(play.concurrency)
         budget = Budget(self.budget_bytes)
         unfinished: set[str] = set()  # episodes begun and not yet recorded: a cancel leaves no steps of theirs behind
@@ -162,13 +164,17 @@ class Runner:
             log.exception("evaluation %s failed", evaluation.id)
             status, message = EvaluationStatus.FAILED, f"the run failed: {type(exc).__name__}: {exc}"
         finally:
-            self._ended(evaluation.id, status, message)
+            await self._ended(evaluation.id, status, message)
             if unfinished:
                 await asyncio.shield(asyncio.to_thread(self.store.steps.drop, unfinished))
             await asyncio.shield(self._close(play))
 
-    def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str) -> None:
-        self.store.update(evaluation_id, status=status, message=message, finished_at=utcnow())
+    async def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str) -> None:
+        """On record, off the event loop, whether or not the run was cancelled."""
+        now = utcnow()
+        await asyncio.shield(
+            asyncio.to_thread(self.store.update, evaluation_id, status=status, message=message, finished_at=now)
+        )
 
     async def _close(self, play: Play) -> None:
         try:

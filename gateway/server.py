@@ -151,7 +151,7 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 class GatewayHttpProtocol(HeadDeadlineProtocol):
     """envhub's HTTP protocol: HeadDeadlineProtocol's, and requests to the doors handed straight to their apps, past
     the app's middleware and routing: an endpoint's `/mcp` to the app the lifespan state names `"mcp"`
-    (app.agents.McpApp), `/model/...` to the one it names `"model"` (gateway.modeldoor.ModelDoor).
+    (app.mcp_door.McpApp), `/model/...` to the one it names `"model"` (gateway.modeldoor.ModelDoor).
 
     The doors' calls (POSTs) are then answered as data-plane traffic: the answer leaves in one write, its head
     with its body, where uvicorn writes them apart, so the client wakes once, not twice; and it writes no access

@@ -5,7 +5,7 @@ from sqlalchemy import Connection, create_engine
 from sqlmodel import SQLModel
 
 # Every package's tables, registered on SQLModel.metadata.
-import app.auth.sessions  # noqa: F401
+import app.auth.sign_in_sessions  # noqa: F401
 import catalog.models
 import catalog.revisions
 import catalog.submissions  # noqa: F401

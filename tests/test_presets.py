@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import SQLModel
 
-from app.auth.sessions import session_secret
+from app.auth.sign_in_sessions import session_secret
 from app.main import create_app
 from app.settings import Settings
 from core.db import MIGRATION_LOCK, create_db_engine, exclusive, init_db, migration_config

@@ -14,10 +14,10 @@ from sqlmodel import Session
 from starlette.requests import HTTPConnection
 
 from app.agent_run_ends import RunEnds
-from app.agents import PooledDoor
 from app.auth.callers import Identities
 from app.auth.provider import Provider
-from app.auth.sessions import SESSION_COOKIE
+from app.auth.sign_in_sessions import SESSION_COOKIE
+from app.mcp_door import PooledDoor
 from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator

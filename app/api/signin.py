@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from app.api.deps import AccessDep, CallerDep, HttpDep, IdentitiesDep, OAuthDep, SessionSecretDep, SettingsDep
 from app.auth.callers import Identities
 from app.auth.pages import logout_form, safe_next
-from app.auth.sessions import SESSION_COOKIE, SessionStore, User
+from app.auth.sign_in_sessions import SESSION_COOKIE, SessionStore, User
 from app.settings import Settings
 from app.urls import connection_base
 from core.errors import (

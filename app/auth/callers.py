@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from app.auth.sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User
+from app.auth.sign_in_sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User
 from app.settings import Settings
 from core.errors import HubUnavailableError, UnauthorizedError
 

@@ -12,7 +12,7 @@ from sqlmodel import Session
 
 from app.ui import connect, publish, statistics
 from app.ui.describe import api_html, header_html, readme_base, status_html
-from app.ui.evaluate import RUN_CLICKS
+from app.ui.evaluate_panel import RUN_CLICKS
 from app.ui.introspect import can_introspect, template_interface
 from app.ui.live import Live, outbound_refusal
 from app.ui.quality import latest_report, quality_html

@@ -1,5 +1,5 @@
 """My endpoints: the running endpoints of whoever looks (all of them for the admin), each with its environment,
-revision, URL to copy, pool and sessions, and Stop and Open in Play; and which one a launch from Play reuses."""
+revision, URL to copy, pool and sessions, and Stop and Open in Play; and why a launch was refused, in its words."""
 
 import asyncio
 import html
@@ -11,7 +11,7 @@ import gradio as gr
 
 from app.ui.requests import Visitors
 from app.ui.wording import plural
-from catalog.models import EnvironmentDetail
+from app.usecases.your_endpoint import yours
 from core.callers import Caller
 from core.errors import EnvhubError, TooManyRequestsError
 from hosting.endpoints import EndpointManager
@@ -33,22 +33,6 @@ element.addEventListener('click', (event) => {
 """
 _BADGE = {EndpointStatus.STARTING: "busy", EndpointStatus.RUNNING: "ok", EndpointStatus.STOPPING: "busy"}
 _CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
-
-
-def yours(endpoints: EndpointManager, caller: Caller) -> list[Endpoint]:
-    """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
-    is told apart, so every endpoint nobody owns is anyone's."""
-    active = endpoints.store.list(active_only=True)
-    return active if caller.admin else [e for e in active if e.owner == caller.name]
-
-
-def reusable(endpoints: EndpointManager, caller: Caller, environment: EnvironmentDetail) -> Endpoint | None:
-    """The caller's newest running (or starting) endpoint of this environment at this revision."""
-    for endpoint in yours(endpoints, caller):
-        same = endpoint.environment == environment.id and endpoint.revision == environment.sha
-        if same and endpoint.status in (EndpointStatus.RUNNING, EndpointStatus.STARTING):
-            return endpoint
-    return None
 
 
 def launch_refusal(endpoints: EndpointManager, caller: Caller, exc: EnvhubError) -> str:
@@ -154,9 +138,9 @@ def wire(
         if action == "stop":
             return await asyncio.to_thread(stop, endpoints, visitors, panel, request, endpoint_id)
         try:
-            endpoint = endpoints.store.get(endpoint_id)
+            endpoint = await asyncio.to_thread(endpoints.store.get, endpoint_id)
         except EnvhubError as exc:
-            return {panel.message: exc.message} | show(endpoints, visitors, panel, request)
+            return {panel.message: exc.message} | await asyncio.to_thread(show, endpoints, visitors, panel, request)
         return {panel.message: ""} | await play(request, endpoint)
 
     tab.select(refresh, None, panel.outputs, show_progress="hidden")

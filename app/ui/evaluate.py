@@ -5,22 +5,23 @@ viewer, which replays any stored episode step by step and opens from its share l
 import asyncio
 import html
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 from pydantic import ValidationError
 
 from app.ui.charts import Bar, bars_with_intervals, histogram
+from app.ui.evaluate_panel import PAUSE, PLAY, Evaluate, run_form
 from app.ui.observation import observation_view, render_view
 from app.ui.publish import sign_in_note
 from app.ui.requests import connection_of
-from app.ui.rerun import run_form
 from app.ui.runs import Runs
-from app.ui.tasksets import SEEDS, dataset_choice
 from app.urls import own_gateway
 from app.usecases.evaluations import EvaluationRequest, Evaluator
+from app.usecases.reset_options import dataset_choice
+from app.usecases.your_endpoint import running
 from catalog.revisions import split_pin
+from catalog.store import read_environment
 from core.callers import Caller
 from core.errors import EnvhubError
 from evals.harnesses import HARNESSES
@@ -30,130 +31,6 @@ from evals.rollouts import push_rollouts
 from evals.runs import Runner
 from evals.steps import EpisodeSteps
 from rollout.model import ModelConfig
-
-# A harness CLI plays with one of the caller's saved models (its key stays sealed at the model door).
-POLICIES: list[str | tuple[str, str]] = ["random", "first-legal", "model"]
-POLICIES += [(f"{name} (harness, saved model)", name) for name in HARNESSES]
-PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every system font has
-REPLAY_S = 0.8  # between steps when the viewer plays an episode
-
-
-@dataclass(frozen=True)
-class Evaluate:
-    environment: gr.Markdown
-    policy: gr.Dropdown
-    preset: gr.Dropdown
-    base_url: gr.Textbox
-    model: gr.Textbox
-    api_key: gr.Textbox
-    preset_name: gr.Textbox
-    save_preset: gr.Button
-    tasks: gr.Dropdown
-    episodes: gr.Number
-    concurrency: gr.Number
-    max_steps: gr.Number
-    run: gr.Button
-    cancel: gr.Button
-    message: gr.Markdown
-    evaluation: gr.State
-    progress: gr.HTML
-    results: gr.Dataframe
-    repo: gr.Textbox
-    push: gr.Button
-    pushed: gr.HTML
-    board: gr.HTML
-    timer: gr.Timer
-    episode_id: gr.Textbox
-    step: gr.Slider
-    previous: gr.Button
-    next: gr.Button
-    replay: gr.Button
-    replay_timer: gr.Timer
-    viewer: gr.HTML
-    episode: gr.State
-
-    @property
-    def followed(self) -> list[Any]:
-        return [self.progress, self.results, self.board, self.cancel, self.timer]
-
-    @property
-    def form(self) -> list[Any]:
-        """What a past run sets when it is opened (rerun.run_form)."""
-        fields = [self.policy, self.preset, self.base_url, self.model, self.api_key]
-        return [*fields, self.episodes, self.concurrency, self.max_steps]
-
-
-def build() -> Evaluate:
-    environment = gr.Markdown("Open an environment, then evaluate it here.", elem_id="eval-environment")
-    with gr.Row():
-        with gr.Column(scale=2):
-            policy = gr.Dropdown(POLICIES, value="random", label="Policy", elem_id="eval-policy")
-            preset = gr.Dropdown([], value=None, label="Saved models", visible=False, elem_id="eval-preset")
-            base_url = gr.Textbox(label="Model server (OpenAI-compatible base URL)", visible=False,
-                                  placeholder="http://127.0.0.1:8000/v1", elem_id="eval-base-url")  # fmt: skip
-            model = gr.Textbox(label="Model name", placeholder="Qwen/Qwen3-8B", visible=False, elem_id="eval-model")
-            api_key = gr.Textbox(label="API key (never shown; kept, sealed, only in a preset you save)",
-                                 visible=False, type="password", elem_id="eval-api-key")  # fmt: skip
-            with gr.Row():
-                preset_name = gr.Textbox(label="Save as preset", placeholder="my-model", visible=False, scale=3,
-                                         elem_id="eval-preset-name")  # fmt: skip
-                save_preset = gr.Button("Save", visible=False, scale=1, elem_id="eval-preset-save")
-            tasks = gr.Dropdown(
-                [SEEDS],
-                value="",
-                label="Play on",
-                info="seeds, a Task API split, or a linked dataset's split",
-                elem_id="eval-tasks",
-            )
-            with gr.Row():
-                episodes = gr.Number(
-                    8,
-                    label="Episodes (the first N tasks of a split)",
-                    precision=0,
-                    minimum=1,
-                    maximum=1000,
-                    elem_id="eval-episodes",
-                )
-                concurrency = gr.Number(
-                    2, label="Concurrency", precision=0, minimum=1, maximum=64, elem_id="eval-concurrency"
-                )
-                max_steps = gr.Number(
-                    100, label="Max steps", precision=0, minimum=1, maximum=10_000, elem_id="eval-max-steps"
-                )
-            with gr.Row():
-                run = gr.Button("▶ Run evaluation", variant="primary", elem_id="eval-run")
-                cancel = gr.Button("■ Cancel", variant="stop", visible=False, elem_id="eval-cancel")
-            message = gr.Markdown(elem_id="eval-message")
-        with gr.Column(scale=3):
-            progress = gr.HTML(elem_id="eval-progress")
-            results = gr.Dataframe(
-                headers=["episode", "seed", "status", "reward", "steps", "invalid", "tokens", "error"],
-                interactive=False,
-                elem_id="eval-results",
-            )
-            with gr.Row():
-                repo = gr.Textbox(label="Push the rollouts to a Hub dataset (with your token)", scale=3,
-                                  placeholder="you/wordle-rollouts", elem_id="eval-repo")  # fmt: skip
-                push = gr.Button("⇪ Push to the Hub", scale=1, elem_id="eval-push")
-            pushed = gr.HTML(elem_id="eval-push-message")
-    gr.Markdown("### Leaderboard")
-    board = gr.HTML(elem_id="eval-leaderboard", js_on_load=RUN_CLICKS)
-    gr.Markdown("### Episode viewer")
-    with gr.Row():
-        episode_id = gr.Textbox(
-            label="Episode", placeholder="ev-…-0 (click a row above)", elem_id="eval-episode-id", scale=3
-        )
-        previous = gr.Button("◀ Previous", elem_id="eval-previous", scale=1)
-        next_ = gr.Button("Next ▶", elem_id="eval-next", scale=1)
-        replay = gr.Button(PLAY, elem_id="eval-replay", scale=1)
-    step = gr.Slider(0, 1, value=0, step=1, label="Step", elem_id="eval-step")
-    viewer = gr.HTML(elem_id="eval-viewer")
-    return Evaluate(
-        environment, policy, preset, base_url, model, api_key, preset_name, save_preset, tasks, episodes, concurrency,
-        max_steps, run, cancel, message, gr.State(""), progress, results, repo, push, pushed, board,
-        gr.Timer(1.0, active=False), episode_id, step, previous, next_, replay, gr.Timer(REPLAY_S, active=False),
-        viewer, gr.State(None),
-    )  # fmt: skip
 
 
 def _figure(value: Any, digits: int = 3) -> str:
@@ -181,17 +58,6 @@ def result_rows(run: EvaluationPublic) -> list[list[Any]]:
          e.steps, e.invalid, e.tokens, (e.error or "")[:200]]
         for e in run.episodes
     ]  # fmt: skip
-
-
-# A click on a run's link opens the run in place; a modified click (new tab) follows its ?run= link.
-RUN_CLICKS = """
-element.addEventListener('click', (event) => {
-  const link = event.target.closest('a[data-run]');
-  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
-  event.preventDefault();
-  trigger('click', {run: link.dataset.run});
-});
-"""
 
 
 def run_link(evaluation_id: str) -> str:
@@ -389,15 +255,17 @@ def wire(
             if api_key:
                 config["api_key"] = api_key
             choice = {"model": config}
-        connection = connection_of(request)
-        running = runs.endpoints.store.running_endpoint(environment_id)  # a running endpoint or pool is used as is
-        target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
-        dataset = dataset_choice(tasks)
-        if dataset is not None:
-            target |= {"dataset": dataset[0], "split": dataset[1]}
-        elif tasks:
-            target |= {"split": tasks}
         try:
+            caller = await asyncio.to_thread(visitors.acting_caller, request)
+            environment = await read_environment(runs.engine, environment_id)
+            # The endpoint Play would reuse, when it runs, is evaluated as it is; else one is launched for the run.
+            used = await running(runs.endpoints, caller, environment) if environment is not None else None
+            target = {"endpoint": used.id} if used is not None else {"environment": environment_id}
+            dataset = dataset_choice(tasks)
+            if dataset is not None:
+                target |= {"dataset": dataset[0], "split": dataset[1]}
+            elif tasks:
+                target |= {"split": tasks}
             body = EvaluationRequest(
                 **target,
                 policy=choice,
@@ -405,32 +273,32 @@ def wire(
                 concurrency=int(concurrency or 1),
                 max_steps=int(max_steps or 100),
             )
+            connection = connection_of(request)
             if connection is None:
                 raise ValueError("this page has no connection to the server; reload it")
-            caller = visitors.acting_caller(request)
             client = visitors.client(request, caller)
             run = await evaluator.start(body, caller, client, lambda e: own_gateway(connection, e))
         except ValidationError as exc:
             return {evaluate.message: "**Not started:** " + "; ".join(str(e["msg"]) for e in exc.errors())}
         except (EnvhubError, ValueError) as exc:
             return {evaluate.message: f"**Not started:** {getattr(exc, 'message', str(exc))}"}
-        return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | follow(
-            request, run.id, environment_id
-        )
+        followed = await asyncio.to_thread(follow, request, run.id, environment_id)
+        return {evaluate.message: f"Started `{run.id}`.", evaluate.evaluation: run.id} | followed
 
     async def cancel(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
         run = await asyncio.to_thread(runs.get, request, evaluation_id)
-        if not access.may_stop(visitors.acting_caller(request), run.owner):
+        if not access.may_stop(await asyncio.to_thread(visitors.acting_caller, request), run.owner):
             return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
         await runner.cancel(evaluation_id)
-        return {evaluate.message: f"Cancelled `{evaluation_id}`."} | follow(request, evaluation_id, environment_id)
+        followed = await asyncio.to_thread(follow, request, evaluation_id, environment_id)
+        return {evaluate.message: f"Cancelled `{evaluation_id}`."} | followed
 
     async def push(request: gr.Request, evaluation_id: str, repo: str, environment_id: str) -> dict[Any, Any]:
         """Said beside the button: the dataset pushed, or whole and escaped, why not and what to do here."""
         if not evaluation_id:
             return {evaluate.pushed: "<p>Run an evaluation first.</p>"}
         try:
-            caller = visitors.acting_caller(request)
+            caller = await asyncio.to_thread(visitors.acting_caller, request)
             if caller.token is None:
                 note = sign_in_note(visitors.sign_in, environment_id, "to push with your Hub token.", "Pushing")
                 return {evaluate.pushed: note}

@@ -16,9 +16,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.settings import REPO_ROOT
-from catalog.models import Environment, EnvironmentDetail, Source
-from catalog.revisions import note_interface
-from catalog.store import cached_interface, read_environment
+from catalog.models import EnvironmentDetail, Source
+from catalog.store import cache_interface_at, cached_interface, read_environment
 from hosting.runtimes.layouts import template_layout
 from hosting.runtimes.venvs import requirements_of, unmet
 from protocol.interface import Interface
@@ -79,12 +78,6 @@ async def template_interface(engine: Engine, environment: EnvironmentDetail) -> 
 
 
 def _cache(engine: Engine, environment_id: str, revision: str | None, columns: dict[str, Any]) -> None:
-    """On the row, and with its revision: a later start that lists this revision again has it without a probe."""
     with Session(engine) as session:
-        row = session.get(Environment, environment_id)
-        if row is not None and row.sha == revision:
-            row.sqlmodel_update(columns)
-            session.add(row)
-        if revision:
-            note_interface(session, environment_id, revision, columns)
+        cache_interface_at(session, environment_id, revision, columns)
         session.commit()

@@ -13,12 +13,26 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from app.services import Services
-from app.ui import agent_run, browse, detail, evaluate, launch, play, publish, quality, statistics, status, submissions
+from app.ui import (
+    agent_run,
+    browse,
+    detail,
+    evaluate,
+    evaluate_panel,
+    launch,
+    play,
+    play_panel,
+    publish,
+    quality,
+    statistics,
+    status,
+    submissions,
+)
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
 from app.ui.episode import episode_filename
 from app.ui.live import Live
-from app.ui.play import EPISODE_ROUTE
+from app.ui.play_panel import EPISODE_ROUTE
 from app.ui.requests import Visitors
 from app.ui.runs import Runs
 from app.ui.style import CSS, THEME
@@ -70,9 +84,9 @@ def build_blocks(services: Services) -> gr.Blocks:
             with gr.Tab("Environment", id="detail", elem_id="tab-detail"):
                 d = detail.build()
             with gr.Tab("Play", id="play", elem_id="tab-play") as play_tab:
-                p = play.build()
+                p = play_panel.build()
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
-                ev = evaluate.build()
+                ev = evaluate_panel.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
                 lp = launch.build(list(endpoints.runtimes))
             with gr.Tab("My endpoints", id="endpoints", elem_id="tab-endpoints") as endpoints_tab:

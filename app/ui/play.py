@@ -2,7 +2,6 @@
 through a form made from its action schema or its MCP tools, and read what comes back."""
 
 import asyncio
-import html
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -14,9 +13,8 @@ from sqlmodel import Session
 
 from app.ui import autoplay
 from app.ui.action_form import FormState, field_control, index_hint, initial_form, tool_form, tool_help
-from app.ui.direct import ARROW_PRESSES, CLICKS, board_hints, controls_html, direct_action
-from app.ui.endpoints import launch_refusal, reusable
-from app.ui.episode import Outcome, episode_filename
+from app.ui.direct import controls_html, direct_action
+from app.ui.endpoints import launch_refusal
 from app.ui.forms import (
     action_from_form,
     describe_errors,
@@ -24,132 +22,21 @@ from app.ui.forms import (
     visible,
 )
 from app.ui.live import Live, outbound_refusal
-from app.ui.observation import legal_html, observation_view, render_view, stats_html
-from app.ui.tasksets import choices, dataset_choice, dataset_reset, read_tasksets
-from app.ui.wording import plural
+from app.ui.play_panel import Play, cleared, refusal, results, title_md
+from app.ui.tasksets import choices, read_tasksets
 from app.usecases.play import PlayError, PlaySession, PlaySessions
+from app.usecases.reset_options import dataset_choice, reset_options
+from app.usecases.your_endpoint import launch_or_reuse, running, until_running
 from catalog.models import EnvironmentDetail
 from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
-from hosting.models import Backend, EndpointStatus
-from hosting.options import LaunchRequest
+from hosting.models import EndpointStatus
 from protocol.interface import Interface, read_interface
 
-EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
-HISTORY_ROWS = 25  # the newest on screen; the download holds them all
 # Wordle's way: the guess box empties once a guess is taken, and keeps a refused one to fix.
 EMPTY_WHEN_TAKEN = "(text) => document.querySelector('#play-errors')?.innerText.trim() ? text : ''"
-
-
-@dataclass(frozen=True)
-class Play:
-    title: gr.Markdown
-    url: gr.Dropdown
-    connect: gr.Button
-    launch: gr.Button
-    status: gr.Markdown
-    seed: gr.Textbox
-    split: gr.Dropdown
-    task_index: gr.Textbox
-    reset_options: gr.Code
-    reset: gr.Button
-    tool: gr.Dropdown
-    tool_help: gr.Markdown
-    controls: gr.HTML
-    form: gr.State
-    form_area: gr.Column
-    step: gr.Button
-    raw_action: gr.Code
-    raw_step: gr.Button
-    errors: gr.Markdown
-    stats: gr.HTML
-    observation: gr.HTML
-    legal: gr.HTML
-    tree: gr.JSON
-    history: gr.HTML
-    download: gr.HTML
-    auto: autoplay.AutoPlay
-
-    @property
-    def results(self) -> list[Any]:
-        return [self.stats, self.observation, self.legal, self.tree, self.history, self.download, self.errors]
-
-    @property
-    def setup(self) -> list[Any]:
-        return [
-            self.title, self.status, self.form, self.controls, self.tool, self.tool_help, self.split, self.task_index,
-            *self.results,
-        ]  # fmt: skip
-
-
-def build() -> Play:
-    title = gr.Markdown("Open an environment to play it, or type an OpenEnv server's URL.", elem_id="play-title")
-    with gr.Row(equal_height=True):
-        url = gr.Dropdown(
-            [],
-            label="Live URL",
-            info="one of the environment's, or any OpenEnv server's: type it and press Connect",
-            scale=4,
-            elem_id="play-url",
-            allow_custom_value=True,
-        )
-        connect = gr.Button("Connect", scale=1, elem_id="play-connect")
-        launch = gr.Button("🚀 Launch locally", scale=1, variant="primary", elem_id="play-launch")
-    status = gr.Markdown(elem_id="play-status")
-    with gr.Row():
-        with gr.Column(scale=2):
-            with gr.Row(equal_height=True):
-                seed = gr.Textbox(label="Seed", placeholder="random", elem_id="play-seed")
-                split = gr.Dropdown([], label="Task split", visible=False, elem_id="play-split")
-                task_index = gr.Textbox(label="Task index", placeholder="any", visible=False, elem_id="play-index")
-            with gr.Accordion("More reset options (JSON)", open=False):
-                reset_options = gr.Code(
-                    "",
-                    language="json",
-                    lines=2,
-                    label="Reset options (JSON)",
-                    show_label=False,
-                    elem_id="play-reset-options",
-                )
-            reset = gr.Button("↺ Reset", elem_id="play-reset")
-            gr.Markdown("### Action")
-            tool = gr.Dropdown([], label="MCP tool", visible=False, elem_id="play-tool")
-            tool_help = gr.Markdown(elem_id="play-tool-help")
-            controls = gr.HTML(elem_id="play-controls", js_on_load=ARROW_PRESSES)
-            form = gr.State(FormState())
-            form_area = gr.Column(elem_id="play-form")
-            step = gr.Button("Step ▶", variant="primary", elem_id="play-step")
-            errors = gr.Markdown(elem_id="play-errors", elem_classes=["play-errors"])
-            with gr.Accordion("Raw action JSON", open=False):
-                raw_action = gr.Code(
-                    "{}", language="json", lines=3, label="Raw action (JSON)", show_label=False, elem_id="play-raw"
-                )
-                raw_step = gr.Button("Step with this JSON", size="sm", elem_id="play-raw-step")
-            auto = autoplay.build()
-        with gr.Column(scale=3):
-            stats = gr.HTML(elem_id="play-stats")
-            observation = gr.HTML(elem_id="play-observation", js_on_load=CLICKS)
-            legal = gr.HTML(elem_id="play-legal", js_on_load=CLICKS)
-            # Collapsed: drawing every node of a big observation's tree on each step cost more than the step.
-            tree = gr.JSON(label="Observation (JSON)", open=False, elem_id="play-tree")
-    gr.Markdown("### Episode history")
-    history = gr.HTML(elem_id="play-history")  # a plain table: a data grid redrawn on every step was the slowest part
-    download = gr.HTML(elem_id="play-download")
-    return Play(
-        title, url, connect, launch, status, seed, split, task_index, reset_options, reset, tool, tool_help, controls,
-        form, form_area, step, raw_action, raw_step, errors, stats, observation, legal, tree, history, download, auto,
-    )  # fmt: skip
-
-
-def title_md(environment: EnvironmentDetail | None, url: str = "") -> str:
-    """What the Play tab plays: the environment, or the server at a typed URL."""
-    if environment is not None:
-        return f"### Playing {environment.emoji or '🧩'} {environment.title} · `{environment.id}`"
-    if url:
-        return f"### Playing the server at `{url}` (not in the catalog)"
-    return "Open an environment to play it, or type an OpenEnv server's URL."
 
 
 @dataclass(frozen=True)
@@ -159,72 +46,6 @@ class Wired:
     events: list[Any]
     connect: Callable[[gr.Request, str, str | None], Awaitable[dict[Any, Any]]]
     reopen: Callable[[gr.Request, str], Awaitable[dict[Any, Any]]]
-
-
-HISTORY_HEADERS = ("step", "sent", "reward", "done", "cumulative")
-
-
-def history_html(rows: list[list[Any]]) -> str:
-    """The newest steps first, as a table a screen reader reads as a grid."""
-    if not rows:
-        return ""
-    head = "".join(f'<th role="columnheader">{name}</th>' for name in HISTORY_HEADERS)
-    body = "".join(
-        '<tr role="row">'
-        + "".join(f'<td role="gridcell">{html.escape(c if isinstance(c, str) else json.dumps(c))}</td>' for c in row)
-        + "</tr>"
-        for row in rows
-    )
-    return (
-        f'<div class="history-wrap"><table class="history" role="grid"><thead><tr role="row">{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
-    )
-
-
-def download_html(session: PlaySession) -> str:
-    count = len(session.episode.records)
-    if not count:
-        return ""
-    href = EPISODE_ROUTE.format(token=session.token)
-    return (
-        f'<a class="download" id="episode-download" href="{html.escape(href)}" '
-        f'download="{html.escape(episode_filename(session.environment))}">'
-        f"⬇ Download the episode (JSONL, {plural(count, 'record')})</a>"
-    )
-
-
-def cleared(play: Play) -> dict[Any, Any]:
-    return {
-        play.stats: "",
-        play.observation: "",
-        play.legal: "",
-        play.tree: None,
-        play.history: "",
-        play.download: "",
-        play.errors: "",
-    }
-
-
-def results(play: Play, session: PlaySession, outcome: Outcome) -> dict[Any, Any]:
-    records = session.episode.records
-    hints = board_hints(session.form, session.info)
-    view = observation_view(outcome.observation, records[0]["observation"] if records else None, hints)
-    session.legal_actions = view.legal_actions
-    episode = session.episode
-    return {
-        play.stats: stats_html(outcome.reward, outcome.done, episode.cumulative_reward, episode.steps),
-        play.observation: render_view(view) or '<p class="muted">The observation is empty.</p>',
-        play.legal: legal_html(view.legal_actions),
-        play.tree: view.tree,
-        play.history: history_html(episode.history_rows()[:HISTORY_ROWS]),
-        play.download: download_html(session),
-        play.errors: f"**The environment says:** {view.error}" if view.error else "",
-    }
-
-
-def refusal(play: Play, error: PlayError | str) -> dict[Any, Any]:
-    message = error.message if isinstance(error, PlayError) else error
-    return {play.errors: f"**Not sent:** {message}" if isinstance(error, str) else f"**Refused:** {message}"}
 
 
 def wire(
@@ -326,20 +147,16 @@ def wire(
         caller = ANONYMOUS
         try:
             caller = await asyncio.to_thread(visitors.acting_caller, request)
-            endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
-            reused = endpoint is not None
-            if endpoint is None:
-                body = LaunchRequest(environment=environment_id, backend=Backend.PROCESS)
-                endpoint = await asyncio.to_thread(endpoints.launch, body, caller, for_play=True)
+            launched, reused = await launch_or_reuse(endpoints, caller, environment)
         except EnvhubError as exc:
-            yield {play.status: f"**Could not launch:** {launch_refusal(endpoints, caller, exc)}"}
+            refused = await asyncio.to_thread(launch_refusal, endpoints, caller, exc)
+            yield {play.status: f"**Could not launch:** {refused}"}
             return
-        deadline = asyncio.get_running_loop().time() + launch_timeout_s + 30
-        while endpoint.status == EndpointStatus.STARTING and asyncio.get_running_loop().time() < deadline:
-            backend = endpoint.backend.value
-            yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
-            await asyncio.sleep(0.3)
-            endpoint = await asyncio.to_thread(endpoints.store.get, endpoint.id)
+        endpoint = launched
+        async for endpoint in until_running(endpoints, launched.id, launch_timeout_s + 30):
+            if endpoint.status == EndpointStatus.STARTING:
+                backend = endpoint.backend.value
+                yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
         if endpoint.status != EndpointStatus.RUNNING:
             yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
             return
@@ -364,37 +181,16 @@ def wire(
         session = session_of(request)
         if session is None:
             return refusal(play, "connect to the environment first")
-        options: dict[str, Any] = {}
-        if more and more.strip():
-            try:
-                options = json.loads(more)
-            except json.JSONDecodeError as exc:
-                return refusal(play, f"the reset options are not valid JSON ({exc.msg})")
-            if not isinstance(options, dict):
-                return refusal(play, "the reset options must be a JSON object")
-        if seed and seed.strip():
-            if not seed.strip().isdigit():
-                return refusal(play, "the seed must be a whole number, 0 or more (or empty for a random one)")
-            options["seed"] = int(seed)
-        if index and index.strip() and not index.strip().isdigit():
-            return refusal(play, "the task index must be a whole number, 0 or more")
-        if dataset_choice(split) is not None:
-            environment = await read_environment(engine, session.environment)
-            if environment is None:
-                return refusal(play, f"{session.environment} is no longer in the catalog")
-            row = int(index) if index and index.strip() else None
-            try:
-                client = visitors.client(request, await asyncio.to_thread(visitors.caller, request))
-                drawn = options.get("seed")
-                options |= await dataset_reset(engine, tasksets, environment, str(split), row, drawn, client)
-            except EnvhubError as exc:
-                return refusal(play, exc.message)
-        elif index and index.strip() and session.info.splits:
-            # The Task API lists tasks; environments take the one to play as reset options.
-            options["split"] = split or session.info.splits[0].name
-            options["index"] = int(index)
-        elif split and session.info.splits:
-            options["split"] = split
+        splits = [s.name for s in session.info.splits]
+
+        def client() -> str:
+            return visitors.client(request, visitors.caller(request))
+
+        try:
+            typed = (seed, split, index, more)
+            options = await reset_options(engine, tasksets, session.environment, splits, typed, client)
+        except EnvhubError as exc:
+            return refusal(play, exc.message)
         try:
             outcome = await session.reset(options)
         except PlayError as exc:
@@ -493,9 +289,8 @@ def wire(
         unchanged = {play.title: gr.skip()}
         if environment is None or (session is not None and session.environment == environment.id):
             return unchanged
-        caller = await asyncio.to_thread(visitors.caller, request)
-        endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
-        if endpoint is None or endpoint.status != EndpointStatus.RUNNING:
+        endpoint = await running(endpoints, await asyncio.to_thread(visitors.caller, request), environment)
+        if endpoint is None:
             return unchanged
         url = visitors.endpoint_url(request, endpoint.id)
         connected = await connect_now(request, environment_id, url)

@@ -11,10 +11,10 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.ui.cards import badges_html, quality_badge
-from app.ui.endpoints import reusable
 from app.ui.requests import Visitors, connection_of
 from app.urls import own_gateway
 from app.usecases.quality import hosted
+from app.usecases.your_endpoint import reusable
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import find_environment, read_environment
 from conformance.checker import Checker, list_reports
@@ -120,7 +120,7 @@ async def run_report(
     if environment is None:
         return '<p class="problem">Open an environment first.</p>'
     caller = await asyncio.to_thread(visitors.acting_caller, request)
-    endpoint = await asyncio.to_thread(reusable, endpoints, caller, environment)
+    endpoint = await reusable(endpoints, caller, environment)
     connection = connection_of(request)
     try:
         if endpoint is not None and endpoint.status == EndpointStatus.RUNNING and connection is not None:

@@ -13,10 +13,10 @@ import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from app.ui.endpoints import reusable
 from app.ui.requests import Visitors, connection_of
 from app.urls import own_gateway
 from app.usecases.statistics import Statistics, StatisticsRequest
+from app.usecases.your_endpoint import reusable
 from catalog.store import read_environment
 from conformance.checker import list_reports
 from conformance.engine import CheckResult
@@ -199,7 +199,7 @@ async def run(
         yield '<p class="problem">Open an environment first.</p>'
         return
     caller = await asyncio.to_thread(visitors.acting_caller, request)
-    endpoint = await asyncio.to_thread(reusable, statistics.evaluator.endpoints, caller, environment)
+    endpoint = await reusable(statistics.evaluator.endpoints, caller, environment)
     connection = connection_of(request)
     if endpoint is None or endpoint.status != EndpointStatus.RUNNING or connection is None:
         yield (

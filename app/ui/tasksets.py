@@ -7,41 +7,29 @@ A choice is a string: "" for seeds, a Task API split's name, or `dataset:<id>:<s
 import asyncio
 import html
 import json
-import random
-from typing import Any
 
 import gradio as gr
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.ui.requests import Visitors
+from app.usecases.reset_options import DATASET
 from catalog.models import EnvironmentDetail
 from catalog.tasksets import (
     DatasetTaskset,
     EnvironmentTasksets,
     Tasksets,
-    dataset_resets,
     environment_tasksets,
-    read_linked,
 )
 from protocol.interface import Interface
 
-__all__ = ["SEEDS", "choices", "dataset_choice", "dataset_reset", "read_tasksets", "tasksets_html"]
+__all__ = ["SEEDS", "choices", "read_tasksets", "tasksets_html"]
 
-DATASET = "dataset:"
 SEEDS = ("seeds 0, 1, 2, …", "")
 
 
 def _e(value: object) -> str:
     return html.escape(str(value))
-
-
-def dataset_choice(value: str | None) -> tuple[str, str] | None:
-    """The (dataset, split) a choice names, or None for seeds and Task API splits."""
-    if not value or not value.startswith(DATASET):
-        return None
-    dataset, _, split = value[len(DATASET) :].rpartition(":")
-    return dataset, split
 
 
 def choices(tasksets: EnvironmentTasksets, *, seeds: bool) -> list[tuple[str, str]]:
@@ -73,34 +61,6 @@ async def read_tasksets(
         client = visitors.client(request, visitors.caller(request))
         with Session(engine) as session:
             return environment_tasksets(session, tasksets, environment, info, client)
-
-    return await asyncio.to_thread(read)
-
-
-async def dataset_reset(
-    engine: Engine,
-    tasksets: Tasksets,
-    environment: EnvironmentDetail,
-    choice: str,
-    row: int | None,
-    seed: int | None,
-    client: str,
-) -> dict[str, Any]:
-    """The reset options of one row of the dataset split `choice` names: row `row`, or one drawn from `seed`;
-    its downloads counted against `client`."""
-    named = dataset_choice(choice)
-    assert named is not None, choice
-    dataset, split = named
-
-    def read() -> dict[str, Any]:
-        with Session(engine) as session:
-            chosen = row
-            if chosen is None:
-                allowance = tasksets.downloads.allowance(client)
-                rows = read_linked(session, tasksets, environment, dataset, allowance).split(split).rows
-                chosen = random.Random(seed).randrange(rows) if rows else 0
-            resets, _ = dataset_resets(session, tasksets, environment, dataset, split, [chosen], client)
-            return resets[0]
 
     return await asyncio.to_thread(read)
 

@@ -238,7 +238,7 @@ class Evaluator:
         if capped:
             _ensure_within_caps(self.settings, body)
         # The slot is held from before the first wait until the run is on record, so that requests at once count too.
-        with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
+        async with self.runner.slot(caller.name, self.settings.max_evaluations_per_owner if capped else None):
             return await self._start(body, caller, client, gateway, chosen, statistical_report)
 
     async def wait_running(self, endpoint_id: str) -> None:
@@ -328,7 +328,7 @@ class Evaluator:
             message="starting its endpoint" if launched else "starting",
             statistical_report=statistical_report,
         )
-        self.store.create(row)
+        await asyncio.to_thread(self.store.create, row)
         url = gateway(endpoint_id)
 
         async def stop_launched() -> None:

@@ -1,7 +1,6 @@
 """Playing from the forms in a real browser: every kind of action field takes input, and what comes back is shown
 as its board where it is one. envhub launches the built-in templates for real with the process backend."""
 
-import re
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -95,33 +94,6 @@ def test_wordle_is_played_on_coloured_tiles(envhub: Envhub, page: Any) -> None:
     expect(row.first).to_have_text("C")
     assert all(row.nth(i).get_attribute("class").split()[1] in ("green", "yellow", "gray") for i in range(5))
     expect(tiles.locator(".tiles.empty")).to_have_count(5)
-
-
-def test_the_pages_handlers_run_no_sql_on_the_event_loop(envhub: Envhub, page: Any) -> None:
-    """Opening an environment that runs, playing it, launching it (which finds it running) and connecting again: the
-    page's async handlers read the catalog and the endpoints off the event loop, on which the gateway relays every
-    session."""
-    envhub.running("template:wordle")
-    with envhub.sql_on_the_loop() as on_the_loop:
-        open_page(page, envhub.url + "/?env=template:wordle")
-        expect(page.locator(".env-header h1")).to_contain_text("Wordle")
-        page.locator("#open-play").click()  # this tab plays nothing yet: it connects to the running endpoint
-        expect(page.locator("#play-status")).to_contain_text("Connected to")
-        expect(page.locator("#play-url input")).to_have_value(re.compile(r"/endpoints/"))
-        reset(page)
-        field(page, "field-guess").fill("crane")
-        page.locator("#play-step").click()
-        steps_become(page, 1)
-        page.locator("#play-launch").click()  # the endpoint this tab plays: the episode goes on
-        expect(page.locator("#play-status")).to_contain_text("which was running already")
-        expect(page.locator("#play-status")).to_contain_text("The episode goes on")
-        field(page, "field-guess").fill("slate")
-        page.locator("#play-step").click()
-        steps_become(page, 2)
-        page.locator("#play-connect").click()
-        expect(page.locator("#play-status")).not_to_contain_text("running already")
-        expect(page.locator("#play-status")).to_contain_text("Connected to")
-    assert [statement for statement, _ in on_the_loop] == []
 
 
 def test_connect_four_is_played_on_a_grid_of_discs(envhub: Envhub, page: Any) -> None:
