@@ -38,7 +38,7 @@ _CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
 def yours(endpoints: EndpointManager, caller: Caller) -> list[Endpoint]:
     """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
     is told apart, so every endpoint nobody owns is anyone's."""
-    active = endpoints.store.list(active_only=True)
+    active = endpoints.list(active_only=True)
     return active if caller.admin else [e for e in active if e.owner == caller.name]
 
 
@@ -53,7 +53,7 @@ def reusable(endpoints: EndpointManager, caller: Caller, environment: Environmen
 
 def launch_refusal(endpoints: EndpointManager, caller: Caller, exc: EnvhubError) -> str:
     """Why a launch was refused, in the page's words: at the limit of endpoints, the panel to stop one in."""
-    limit = endpoints.limits.per_owner
+    limit = endpoints.per_owner
     if isinstance(exc, TooManyRequestsError) and len(yours(endpoints, caller)) >= limit:
         return (
             f"you have {plural(limit, 'endpoint')} running, the most this server allows: stop one "
@@ -84,7 +84,7 @@ def build() -> MyEndpoints:
 
 
 def _pool(endpoints: EndpointManager, endpoint: Endpoint) -> str:
-    pool = endpoints.replica_store.public(endpoint, endpoints.routes.known(endpoint.id))
+    pool = endpoints.pool_of(endpoint)
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
 
@@ -154,7 +154,7 @@ def wire(
         if action == "stop":
             return await asyncio.to_thread(stop, endpoints, visitors, panel, request, endpoint_id)
         try:
-            endpoint = endpoints.store.get(endpoint_id)
+            endpoint = endpoints.get(endpoint_id)
         except EnvhubError as exc:
             return {panel.message: exc.message} | show(endpoints, visitors, panel, request)
         return {panel.message: ""} | await play(request, endpoint)

@@ -390,7 +390,7 @@ def wire(
                 config["api_key"] = api_key
             choice = {"model": config}
         connection = connection_of(request)
-        running = runs.endpoints.store.running_endpoint(environment_id)  # a running endpoint or pool is used as is
+        running = runs.endpoints.running_endpoint(environment_id)  # a running endpoint or pool is used as is
         target = {"endpoint": running.id} if running is not None else {"environment": environment_id}
         dataset = dataset_choice(tasks)
         if dataset is not None:

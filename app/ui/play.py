@@ -339,7 +339,7 @@ def wire(
             backend = endpoint.backend.value
             yield {play.status: f"Launching `{endpoint.id}` with the {backend} backend: {endpoint.message}…"}
             await asyncio.sleep(0.3)
-            endpoint = await asyncio.to_thread(endpoints.store.get, endpoint.id)
+            endpoint = await asyncio.to_thread(endpoints.get, endpoint.id)
         if endpoint.status != EndpointStatus.RUNNING:
             yield {play.status: f"**Launch failed** ({endpoint.status.value}): {endpoint.message}"}
             return
