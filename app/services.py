@@ -75,9 +75,10 @@ from hosting.models import Backend
 from hosting.monitor import HealthMonitor
 from hosting.publish import Publisher
 from hosting.reconcile import Keeper
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 from hosting.runtimes.confinement import Confinement
-from hosting.runtimes.containers import ContainerRuntime, engine_client
+from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.engine import engine_client
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime

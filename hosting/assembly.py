@@ -18,7 +18,7 @@ from hosting.pool_cache import PoolCache
 from hosting.reconcile import Keeper
 from hosting.replica_store import ReplicaStore
 from hosting.replicas import Replicas
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 from hosting.scaling import Scaler
 from hosting.traffic import TrafficBook
 

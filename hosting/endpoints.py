@@ -19,7 +19,7 @@ from hosting.options import LaunchRequest
 from hosting.pool_cache import PoolCache
 from hosting.replica_store import ReplicaStore
 from hosting.replicas import Replicas
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 from hosting.traffic import TrafficBook
 
 __all__ = ["OPEN", "EndpointManager"]

@@ -25,7 +25,7 @@ from gateway.paths import gateway_path
 from hosting.limits import LIMITS_LOCK, EndpointLimits, ensure_room, ensure_servers
 from hosting.models import Backend, Endpoint
 from hosting.options import BACKEND_OPTIONS, LaunchRequest, ProcessOptions
-from hosting.runtimes import AnyRuntime, LaunchSpec
+from hosting.runtimes.base import AnyRuntime, LaunchSpec
 from hosting.variables import ensure_plain_variables
 
 __all__ = ["Launcher"]

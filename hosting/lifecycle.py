@@ -26,7 +26,7 @@ from hosting.options import ReplicaRange
 from hosting.pool_cache import PoolCache
 from hosting.replica_store import ReplicaStore, capacity_of
 from hosting.replicas import Replicas
-from hosting.runtimes import AnyRuntime, LaunchSpec, Task, handle_of, is_service
+from hosting.runtimes.base import AnyRuntime, LaunchSpec, Task, handle_of, is_service
 from hosting.traffic import TrafficBook
 
 __all__ = ["Lifecycle"]

@@ -21,7 +21,7 @@ from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
 from hosting.replica_store import ReplicaStore
-from hosting.runtimes import AnyRuntime, handle_of
+from hosting.runtimes.base import AnyRuntime, handle_of
 
 ROUTED = (ReplicaStatus.READY, ReplicaStatus.DRAINING)  # replicas the gateway reaches: draining ones for their sessions
 

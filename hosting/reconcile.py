@@ -24,7 +24,7 @@ from hosting.attention import Attention
 from hosting.lifecycle import Lifecycle
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, ReplicaStatus
-from hosting.runtimes import handle_of, is_service
+from hosting.runtimes.base import handle_of, is_service
 from hosting.scaling import Scaler
 
 __all__ = ["Keeper"]

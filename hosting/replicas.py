@@ -15,18 +15,18 @@ import httpx
 from core.errors import EnvhubError, LaunchError
 from hosting.models import Backend, Endpoint, Replica
 from hosting.replica_store import ReplicaStore
-from hosting.runtimes import (
+from hosting.runtimes.base import (
     AnyRuntime,
     Handle,
     Launched,
     LaunchSpec,
-    ProcessHandle,
     Report,
     Task,
     handle_of,
     is_service,
 )
 from hosting.runtimes.logs import LIVENESS_QUERY, death_note
+from hosting.runtimes.process import ProcessHandle
 from hosting.runtimes.processes import resident_bytes
 
 __all__ = ["Replicas"]

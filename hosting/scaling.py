@@ -24,7 +24,7 @@ from hosting.lifecycle import Lifecycle
 from hosting.limits import EndpointLimits
 from hosting.models import Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.runtimes import handle_of, is_service
+from hosting.runtimes.base import handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY
 
 __all__ = ["LIVENESS_INTERVAL_S", "Scaler", "Sizing", "sizing"]

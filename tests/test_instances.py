@@ -33,7 +33,7 @@ from hosting.limits import LIMITS_LOCK, EndpointLimits
 from hosting.models import Backend, EndpointStatus, ReplicaStatus
 from hosting.monitor import HEALTH_LEASE, HealthMonitor
 from hosting.options import LaunchRequest
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 from hosting.runtimes.process import ProcessRuntime
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
