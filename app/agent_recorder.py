@@ -4,6 +4,7 @@ environment, a linked dataset's row, the agent sessions' rows), each read or wri
 import asyncio
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from catalog.store import get_environment
@@ -21,14 +22,14 @@ class AgentRecorder:
     """What the door asks of the control plane: the catalog's card, a dataset's row, and the agent sessions'
     rows, each read or written off the event loop."""
 
-    def __init__(self, endpoints: EndpointManager, tasksets: Tasksets, store: AgentSessions) -> None:
-        self.endpoints, self.tasksets, self.store = endpoints, tasksets, store
+    def __init__(self, engine: Engine, endpoints: EndpointManager, tasksets: Tasksets, store: AgentSessions) -> None:
+        self.engine, self.endpoints, self.tasksets, self.store = engine, endpoints, tasksets, store
 
     async def card(self, endpoint_id: str) -> Card:
         def read() -> Card:
-            endpoint = self.endpoints.store.get(endpoint_id)
+            endpoint = self.endpoints.get(endpoint_id)
             try:
-                with Session(self.endpoints.engine) as session:
+                with Session(self.engine) as session:
                     environment = get_environment(session, endpoint.environment)
             except EnvhubError:
                 return Card(endpoint.environment, endpoint.revision)
@@ -44,9 +45,9 @@ class AgentRecorder:
 
     async def dataset_task(self, endpoint_id: str, dataset: str, split: str, index: int) -> dict[str, Any]:
         def read() -> dict[str, Any]:
-            endpoint = self.endpoints.store.get(endpoint_id)
+            endpoint = self.endpoints.get(endpoint_id)
             try:
-                with Session(self.endpoints.engine) as session:
+                with Session(self.engine) as session:
                     environment = get_environment(session, endpoint.environment)
                     # The door's session names no client here: its rows count against the dataset and the hour.
                     resets, _ = dataset_resets(session, self.tasksets, environment, dataset, split, [index], None)

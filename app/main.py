@@ -41,7 +41,7 @@ from core.outbound import OutboundGuard
 from gateway.modeldoor import ModelDoor
 from gateway.ports import Gateway
 from hosting.models import Backend
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 
 log = logging.getLogger("envhub")
 

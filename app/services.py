@@ -68,15 +68,17 @@ from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
 from gateway.replica_http import replica_client
+from hosting.assembly import build_hosting
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
 from hosting.monitor import HealthMonitor
 from hosting.publish import Publisher
 from hosting.reconcile import Keeper
-from hosting.runtimes import AnyRuntime
+from hosting.runtimes.base import AnyRuntime
 from hosting.runtimes.confinement import Confinement
-from hosting.runtimes.containers import ContainerRuntime, engine_client
+from hosting.runtimes.containers import ContainerRuntime
+from hosting.runtimes.engine import engine_client
 from hosting.runtimes.isolation import Limits
 from hosting.runtimes.process import ProcessRuntime
 from hosting.runtimes.spaces import SpaceRuntime
@@ -224,9 +226,10 @@ class Services:
         secret = session_secret(settings)
         sessions = SessionStore(engine, secret, settings.session_max_age_s)
         access = Access(sign_in=settings.auth_mode != "off", anonymous_launch=settings.anonymous_may_launch())
-        endpoints = EndpointManager(
+        runtimes = runtimes_from_settings(settings, sessions.sealer, leases.instance) if runtimes is None else runtimes
+        hosting = build_hosting(
             engine,
-            runtimes_from_settings(settings, sessions.sealer, leases.instance) if runtimes is None else runtimes,
+            runtimes,
             settings.data_dir / "endpoints",
             EndpointLimits(
                 settings.max_endpoints,
@@ -246,8 +249,7 @@ class Services:
         guard = guard or OutboundGuard(allow_private=settings.allow_private_urls)
         identities = Identities(settings, sessions)
         tokens = EndpointTokens(secret)
-        keeper = Keeper(endpoints)
-        endpoints.routes.on_trouble = keeper.check_soon
+        endpoints, keeper = hosting.endpoints, hosting.keeper
         checker = Checker(
             engine,
             guard,
@@ -262,6 +264,7 @@ class Services:
             engine,
             hub,
             endpoints,
+            leases,
             guard,
             concurrency=settings.health_concurrency,
             timeout_s=settings.health_timeout_s,
@@ -286,12 +289,12 @@ class Services:
             max_json_depth=settings.taskset_max_json_depth,
         )
         evaluations = EvaluationStore(engine, leases.instance)
-        door = Door(AgentRecorder(endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
+        door = Door(AgentRecorder(engine, endpoints, tasksets, agents), ping_s=settings.ws_ping_s)
         runner = Runner(evaluations, settings.evaluation_budget_bytes)
         presets = ModelPresets(engine, sessions.sealer)
         agent_runs = AgentRuns(engine, leases.instance)
         run_ends = RunEnds(agent_runs, door)
-        process = endpoints.runtimes.get(Backend.PROCESS)
+        process = runtimes.get(Backend.PROCESS)
         # Harness CLIs are kept from envhub as the process backend keeps its servers: its user, homes and view.
         confinement = (
             process.confinement
@@ -306,9 +309,9 @@ class Services:
             max_answer_bytes=settings.model_door_max_answer_bytes,
         )
         gateway = Gateway(
-            routes=endpoints.routes,
+            routes=hosting.pools,
             bearers=GatewayBearers(identities, tokens),
-            traffic=endpoints.traffic.counters,
+            traffic=hosting.traffic.counters,
             settings=gateway_settings(settings),
         )
         evaluator = Evaluator(
@@ -380,8 +383,9 @@ class Services:
         await asyncio.to_thread(self.prepare_catalog)
         await asyncio.to_thread(self.leases.start)
         await asyncio.to_thread(self.keeper.reconcile)
+        self.keeper.start()
         await self._interrupt_orphaned_evaluations()
-        process = self.endpoints.runtimes.get(Backend.PROCESS)
+        process = self.endpoints.runtime(Backend.PROCESS)
         if settings.process_preload == Preload.START and isinstance(process, ProcessRuntime):
             # In the background: the first launch then finds the zygote ready, or waits for it.
             threading.Thread(target=process.warm, name="zygote-start", daemon=True).start()
@@ -393,7 +397,7 @@ class Services:
             periodically("closing idle play sessions", self._reap_play, min(30, self.play.idle_timeout_s)),
             periodically(
                 "closing idle MCP sessions",
-                lambda: close_stale(self.endpoints.routes, self.http, settings.mcp_session_idle_s),
+                lambda: close_stale(self.gateway.routes, self.http, settings.mcp_session_idle_s),
                 min(30, settings.mcp_session_idle_s),
             ),
             periodically(

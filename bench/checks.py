@@ -30,8 +30,9 @@ from catalog.hub import HubClient
 from catalog.models import Environment, Source
 from conformance import check_url
 from core.db import create_db_engine, init_db
+from core.leases import Leases
 from core.outbound import OutboundGuard
-from hosting.endpoints import EndpointManager
+from hosting.assembly import build_hosting
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
 
@@ -107,9 +108,10 @@ def bench_monitor(endpoints: int, concurrency: list[int]) -> list[list[object]]:
                             Environment(id=f"url:127.0.0.1:{port}", source=Source.URL, title="count", host=host)
                         )
                     session.commit()
-                manager = EndpointManager(engine, {}, Path(scratch) / "endpoints", EndpointLimits())
+                leases = Leases(engine)
+                manager = build_hosting(engine, {}, Path(scratch) / "endpoints", EndpointLimits(), leases).endpoints
                 monitor = HealthMonitor(
-                    engine, HubClient("http://127.0.0.1:9"), manager, LOCAL, concurrency=limit, timeout_s=5
+                    engine, HubClient("http://127.0.0.1:9"), manager, leases, LOCAL, concurrency=limit, timeout_s=5
                 )
                 for label in ("first (reads the interface)", "next (health + reset)"):
                     done = asyncio.run(monitor.run_round())

@@ -20,7 +20,7 @@ import httpx
 from bench.report import load_average, machine_line, percentile, table
 from catalog.models import EnvironmentDetail, Source
 from hosting.options import ProcessOptions
-from hosting.runtimes import LaunchSpec
+from hosting.runtimes.base import LaunchSpec
 from hosting.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub

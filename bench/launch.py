@@ -24,7 +24,7 @@ import httpx
 
 from app.settings import Preload, Settings
 from bench.report import load_average, machine_line, percentile, table, verdict
-from hosting.runtimes.containers import CATALOG_LABEL, engine_client
+from hosting.runtimes.engine import CATALOG_LABEL, engine_client
 from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX
 from tests.conftest import wait_until
 from tests.environments import write_count_env

@@ -26,7 +26,7 @@ from openenv.validation.runtime.contracts import LaunchSpec
 from app.settings import REPO_ROOT
 from bench.report import load_average, machine_line, table
 from conformance.validator.provider import EnvhubValidationProvider
-from hosting.runtimes.containers import engine_client
+from hosting.runtimes.engine import engine_client
 
 TEMPLATES = REPO_ROOT / "spaces_templates"
 T = TypeVar("T")

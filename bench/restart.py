@@ -24,7 +24,7 @@ import httpx
 
 from app.settings import REPO_ROOT
 from bench.report import load_average, machine_line, table
-from hosting.runtimes.containers import engine_client
+from hosting.runtimes.engine import engine_client
 from tests.environments import write_count_env
 from tests.serving import free_port
 

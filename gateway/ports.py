@@ -27,7 +27,7 @@ class Down:
 
 
 class ControlPlane(Protocol):
-    """Where endpoints run (hosting.routing.Routes)."""
+    """Where endpoints run (hosting.pool_cache.PoolCache)."""
 
     async def pool(self, endpoint_id: str) -> Pool | Down:
         """The endpoint's pool, or why there is none; never a database read on the caller's event loop."""

@@ -20,6 +20,7 @@ from catalog.hub import Hub
 from catalog.models import Environment, Health, HealthRecord
 from catalog.space_health import SpaceHealth, probe_with
 from catalog.store import cache_interface
+from core.leases import Leases
 from core.outbound import OutboundGuard
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
@@ -46,6 +47,7 @@ class HealthMonitor:
         engine: Engine,
         hub: Hub,
         endpoints: EndpointManager,
+        leases: Leases,
         guard: OutboundGuard,
         *,
         concurrency: int = 16,
@@ -54,6 +56,7 @@ class HealthMonitor:
     ) -> None:
         self.engine = engine
         self.endpoints = endpoints
+        self.leases = leases
         self.spaces = SpaceHealth(engine, hub, guard, timeout_s=timeout_s, hub_token=hub_token)
         self.internal = OutboundGuard(allow_private=True)  # envhub's own endpoints
         self.concurrency = concurrency
@@ -87,10 +90,10 @@ class HealthMonitor:
 
     def _targets(self) -> tuple[list[str], list[str]]:
         """This instance's running endpoints (they run on its machine); the environments when it holds the lease."""
-        leases = self.endpoints.leases
+        leases = self.leases
         running = [
             e.id
-            for e in self.endpoints.store.list(active_only=True)
+            for e in self.endpoints.list(active_only=True)
             if e.status == EndpointStatus.RUNNING and e.instance == leases.instance
         ]
         if not leases.acquire(HEALTH_LEASE):
@@ -100,7 +103,7 @@ class HealthMonitor:
     # -- endpoints
 
     async def probe_endpoint(self, endpoint_id: str) -> Health | None:
-        pool = await asyncio.to_thread(self.endpoints.routes.resolve, endpoint_id)
+        pool = await asyncio.to_thread(self.endpoints.resolve, endpoint_id)
         slot = pool.any_ready() if pool is not None else None
         if slot is None:
             return None

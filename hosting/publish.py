@@ -17,7 +17,7 @@ from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
 from hosting.models import Publication, PublicationStatus
 from hosting.options import SpaceOptions
-from hosting.runtimes import wait_healthy
+from hosting.runtimes.base import wait_healthy
 from hosting.runtimes.spaces import SpaceRuntime
 
 log = logging.getLogger(__name__)

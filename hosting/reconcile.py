@@ -19,9 +19,12 @@ from sqlmodel import Session, col
 
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
-from hosting.endpoints import EndpointManager
+from core.leases import Leases
+from hosting.attention import Attention
+from hosting.lifecycle import Lifecycle
+from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, ReplicaStatus
-from hosting.runtimes import handle_of, is_service
+from hosting.runtimes.base import handle_of, is_service
 from hosting.scaling import Scaler
 
 __all__ = ["Keeper"]
@@ -32,25 +35,47 @@ log = logging.getLogger(__name__)
 class Keeper:
     """Keeps one instance's endpoint rows true against what its backends run."""
 
-    def __init__(self, endpoints: EndpointManager) -> None:
-        self.endpoints = endpoints
-        self.scaler = Scaler(endpoints)
+    def __init__(
+        self, lifecycle: Lifecycle, scaler: Scaler, leases: Leases, limits: EndpointLimits, attention: Attention
+    ) -> None:
+        self.lifecycle = lifecycle  # what the keeper decides, the lifecycle does and records
+        self.scaler = scaler
+        self.leases = leases
+        self.limits = limits
+        self.attention = attention
+        self.rows = lifecycle.store
+        self.runtimes = lifecycle.runtimes
+        self._attending: threading.Thread | None = None
+        self._stopping = threading.Event()
         self._swept_for: set[str] = set()  # the live instances when spares were last swept
         self._checking: set[str] = set()  # endpoints a check_soon is looking at now
         self._lock = threading.Lock()
 
     @property
     def instance(self) -> str:
-        return self.endpoints.leases.instance
+        return self.leases.instance
+
+    def start(self) -> None:
+        """Tend, from now on, the endpoints the gateway asks about (hosting.attention) as soon as it asks."""
+        self._attending = threading.Thread(target=self._attend, name="attention", daemon=True)
+        self._attending.start()
+
+    def _attend(self) -> None:
+        while not self._stopping.is_set():
+            for endpoint_id, check in self.attention.take(timeout_s=1.0).items():
+                if check:
+                    self.check_soon(endpoint_id)
+                else:
+                    self.scaler.scale_soon(endpoint_id)
 
     def reconcile(self) -> None:
         """At start-up: rows match what runs, and nothing runs that no row claims."""
-        live = self.endpoints.leases.live_instances()
-        for endpoint in self.endpoints.store.list(active_only=True):
+        live = self.leases.live_instances()
+        for endpoint in self.rows.list(active_only=True):
             if endpoint.instance not in live:
                 self._take_over(endpoint)
         claimed = self._servers()
-        for backend, runtime in self.endpoints.runtimes.items():
+        for backend, runtime in self.runtimes.items():
             try:
                 for orphan in runtime.managed_servers() - claimed:
                     log.warning("removing orphaned %s endpoint %s", backend.value, orphan)
@@ -62,25 +87,25 @@ class Keeper:
     def watch(self) -> None:
         """Mark this instance's endpoints that died as failed, stop those idle too long, take over orphans."""
         now = utcnow()
-        limits = self.endpoints.limits
-        active = self.endpoints.store.list(active_only=True)
-        self.endpoints.traffic.write_activity([e.id for e in active])
-        live = self.endpoints.leases.live_instances()
+        limits = self.limits
+        active = self.rows.list(active_only=True)
+        self.lifecycle.traffic.write_activity([e.id for e in active])
+        live = self.leases.live_instances()
         for endpoint in active:
             if endpoint.instance not in live:
                 self._take_over(endpoint)
                 continue
             if endpoint.instance != self.instance or endpoint.status != EndpointStatus.RUNNING:
                 continue
-            if endpoint.backend not in self.endpoints.runtimes:
+            if endpoint.backend not in self.runtimes:
                 continue
             self.scaler.tend(endpoint)
-            stats = self.endpoints.traffic.stats(endpoint)
+            stats = self.lifecycle.traffic.stats(endpoint)
             last = as_utc(stats.last_active_at or endpoint.started_at or now)
             idle = limits.play_idle_s if endpoint.for_play else limits.idle_timeout_s
             if stats.active_sessions == 0 and now - last > timedelta(seconds=idle):
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
-                self.endpoints.end(endpoint.id, f"stopped after {spent} without sessions")
+                self.lifecycle.end(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()
         self._sweep(live)
 
@@ -95,10 +120,10 @@ class Keeper:
 
     def _check(self, endpoint_id: str) -> None:
         try:
-            endpoint = self.endpoints.store.find(endpoint_id)
+            endpoint = self.rows.find(endpoint_id)
             if endpoint is None or endpoint.instance != self.instance or endpoint.status != EndpointStatus.RUNNING:
                 return  # its own envhub instance watches it
-            if endpoint.backend in self.endpoints.runtimes:
+            if endpoint.backend in self.runtimes:
                 self.scaler.tend(endpoint)
         finally:
             with self._lock:
@@ -108,16 +133,19 @@ class Keeper:
         """Stop this instance's local processes with it (their endpoints start again with the next start);
         containers, services and Spaces run on and are adopted again then."""
         try:
-            self.endpoints.close()
+            self._stopping.set()
+            if self._attending is not None:
+                self._attending.join()
+            self.lifecycle.close()
             self._stop_unclaimed()  # and those whose rows another instance stopped or took over
         finally:
             self.scaler.close()
-            for runtime in self.endpoints.runtimes.values():
+            for runtime in self.runtimes.values():
                 runtime.close()  # the process backend's stops whatever server a launch under way started
 
     def _take_over(self, endpoint: Endpoint) -> None:
         """An endpoint whose instance is gone: keep it when it still runs as seen from here, else stop it."""
-        with Session(self.endpoints.engine) as session, session.begin():
+        with Session(self.lifecycle.engine) as session, session.begin():
             claimed = session.execute(
                 update(Endpoint)
                 .where(col(Endpoint.id) == endpoint.id, _same_instance(endpoint.instance))
@@ -130,36 +158,35 @@ class Keeper:
             if self._still_runs(endpoint):
                 log.info("endpoint %s of instance %s is now managed here", endpoint.id, endpoint.instance)
                 if endpoint.status == EndpointStatus.STARTING:  # its launch was cut short once its servers ran
-                    self.endpoints.store.update(endpoint.id, status=EndpointStatus.RUNNING, message="running")
-                    self.endpoints.routes.refresh(endpoint.id)
+                    self.lifecycle.resume(endpoint.id)
                 return
         except EnvhubError as exc:
             log.warning("could not check endpoint %s: %s", endpoint.id, exc.message)
         gone = f" (its instance {endpoint.instance} is gone)" if endpoint.instance else ""
         try:
-            self.endpoints.restart(endpoint, f"envhub restarted{gone}")
+            self.lifecycle.restart(endpoint, f"envhub restarted{gone}")
         except EnvhubError as exc:
             log.warning("could not start endpoint %s again: %s", endpoint.id, exc.message)
 
     def _still_runs(self, endpoint: Endpoint) -> bool:
         """Whether some of a taken-over endpoint's servers run as seen from here; those that do not (or had not
         started yet) are stopped."""
-        replicas = self.endpoints.replicas
         if endpoint.handle:  # a service
-            runtime = self.endpoints.runtimes.get(endpoint.backend)
+            runtime = self.runtimes.get(endpoint.backend)
             service = handle_of(runtime, endpoint.handle) if runtime is not None else None
             return runtime is not None and service is not None and runtime.is_running(service)
         running = False
-        for replica in self.endpoints.replica_store.rows(endpoint.id):
-            if replica.status != ReplicaStatus.STARTING and replicas.is_running(endpoint, replica):
+        for replica in self.lifecycle.replica_store.rows(endpoint.id):
+            if replica.status != ReplicaStatus.STARTING and self.lifecycle.servers.is_running(endpoint, replica):
                 running = True
             else:
-                replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED, error="its envhub instance is gone")
+                gone = "its envhub instance is gone"
+                self.lifecycle.stop_replica(endpoint, replica, status=ReplicaStatus.STOPPED, error=gone)
         return running
 
     def _stop_unclaimed(self) -> None:
         """Local servers whose rows another instance stopped: it could not reach this machine's processes."""
-        runtime = self.endpoints.runtimes.get(Backend.PROCESS)
+        runtime = self.runtimes.get(Backend.PROCESS)
         if runtime is None:
             return
         for orphan in runtime.managed_servers() - self._servers(mine_only=True):
@@ -168,13 +195,13 @@ class Keeper:
     def _servers(self, *, mine_only: bool = False) -> set[str]:
         """The servers active endpoints' rows claim: each live replica's, and each service's."""
         servers: set[str] = set()
-        for endpoint in self.endpoints.store.list(active_only=True):
+        for endpoint in self.rows.list(active_only=True):
             if mine_only and endpoint.instance != self.instance:
                 continue
-            runtime = self.endpoints.runtimes.get(endpoint.backend)
+            runtime = self.runtimes.get(endpoint.backend)
             if endpoint.handle or (runtime is not None and is_service(runtime)):  # a service, or one starting
                 servers.add(endpoint.id)
-            servers |= {r.id for r in self.endpoints.replica_store.rows(endpoint.id)}
+            servers |= {r.id for r in self.lifecycle.replica_store.rows(endpoint.id)}
         return servers
 
     def _sweep(self, live: set[str]) -> None:
@@ -182,7 +209,7 @@ class Keeper:
         if live == self._swept_for:
             return
         self._swept_for = live
-        for backend, runtime in self.endpoints.runtimes.items():
+        for backend, runtime in self.runtimes.items():
             try:
                 runtime.sweep(live)
             except EnvhubError as exc:

@@ -28,7 +28,7 @@ from hosting.models import (
     ReplicaStatus,
 )
 from hosting.options import ReplicaRange
-from hosting.runtimes import Task
+from hosting.runtimes.base import Task
 
 __all__ = ["ReplicaStore", "capacity_of", "replica_id"]
 

@@ -20,10 +20,11 @@ import httpx
 
 from core.errors import EnvhubError
 from gateway.pools import Pool
-from hosting.endpoints import EndpointManager
+from hosting.lifecycle import Lifecycle
+from hosting.limits import EndpointLimits
 from hosting.models import Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.runtimes import handle_of, is_service
+from hosting.runtimes.base import handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY
 
 __all__ = ["LIVENESS_INTERVAL_S", "Scaler", "Sizing", "sizing"]
@@ -65,11 +66,15 @@ def sizing(size: ReplicaRange, serving: int, wanted: int, ready: set[str], idle:
 class Scaler:
     """Sizes and heals the pools of the endpoints one envhub manages."""
 
-    def __init__(self, endpoints: EndpointManager) -> None:
-        self.endpoints = endpoints
-        self.replicas = endpoints.replicas
-        self.store = endpoints.replica_store
-        endpoints.routes.on_pressure = self.scale_soon
+    def __init__(self, lifecycle: Lifecycle, limits: EndpointLimits, instance: str) -> None:
+        self.lifecycle = lifecycle  # what the scaler decides, the lifecycle does and records
+        self.limits = limits
+        self.instance = instance
+        self.rows = lifecycle.store
+        self.servers = lifecycle.servers
+        self.store = lifecycle.replica_store
+        self.pools = lifecycle.pools
+        self.runtimes = lifecycle.runtimes
         self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._soon: set[str] = set()
         self._misses: dict[str, int] = {}
@@ -78,31 +83,29 @@ class Scaler:
         self._client = httpx.Client(timeout=LIVENESS_TIMEOUT_S)
 
     def _mine(self, endpoint: Endpoint) -> bool:
-        return endpoint.instance == self.endpoints.leases.instance and endpoint.status == EndpointStatus.RUNNING
+        return endpoint.instance == self.instance and endpoint.status == EndpointStatus.RUNNING
 
     # -- each watch
 
     def tend(self, endpoint: Endpoint) -> None:
         """Find the replicas that died, then size the pool."""
         with self._locks[endpoint.id]:
-            pool = self.endpoints.routes.resolve(endpoint.id)
+            self.pools.resolve(endpoint.id)
             if endpoint.handle:  # a service: the orchestrator says which tasks run
                 try:
-                    _, ended = self.replicas.sync_tasks(endpoint, pool)
+                    _, ended = self.lifecycle.sync_tasks(endpoint)
                 except EnvhubError as exc:
                     log.warning("could not read the tasks of %s: %s", endpoint.id, exc.message)
                     return
                 for replica in ended:
-                    reason = f"replica {replica.id}: {replica.last_error}"
-                    self._tell(endpoint, pool, replica, reason)
-                    self._count_loss(endpoint, reason)
+                    self._count_loss(endpoint, f"replica {replica.id}: {replica.last_error}")
             else:
                 for replica in self.store.rows(endpoint.id):
                     if replica.status in (ReplicaStatus.READY, ReplicaStatus.DRAINING) and not (
-                        self.replicas.is_running(endpoint, replica)
+                        self.servers.is_running(endpoint, replica)
                     ):
-                        self.lose(endpoint, replica, f"replica {replica.id}: {self.replicas.death_note(replica)}")
-            self._size(endpoint, self.endpoints.routes.resolve(endpoint.id))
+                        self.lose(endpoint, replica, f"replica {replica.id}: {self.servers.death_note(replica)}")
+            self._size(endpoint, self.pools.resolve(endpoint.id))
 
     def scale_soon(self, endpoint_id: str) -> None:
         """Sessions wait, or the pool is nearly full: size it now rather than at the next watch."""
@@ -112,10 +115,10 @@ class Scaler:
 
         def size() -> None:
             try:
-                endpoint = self.endpoints.store.get(endpoint_id)
+                endpoint = self.rows.get(endpoint_id)
                 if self._mine(endpoint):
                     with self._locks[endpoint_id]:
-                        self._size(endpoint, self.endpoints.routes.known(endpoint_id))
+                        self._size(endpoint, self.pools.known(endpoint_id))
             except EnvhubError as exc:
                 log.debug("endpoint %s not sized: %s", endpoint_id, exc.message)
             finally:
@@ -124,27 +127,26 @@ class Scaler:
         threading.Thread(target=size, name=f"scale-{endpoint_id}", daemon=True).start()
 
     def _size(self, endpoint: Endpoint, pool: Pool | None) -> None:
-        if self.endpoints.store.get(endpoint.id).status != EndpointStatus.RUNNING:
+        if self.rows.get(endpoint.id).status != EndpointStatus.RUNNING:
             return  # stopped or failed meanwhile
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
         rows = self.store.rows(endpoint.id)
         serving = [r for r in rows if r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY)]
         ready = {r.id for r in serving if r.status == ReplicaStatus.READY}
-        idle = pool.idle(self.endpoints.limits.pool_idle_s) if pool is not None else []
+        idle = pool.idle(self.limits.pool_idle_s) if pool is not None else []
         decided = sizing(size, len(serving), pool.wanted() if pool is not None else 0, ready, idle)
         if decided.grow_to is not None:
             self._grow(endpoint, decided.grow_to, len(serving), decided.kind)
         elif decided.drain and pool is not None:
             for replica_id in decided.drain:
-                self.store.update(replica_id, status=ReplicaStatus.DRAINING)
-                pool.drain(replica_id)
+                self.lifecycle.drain(endpoint, replica_id)
             rows = self.store.rows(endpoint.id)
         for replica in rows:
             if replica.status == ReplicaStatus.DRAINING and (pool is None or pool.drain(replica.id)):
                 self._shrink(endpoint, replica)
 
     def _grow(self, endpoint: Endpoint, target: int, now: int, kind: str) -> None:
-        runtime = self.endpoints.runtimes[endpoint.backend]
+        runtime = self.runtimes[endpoint.backend]
         if is_service(runtime):
             service = handle_of(runtime, endpoint.handle)
             if service is None or self._asked.get(endpoint.id, now) == target:
@@ -154,14 +156,14 @@ class Scaler:
             why = "to keep the pool's min" if kind == "replace" else "sessions were waiting or the pool was nearly full"
             self.store.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
             return
-        self.endpoints.grow(endpoint, target - now, kind)
+        self.lifecycle.grow(endpoint, target - now, kind)
 
     def _shrink(self, endpoint: Endpoint, replica: Replica) -> None:
         """A drained replica without sessions: stopped (a service's: the swarm removes one of its tasks)."""
-        runtime = self.endpoints.runtimes[endpoint.backend]
+        runtime = self.runtimes[endpoint.backend]
         service = handle_of(runtime, endpoint.handle)
-        self.replicas.stop(endpoint, replica, status=ReplicaStatus.STOPPED)
-        idle = self.endpoints.limits.pool_idle_s
+        self.lifecycle.stop_replica(endpoint, replica, status=ReplicaStatus.STOPPED)
+        idle = self.limits.pool_idle_s
         if service is not None and is_service(runtime):
             left = len([r for r in self.store.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
             self._asked[endpoint.id] = left
@@ -170,10 +172,7 @@ class Scaler:
 
     def lose(self, endpoint: Endpoint, replica: Replica, reason: str) -> None:
         """A replica that died or hung: its sessions are told, it is stopped, and the pool replaces it."""
-        pool = self.endpoints.routes.known(endpoint.id)
-        self.store.update(replica.id, status=ReplicaStatus.UNHEALTHY, last_error=reason)
-        self._tell(endpoint, pool, replica, reason)
-        self.replicas.stop(endpoint, replica, status=ReplicaStatus.FAILED, error=reason)
+        self.lifecycle.lose(endpoint, replica, reason)
         self._count_loss(endpoint, reason)
 
     def _count_loss(self, endpoint: Endpoint, reason: str) -> None:
@@ -182,13 +181,9 @@ class Scaler:
         lost = self.store.losses(endpoint.id, CRASH_LOOP_S)
         if lost >= CRASH_LOOP_LOSSES and not self.store.rows(endpoint.id, ready_only=True):
             minutes = f"{CRASH_LOOP_S / 60:g} minutes"
-            self.endpoints.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
+            self.lifecycle.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
         else:
-            self.endpoints.store.update(endpoint.id, message=f"running; replacing a lost replica ({reason})")
-
-    def _tell(self, endpoint: Endpoint, pool: Pool | None, replica: Replica, reason: str) -> None:
-        if pool is not None:
-            pool.lose(replica.id, f"endpoint {endpoint.id} lost this session: {reason}; start a new session")
+            self.lifecycle.note(endpoint.id, f"running; replacing a lost replica ({reason})")
 
     # -- liveness
 
@@ -197,7 +192,7 @@ class Scaler:
         while sending their sessions nothing (a busy server is slow to answer, a hung one silent). A replica its
         sessions heard from lately is not asked: its frames say it lives, and under load the probes would take the
         gateway's CPU."""
-        mine = [e for e in self.endpoints.store.list(active_only=True) if self._mine(e)]
+        mine = [e for e in self.rows.list(active_only=True) if self._mine(e)]
         ready = [(e, r) for e in mine for r in self.store.rows(e.id) if r.status == ReplicaStatus.READY]
         checks = []
         for endpoint, replica in ready:
@@ -211,25 +206,25 @@ class Scaler:
                 self._misses.pop(replica.id, None)
                 continue
             self._misses[replica.id] = self._misses.get(replica.id, 0) + 1
-            if self._misses[replica.id] >= MISSES and self.replicas.is_running(endpoint, replica):
+            if self._misses[replica.id] >= MISSES and self.servers.is_running(endpoint, replica):
                 self._misses.pop(replica.id)
                 with self._locks[endpoint.id]:
                     late = f"GET /health took over {LIVENESS_TIMEOUT_S:g} s {MISSES} times running"
                     reason = f"replica {replica.id}: the server stopped answering ({late})"
                     self.lose(endpoint, replica, reason)
-                    self._size(endpoint, self.endpoints.routes.known(endpoint.id))
+                    self._size(endpoint, self.pools.known(endpoint.id))
 
     def _busy(self, endpoint: Endpoint, replica: Replica) -> bool:
-        pool = self.endpoints.routes.known(endpoint.id)
+        pool = self.pools.known(endpoint.id)
         slot = pool.slots.get(replica.id) if pool is not None else None
         heard = slot.last_heard() if slot is not None else None
         return heard is not None and time.monotonic() - heard < BUSY_S
 
     def _answers(self, endpoint: Endpoint, replica: Replica) -> bool:
-        handle = self.replicas.handle(endpoint, replica)
+        handle = self.servers.handle(endpoint, replica)
         if handle is None or not replica.internal_url:
             return True
-        headers = self.endpoints.runtimes[endpoint.backend].auth_headers(handle)
+        headers = self.runtimes[endpoint.backend].auth_headers(handle)
         started = time.monotonic()
         try:
             self._client.get(f"{replica.internal_url}/health?{LIVENESS_QUERY}", headers=headers)

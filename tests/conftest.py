@@ -19,7 +19,7 @@ from catalog.models import EnvironmentDetail, Source
 from core.db import create_db_engine, init_db
 from evals.harnesses import HARNESSES, Installed, install, installed
 from hosting.options import ProcessOptions
-from hosting.runtimes import LaunchSpec
+from hosting.runtimes.base import LaunchSpec
 from hosting.runtimes.process import ProcessRuntime
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub

@@ -5,7 +5,7 @@ import os
 import docker
 from docker.errors import DockerException
 
-from hosting.runtimes.containers import engine_client
+from hosting.runtimes.engine import engine_client
 from tests.conftest import needs
 
 __all__ = ["BASE_IMAGE", "MANAGER", "needs_swarm"]

@@ -15,7 +15,8 @@ from docker.models.containers import Container
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from hosting.runtimes.containers import CATALOG_LABEL, LABEL, engine_client, space_image
+from hosting.runtimes.engine import CATALOG_LABEL, LABEL, engine_client
+from hosting.runtimes.images import space_image
 from hosting.runtimes.spares import SPARE_LABEL, SPARE_PREFIX
 from tests.conftest import ADMIN_TOKEN, needs, space_files, wait_until
 from tests.environments import write_count_env

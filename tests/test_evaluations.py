@@ -250,7 +250,7 @@ def test_an_episode_whose_server_dies_fails_alone_and_the_run_plays_on(evaluatin
     pool starts another server, and the next episodes play on it."""
     endpoint = evaluating.running("template:wordle")
     [replica] = evaluating.ready_replicas(endpoint["id"])
-    pid = int(evaluating.services.endpoints.replica_store.rows(endpoint["id"])[0].handle["pid"])
+    pid = int(evaluating.services.endpoints.replicas(endpoint["id"])[0].handle["pid"])
     thinking = threading.Event()
 
     def brain(body: dict[str, Any]) -> Reply:

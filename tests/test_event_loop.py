@@ -1,5 +1,5 @@
 """No SQL runs on envhub's event loop while the gateway carries traffic: every read the data plane needs is made
-off it (hosting.routing.Routes), so a slow database never stalls the sessions being relayed."""
+off it (hosting.pool_cache.PoolCache), so a slow database never stalls the sessions being relayed."""
 
 import asyncio
 import json

@@ -12,8 +12,9 @@ from catalog.health import record
 from catalog.hub import HubClient
 from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
+from core.leases import Leases
 from core.outbound import OutboundGuard
-from hosting.endpoints import EndpointManager
+from hosting.assembly import build_hosting
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
 from protocol.health import HealthStatus, Probe
@@ -28,8 +29,9 @@ SPACE = "alice/count"
 
 @pytest.fixture
 def monitor(engine: Engine, hub: FakeHub, tmp_path: Path) -> HealthMonitor:
-    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
-    return HealthMonitor(engine, HubClient(hub.url), endpoints, OutboundGuard(allow_private=True), timeout_s=2)
+    leases = Leases(engine)
+    endpoints = build_hosting(engine, {}, tmp_path / "endpoints", EndpointLimits(), leases).endpoints
+    return HealthMonitor(engine, HubClient(hub.url), endpoints, leases, OutboundGuard(allow_private=True), timeout_s=2)
 
 
 @pytest.fixture
@@ -172,8 +174,9 @@ def test_registered_urls_are_probed_and_task_splits_cached(monitor: HealthMonito
 
 
 def test_a_private_url_is_not_probed_in_the_hosted_configuration(engine: Engine, hub: FakeHub, tmp_path: Path) -> None:
-    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
-    hosted = HealthMonitor(engine, HubClient(hub.url), endpoints, OutboundGuard(), timeout_s=2)
+    leases = Leases(engine)
+    endpoints = build_hosting(engine, {}, tmp_path / "endpoints", EndpointLimits(), leases).endpoints
+    hosted = HealthMonitor(engine, HubClient(hub.url), endpoints, leases, OutboundGuard(), timeout_s=2)
     app, seen = counting(checkservers.count_app())
     with serve(app) as served, Session(engine) as session:
         session.add(Environment(id="url:private", source=Source.URL, title="count", host=served.url))
@@ -200,9 +203,10 @@ def test_a_private_space_is_probed_with_a_key_of_its_own_never_the_hub_token(
     hub.users[TOKEN] = SPACE.split("/")[0]
     hub.add_space(SPACE, files=space_files("Count"), private=private)
     Syncer(engine, HubClient(hub.url), workers=2).run()
-    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
+    leases = Leases(engine)
+    endpoints = build_hosting(engine, {}, tmp_path / "endpoints", EndpointLimits(), leases).endpoints
     guard = OutboundGuard(allow_private=True, resolver=loopback_dns)
-    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, guard, timeout_s=2, hub_token=TOKEN)
+    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, leases, guard, timeout_s=2, hub_token=TOKEN)
     app, seen = authorizations(checkservers.count_app())
     with serve(app) as served:
         hub.set_host(SPACE, f"http://alice-count.hf.space:{served.port}")

@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,13 @@ from core.db import exclusive
 from core.errors import TooManyRequestsError
 from core.leases import Leases
 from core.outbound import OutboundGuard
+from hosting.assembly import Hosting, build_hosting
 from hosting.endpoints import EndpointManager
 from hosting.limits import LIMITS_LOCK, EndpointLimits
 from hosting.models import Backend, EndpointStatus, ReplicaStatus
 from hosting.monitor import HEALTH_LEASE, HealthMonitor
 from hosting.options import LaunchRequest
-from hosting.reconcile import Keeper
+from hosting.runtimes.base import AnyRuntime
 from hosting.runtimes.process import ProcessRuntime
 from tests.conftest import ADMIN_TOKEN, space_files, wait_until
 from tests.fakehub import FakeHub, Fault
@@ -48,79 +50,74 @@ IDLE_S = 4  # the endpoints' idle limit in the in-process instances
 # -- two managers in one process
 
 
-@pytest.fixture
-def instances(
-    engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str
-) -> Iterator[list[tuple[EndpointManager, Keeper]]]:
-    """Instances a and b, each an endpoint manager and its keeper: the count template in the catalog, idle
-    endpoints stopped after 4 s."""
-    index_templates(engine, [templates_dir])
-    managers = []
+@contextmanager
+def two_instances(engine: Engine, tmp_path: Path, limits: EndpointLimits) -> Iterator[list[Hosting]]:
+    """Instances a and b, each hosting's parts with leases of their own, over one database."""
+    instances = []
     for name in ("a", "b"):
         leases = Leases(engine, ttl_s=30)
         leases.start()
-        runtime = ProcessRuntime(tmp_path / name / "runtime")
-        managers.append(
-            EndpointManager(
-                engine,
-                {Backend.PROCESS: runtime},
-                tmp_path / name / "endpoints",
-                EndpointLimits(idle_timeout_s=IDLE_S),
-                leases,
-            )
-        )
-    keepers = [Keeper(manager) for manager in managers]
-    yield list(zip(managers, keepers, strict=True))
-    for manager, keeper in zip(managers, keepers, strict=True):
-        keeper.shutdown()
-        manager.leases.stop()
+        runtimes: dict[Backend, AnyRuntime] = {Backend.PROCESS: ProcessRuntime(tmp_path / name / "runtime")}
+        instances.append(build_hosting(engine, runtimes, tmp_path / name / "endpoints", limits, leases))
+    yield instances
+    for instance in instances:
+        instance.keeper.shutdown()
+        instance.keeper.leases.stop()
+
+
+@pytest.fixture
+def instances(engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str) -> Iterator[list[Hosting]]:
+    """Instances a and b: the count template in the catalog, idle endpoints stopped after 4 s."""
+    index_templates(engine, [templates_dir])
+    with two_instances(engine, tmp_path, EndpointLimits(idle_timeout_s=IDLE_S)) as both:
+        yield both
 
 
 def running(manager: EndpointManager, environment: str) -> str:
     launched = manager.launch(LaunchRequest(environment=environment), ANONYMOUS)
-    wait_until(lambda: manager.store.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
-    assert manager.store.get(launched.id).status == EndpointStatus.RUNNING, manager.store.get(launched.id).message
+    wait_until(lambda: manager.get(launched.id).status != EndpointStatus.STARTING, timeout_s=60)
+    assert manager.get(launched.id).status == EndpointStatus.RUNNING, manager.get(launched.id).message
     return launched.id
 
 
 def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_them_awake(
-    instances: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine, hub: FakeHub
+    instances: list[Hosting], count_template: str, engine: Engine, hub: FakeHub
 ) -> None:
-    (a, a_keeper), (b, b_keeper) = instances
+    (a, a_keeper), (_, b_keeper) = [(i.endpoints, i.keeper) for i in instances]
     endpoint_id = running(a, count_template)
-    assert a.store.get(endpoint_id).instance == a.leases.instance
+    assert a.get(endpoint_id).instance == a.instance
 
     b_keeper.reconcile()
     b_keeper.watch()
     b_keeper.check_soon(endpoint_id)  # as b's gateway does when it cannot reach an endpoint
-    assert a.store.get(endpoint_id).status == EndpointStatus.RUNNING
+    assert a.get(endpoint_id).status == EndpointStatus.RUNNING
     assert server_pids(endpoint_id)
 
     # b's gateway holds a session open well past a's idle limit: a's watch sees it through the row.
-    b.traffic.of(endpoint_id).session_opened()
+    instances[1].traffic.of(endpoint_id).session_opened()
     opened = time.monotonic()
 
     def kept_awake_past_the_idle_limit() -> bool:
         b_keeper.watch()
         a_keeper.watch()
-        assert a.store.get(endpoint_id).status == EndpointStatus.RUNNING
+        assert a.get(endpoint_id).status == EndpointStatus.RUNNING
         return time.monotonic() - opened > 2 * IDLE_S
 
     wait_until(kept_awake_past_the_idle_limit, timeout_s=4 * IDLE_S, interval_s=0.5)
-    b.traffic.of(endpoint_id).session_closed()
+    instances[1].traffic.of(endpoint_id).session_closed()
     b_keeper.watch()
 
     def stopped_when_idle() -> bool:
         a_keeper.watch()
-        return a.store.get(endpoint_id).status == EndpointStatus.STOPPED
+        return a.get(endpoint_id).status == EndpointStatus.STOPPED
 
     wait_until(stopped_when_idle, timeout_s=15)
-    assert "without sessions" in a.store.get(endpoint_id).message
+    assert "without sessions" in a.get(endpoint_id).message
 
     guard = OutboundGuard(allow_private=True)
-    for manager in (a, b):
-        HealthMonitor(engine, HubClient(hub.url), manager, guard)._targets()
-    assert {a.leases.holds(HEALTH_LEASE), b.leases.holds(HEALTH_LEASE)} == {True, False}
+    for instance in instances:
+        HealthMonitor(engine, HubClient(hub.url), instance.endpoints, instance.keeper.leases, guard)._targets()
+    assert {i.keeper.leases.holds(HEALTH_LEASE) for i in instances} == {True, False}
 
 
 def waiting_for(engine: Engine, key: int) -> int:
@@ -135,11 +132,14 @@ def waiting_for(engine: Engine, key: int) -> int:
 
 
 def test_launches_through_two_instances_at_once_keep_the_limit(
-    instances: list[tuple[EndpointManager, Keeper]], count_template: str, engine: Engine
+    engine: Engine, tmp_path: Path, templates_dir: Path, count_template: str
 ) -> None:
-    managers = [manager for manager, _ in instances]
-    for manager in managers:
-        manager.limits = EndpointLimits(total=1, idle_timeout_s=60)
+    index_templates(engine, [templates_dir])
+    with two_instances(engine, tmp_path, EndpointLimits(total=1, idle_timeout_s=60)) as instances:
+        launch_both([i.endpoints for i in instances], count_template, engine)
+
+
+def launch_both(managers: list[EndpointManager], count_template: str, engine: Engine) -> None:
     outcomes: list[str] = []
 
     def launch(manager: EndpointManager) -> None:
@@ -160,22 +160,22 @@ def test_launches_through_two_instances_at_once_keep_the_limit(
     refused = [o for o in outcomes if "at most 1 endpoints" in o]
     assert len(outcomes) == 2 and len(refused) == 1, outcomes
     launched = next(o for o in outcomes if o not in refused)
-    assert [e.id for e in managers[0].store.list(active_only=True)] == [launched]
-    wait_until(lambda: managers[0].store.get(launched).status != EndpointStatus.STARTING, timeout_s=60)
+    assert [e.id for e in managers[0].list(active_only=True)] == [launched]
+    wait_until(lambda: managers[0].get(launched).status != EndpointStatus.STARTING, timeout_s=60)
 
 
 def test_the_endpoints_of_an_instance_that_died_start_again_on_another_under_their_id(
-    instances: list[tuple[EndpointManager, Keeper]], count_template: str
+    instances: list[Hosting], count_template: str
 ) -> None:
-    (a, _), (b, b_keeper) = instances
+    (a, _), (b, b_keeper) = [(i.endpoints, i.keeper) for i in instances]
     endpoint_id = running(a, count_template)
-    a.leases.stop()  # a is gone as far as the database can tell; its server still runs
+    instances[0].keeper.leases.stop()  # a is gone as far as the database can tell; its server still runs
 
     b_keeper.watch()
 
-    assert b.store.get(endpoint_id).instance == b.leases.instance
-    wait_until(lambda: b.store.get(endpoint_id).status == EndpointStatus.RUNNING, timeout_s=60)
-    assert [(r.id, r.status) for r in b.replica_store.rows(endpoint_id, live_only=False)] == [
+    assert b.get(endpoint_id).instance == b.instance
+    wait_until(lambda: b.get(endpoint_id).status == EndpointStatus.RUNNING, timeout_s=60)
+    assert [(r.id, r.status) for r in b.replicas(endpoint_id, live_only=False)] == [
         (endpoint_id, ReplicaStatus.STOPPED),  # a's server, which b could not watch, is stopped
         (f"{endpoint_id}-2", ReplicaStatus.READY),
     ]

@@ -13,9 +13,9 @@ from openenv.core.generic_client import GenericEnvClient
 from catalog.models import EnvironmentDetail, Source
 from core.errors import InvalidInputError, LaunchError
 from hosting.options import ProcessOptions
-from hosting.runtimes import Launched, LaunchSpec, ProcessHandle
+from hosting.runtimes.base import Launched, LaunchSpec
 from hosting.runtimes.dockerfiles import parse_dockerfile, python_of
-from hosting.runtimes.process import ProcessRuntime
+from hosting.runtimes.process import ProcessHandle, ProcessRuntime
 from hosting.runtimes.snapshots import KEPT_COMMITS, Snapshots
 from tests.conftest import ADMIN_TOKEN
 from tests.environments import write_count_env

@@ -19,7 +19,7 @@ from conformance.quality.run import DEFAULT_MAX_STEPS
 from conformance.report import Figures, Report
 from core.outbound import OutboundGuard
 from hosting.options import ProcessOptions
-from hosting.runtimes import LaunchSpec
+from hosting.runtimes.base import LaunchSpec
 from hosting.runtimes.process import ProcessRuntime
 from tests import checkservers
 from tests.checkservers import serve

@@ -15,7 +15,7 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from app.settings import Settings
-from hosting.runtimes.containers import LABEL
+from hosting.runtimes.engine import LABEL
 from tests.conftest import eventually, wait_until
 from tests.environments import write_count_env
 from tests.serving import free_port

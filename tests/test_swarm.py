@@ -18,10 +18,10 @@ from catalog.models import EnvironmentDetail, Source
 from core.errors import BackendUnavailableError, LaunchError
 from hosting.models import Backend
 from hosting.options import SwarmOptions
-from hosting.runtimes import AnyRuntime, Launched, LaunchSpec, ServiceHandle, Task, is_service
-from hosting.runtimes.containers import CATALOG_LABEL, LABEL
+from hosting.runtimes.base import AnyRuntime, Launched, LaunchSpec, Task, is_service
+from hosting.runtimes.engine import CATALOG_LABEL, LABEL
 from hosting.runtimes.snapshots import Snapshots
-from hosting.runtimes.swarm import NOT_A_MANAGER, SwarmRuntime
+from hosting.runtimes.swarm import NOT_A_MANAGER, ServiceHandle, SwarmRuntime
 from tests.conftest import eventually
 from tests.environments import write_count_env
 from tests.fakehub import FakeHub

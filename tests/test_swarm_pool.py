@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from app.settings import Settings
-from hosting.runtimes.containers import CATALOG_LABEL, LABEL
+from hosting.runtimes.engine import CATALOG_LABEL, LABEL
 from tests.conftest import eventually
 from tests.serving import Envhub
 from tests.swarm import BASE_IMAGE, needs_swarm

@@ -70,7 +70,7 @@ async def start_agent_run(
     """Start a run; its credential is in this answer only."""
     owner = preset_owner(caller, access)
     preset = await asyncio.to_thread(presets.get, owner, body.preset)
-    endpoint = await asyncio.to_thread(endpoints.store.get, body.endpoint)
+    endpoint = await asyncio.to_thread(endpoints.get, body.endpoint)
     if not access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
         raise NotFoundError(f"no endpoint {body.endpoint!r}; list them with GET /api/endpoints")
     asked = body.limits

@@ -64,7 +64,7 @@ async def create_check(
     quality = body.suite == Suite.QUALITY
     endpoint_id = body.endpoint or (own_endpoint(body.url, settings, request) if body.url else None)
     if endpoint_id is not None:
-        endpoint = await asyncio.to_thread(manager.store.get, endpoint_id)
+        endpoint = await asyncio.to_thread(manager.get, endpoint_id)
         if not manager.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
             raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
         if endpoint.status != EndpointStatus.RUNNING:
@@ -90,7 +90,7 @@ async def create_check(
             credentials=credentials,
             server_capacity=server_capacity(manager, endpoint.id),
         )
-        await asyncio.to_thread(manager.store.note_conformance, endpoint.id, filed.report.conformance_summary(filed.id))
+        await asyncio.to_thread(manager.note_conformance, endpoint.id, filed.report.conformance_summary(filed.id))
         return filed
     if body.environment is not None:
         environment = await asyncio.to_thread(load_environment, engine, body.environment)

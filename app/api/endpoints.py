@@ -31,14 +31,14 @@ class Presenter:
         """The endpoint as the caller may see it: its owner and the admin see everything (its variables, log, the
         addresses of its servers, its token); anyone else sees what using its URL needs."""
         # Counters are this instance's gateway's; the last activity is any instance's, as written to the row.
-        stats = self.manager.traffic.stats(endpoint)
-        pool = self.manager.replica_store.public(endpoint, self.manager.routes.known(endpoint.id))
+        stats = self.manager.stats(endpoint)
+        pool = self.manager.pool_of(endpoint)
         ready = [r.internal_url for r in pool.replicas if r.status == ReplicaStatus.READY]
         public = EndpointPublic.model_validate(
             endpoint.model_dump()
             | {
                 "url": endpoint_url(connection_base(self.settings, self.request), endpoint.id),
-                "latest": self.manager.store.newer_revision(endpoint),
+                "latest": self.manager.newer_revision(endpoint),
                 "internal_url": ready[0] if ready else None,
                 "pool": pool,
                 "stats": stats,
@@ -85,14 +85,14 @@ def launch_endpoint(
 
 @router.get("")
 def list_endpoints(manager: EndpointsDep, caller: CallerDep, show: PresenterDep) -> EndpointsPublic:
-    shown = [e for e in manager.store.list() if _visible(e, manager.access, caller)][:100]
+    shown = [e for e in manager.list() if _visible(e, manager.access, caller)][:100]
     endpoints = [show(e) for e in shown]
     return EndpointsPublic(data=endpoints, count=len(endpoints))
 
 
 @router.get("/{endpoint_id}")
 def read_endpoint(endpoint_id: str, manager: EndpointsDep, caller: CallerDep, show: PresenterDep) -> EndpointPublic:
-    endpoint = manager.store.get(endpoint_id)
+    endpoint = manager.get(endpoint_id)
     if not _visible(endpoint, manager.access, caller):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
     return show(endpoint)

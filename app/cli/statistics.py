@@ -32,7 +32,7 @@ async def _statistics(settings: Settings, target: str, presets: list[str], split
             launched = None
             try:
                 try:
-                    endpoint = await asyncio.to_thread(manager.store.get, target)
+                    endpoint = await asyncio.to_thread(manager.get, target)
                 except NotFoundError:  # not an endpoint: an environment, launched for the report
                     request = LaunchRequest(environment=target)
                     launched = endpoint = await asyncio.to_thread(manager.launch, request, caller)

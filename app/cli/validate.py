@@ -73,7 +73,7 @@ def validate(settings: Settings, args: argparse.Namespace) -> int:
     # openenv's, only when it runs
     from conformance.validator import OPENENV_VERSION, ValidationLevel, Validator
     from conformance.validator.provider import engine_provider
-    from hosting.runtimes.containers import engine_client
+    from hosting.runtimes.engine import engine_client
 
     validator = Validator(
         timeout_s=settings.validator_timeout_s,

@@ -12,7 +12,7 @@ from app.ui.cards import pages, results_html, summary
 from catalog.models import Source, Verdict
 from catalog.search import EnvironmentQuery, Sort, catalog_extent, search_environments
 from catalog.store import list_tags
-from hosting.endpoint_store import EndpointStore
+from hosting.endpoints import EndpointManager
 
 PAGE_SIZE = 12
 SORTS = [
@@ -114,7 +114,7 @@ def build() -> Browse:
     )  # fmt: skip
 
 
-def run_search(engine: Engine, endpoints: EndpointStore, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
+def run_search(engine: Engine, endpoints: EndpointManager, filters: Sequence[Any], page: int) -> tuple[Any, ...]:
     """One page of results for the filters' values (in Browse.filters order), with the summary and pager."""
     q, sort, tags, source, status, has_tools, has_tasks, quality, teaches = filters
     query = EnvironmentQuery(
@@ -156,7 +156,7 @@ def tag_choices(engine: Engine, *, chosen: str | None = None) -> Any:
     return gr.Dropdown(choices=listed, value=[chosen])
 
 
-def wire(engine: Engine, endpoints: EndpointStore, browse: Browse) -> None:
+def wire(engine: Engine, endpoints: EndpointManager, browse: Browse) -> None:
     def first_page(*values: Any) -> tuple[Any, ...]:
         return run_search(engine, endpoints, values, 0)
 

@@ -135,7 +135,7 @@ def show(
     urls = live.urls(environment, request)
     url = urls[0] if urls else None
     info = cached_interface(environment)
-    active = [e for e in live.endpoints.store.list(active_only=True) if e.environment == environment.id]  # newest first
+    active = [e for e in live.endpoints.list(active_only=True) if e.environment == environment.id]  # newest first
     launched = active[0].status.value if active else None
     serving = {e.id: e.revision for e in active if e.revision}
     base = readme_base(hf_endpoint, environment)
@@ -211,7 +211,7 @@ async def current_status(engine: Engine, live: Live, environment_id: str, reques
 
 def serving_runtime(live: Live, environment_id: str) -> str | None:
     """What the environment's newest running endpoint runs on, for the side panel's Runtime."""
-    endpoint = live.endpoints.store.running_endpoint(environment_id)
+    endpoint = live.endpoints.running_endpoint(environment_id)
     return f"{endpoint.backend.value} endpoint {endpoint.id}" if endpoint is not None else None
 
 

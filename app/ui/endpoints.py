@@ -37,7 +37,7 @@ _CHANGING = (EndpointStatus.STARTING, EndpointStatus.STOPPING)
 
 def launch_refusal(endpoints: EndpointManager, caller: Caller, exc: EnvhubError) -> str:
     """Why a launch was refused, in the page's words: at the limit of endpoints, the panel to stop one in."""
-    limit = endpoints.limits.per_owner
+    limit = endpoints.per_owner
     if isinstance(exc, TooManyRequestsError) and len(yours(endpoints, caller)) >= limit:
         return (
             f"you have {plural(limit, 'endpoint')} running, the most this server allows: stop one "
@@ -68,7 +68,7 @@ def build() -> MyEndpoints:
 
 
 def _pool(endpoints: EndpointManager, endpoint: Endpoint) -> str:
-    pool = endpoints.replica_store.public(endpoint, endpoints.routes.known(endpoint.id))
+    pool = endpoints.pool_of(endpoint)
     ready = sum(r.status == ReplicaStatus.READY for r in pool.replicas)
     return f"{plural(ready, 'replica')} · {pool.sessions}/{pool.capacity} sessions"
 
@@ -138,7 +138,7 @@ def wire(
         if action == "stop":
             return await asyncio.to_thread(stop, endpoints, visitors, panel, request, endpoint_id)
         try:
-            endpoint = await asyncio.to_thread(endpoints.store.get, endpoint_id)
+            endpoint = await asyncio.to_thread(endpoints.get, endpoint_id)
         except EnvhubError as exc:
             return {panel.message: exc.message} | await asyncio.to_thread(show, endpoints, visitors, panel, request)
         return {panel.message: ""} | await play(request, endpoint)

@@ -162,17 +162,16 @@ def watch(
     if not endpoint_id:
         return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
-        endpoint = endpoints.store.get(endpoint_id)
+        endpoint = endpoints.get(endpoint_id)
     except EnvhubError as exc:
         return values | {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
-    routes = endpoints.routes
     return values | {
         launch.status: status_html(
             endpoint,
-            endpoints.replica_store.public(endpoint, routes.known(endpoint.id)),
-            endpoints.store.newer_revision(endpoint),
+            endpoints.pool_of(endpoint),
+            endpoints.newer_revision(endpoint),
         ),
         launch.url: visitors.endpoint_url(request, endpoint.id) if running else "",
         launch.stop: gr.Button(visible=active),
@@ -224,7 +223,7 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
         followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:
-                followed = endpoints.store.get(endpoint_id).status in (
+                followed = endpoints.get(endpoint_id).status in (
                     EndpointStatus.STARTING,
                     EndpointStatus.RUNNING,
                     EndpointStatus.STOPPING,

@@ -41,7 +41,7 @@ class Live:
         """URLs the playground may connect to: this environment's running endpoints, then its Space host."""
         urls = [
             self.visitors.endpoint_url(request, e.id)
-            for e in self.endpoints.store.list(active_only=True)
+            for e in self.endpoints.list(active_only=True)
             if e.environment == environment.id and e.status == EndpointStatus.RUNNING
         ]
         if environment.host:
@@ -55,10 +55,10 @@ class Live:
     def running_pool(self, environment_id: str) -> tuple[PoolPublic | None, bool]:
         """The pool of the environment's newest running endpoint, the first of its live URLs, and whether that
         endpoint is private (its URL answers only a bearer of its token)."""
-        endpoint = self.endpoints.store.running_endpoint(environment_id)
+        endpoint = self.endpoints.running_endpoint(environment_id)
         if endpoint is None:
             return None, False
-        pool = self.endpoints.replica_store.public(endpoint, self.endpoints.routes.known(endpoint.id))
+        pool = self.endpoints.pool_of(endpoint)
         return pool, endpoint.options.get("private") is True
 
     def connection_url(self, url: str, request: gr.Request | None) -> str:

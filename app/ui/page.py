@@ -88,15 +88,15 @@ def build_blocks(services: Services) -> gr.Blocks:
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
                 ev = evaluate_panel.build()
             with gr.Tab("Launch", id="launch", elem_id="tab-launch") as launch_tab:
-                lp = launch.build(list(endpoints.runtimes))
+                lp = launch.build(endpoints.backends())
             with gr.Tab("My endpoints", id="endpoints", elem_id="tab-endpoints") as endpoints_tab:
                 mine = my_endpoints.build()
             with gr.Tab("Agent run", id="agent-run", elem_id="tab-agent-run"):
                 ar = agent_run.build()
             with gr.Tab("Board", id="board", elem_id="tab-board") as board_tab:
                 sb = submissions.build()
-        browse.wire(engine, endpoints.store, b)
-        search = (b.filters, b.outputs, lambda *values: browse.run_search(engine, endpoints.store, values, 0))
+        browse.wire(engine, endpoints, b)
+        search = (b.filters, b.outputs, lambda *values: browse.run_search(engine, endpoints, values, 0))
         status.wire(syncer, settings, visitors, banner, search)
         played = play.wire(engine, live, sessions, tasksets, settings.launch_timeout_s, p, selected)
         launch.wire(endpoints, visitors, lp, selected)
@@ -142,7 +142,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
             filters = [q, "relevance", [], "", "", False, False, [], False]
-            values = dict(zip(b.outputs, browse.run_search(engine, endpoints.store, filters, 0), strict=True))
+            values = dict(zip(b.outputs, browse.run_search(engine, endpoints, filters, 0), strict=True))
             values |= {
                 b.query: q,
                 b.tags: browse.tag_choices(engine),

@@ -157,7 +157,7 @@ def _ensure_within_caps(settings: Settings, body: EvaluationRequest) -> None:
 def ensure_sessions_visible(endpoints: EndpointManager, caller: Caller, endpoint_id: str) -> None:
     """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
     its MCP door played; anyone else is told there is no such endpoint."""
-    endpoint = endpoints.store.get(endpoint_id)
+    endpoint = endpoints.get(endpoint_id)
     if not endpoints.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
@@ -245,8 +245,8 @@ class Evaluator:
         """Wait for a launched endpoint to run; PrepareError when it fails or takes too long."""
         deadline = asyncio.get_running_loop().time() + self.settings.launch_timeout_s + 30
         while True:
-            endpoint = await asyncio.to_thread(self.endpoints.store.get, endpoint_id)
-            if endpoint.status == EndpointStatus.RUNNING and self.endpoints.routes.resolve(endpoint_id) is not None:
+            endpoint = await asyncio.to_thread(self.endpoints.get, endpoint_id)
+            if endpoint.status == EndpointStatus.RUNNING and self.endpoints.resolve(endpoint_id) is not None:
                 return
             if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
                 raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
@@ -266,7 +266,7 @@ class Evaluator:
         manager = self.endpoints
         endpoint: Endpoint | None = None
         if body.endpoint is not None:
-            endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
+            endpoint = await asyncio.to_thread(manager.get, body.endpoint)
             _ensure_may_play_on(manager.access, caller, endpoint)
             if endpoint.status != EndpointStatus.RUNNING:
                 raise ConflictError(
@@ -364,7 +364,7 @@ class Evaluator:
             brief = Brief(environment.id, environment.readme, interface.action_schema, interface.tools or ())
             player = None
             if harness is not None:
-                played_on = await asyncio.to_thread(manager.store.get, endpoint_id)
+                played_on = await asyncio.to_thread(manager.get, endpoint_id)
                 base = url.removesuffix(gateway_path(endpoint_id))
                 owner = preset_owner(caller, manager.access)
                 headers = self.tokens.header(endpoint_id) if private else {}

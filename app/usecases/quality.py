@@ -41,7 +41,7 @@ def server_capacity(manager: EndpointManager, endpoint_id: str) -> ServerCapacit
     ready one has said (the launch's MAX_CONCURRENT_ENVS, or a session it refused, a check's included)."""
 
     def read() -> int | None:
-        pool = manager.routes.known(endpoint_id)
+        pool = manager.known_pool(endpoint_id)
         ready = [s for s in pool.slots.values() if s.accepting] if pool is not None else []
         return max(s.capacity for s in ready) if ready and all(s.said for s in ready) else None
 
@@ -51,7 +51,7 @@ def server_capacity(manager: EndpointManager, endpoint_id: str) -> ServerCapacit
 def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
     """What hosting knows of a running endpoint that a quality report uses: its ready replicas (to compare them) and
     the pool's seats its sessions on them take, its cold start, and the memory its servers hold."""
-    pool = manager.routes.resolve(endpoint.id)
+    pool = manager.resolve(endpoint.id)
     slots = sorted((s for s in pool.slots.values() if s.accepting), key=lambda s: s.id) if pool is not None else []
     cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
     return {
@@ -59,7 +59,7 @@ def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
         "seats": lender(pool) if pool is not None else None,
         "server_capacity": server_capacity(manager, endpoint.id),
         "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
-        "memory": lambda: manager.replicas.resident_bytes(endpoint),
+        "memory": lambda: manager.resident_bytes(endpoint),
     }
 
 
@@ -76,8 +76,8 @@ def _due(checker: Checker, manager: EndpointManager, tried: set[tuple[str, str]]
     """Up to `limit` revisions with no quality report: this instance's running endpoints first, then Spaces."""
     endpoints = [
         e
-        for e in manager.store.list(active_only=True)
-        if e.status == EndpointStatus.RUNNING and e.revision and e.instance == manager.leases.instance
+        for e in manager.list(active_only=True)
+        if e.status == EndpointStatus.RUNNING and e.revision and e.instance == manager.instance
     ]
     statement = (
         select(Environment)
@@ -135,7 +135,7 @@ def quality_round(checker: Checker, manager: EndpointManager, per_round: int) ->
                 tried.discard(key)  # not a failure to run: a later round runs it
                 log.info("quality report of %s@%s skipped for this round: %s", due.environment, due.revision[:12], exc)
                 if due.endpoint is not None and key not in gave_way:
-                    await asyncio.to_thread(manager.replica_store.event, due.endpoint.id, "gave_way", exc.message)
+                    await asyncio.to_thread(manager.event, due.endpoint.id, "gave_way", exc.message)
                 gave_way.add(key)
                 continue
             gave_way.discard(key)

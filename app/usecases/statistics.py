@@ -90,7 +90,7 @@ class Statistics:
         """Check who asks and what they name, file the report running, and run it in the background."""
         manager = self.evaluator.endpoints
         manager.access.ensure_may_launch(caller)
-        endpoint = await asyncio.to_thread(manager.store.get, body.endpoint)
+        endpoint = await asyncio.to_thread(manager.get, body.endpoint)
         if not manager.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
             raise NotFoundError(f"no endpoint {body.endpoint!r}; list them with GET /api/endpoints")
         if endpoint.status != EndpointStatus.RUNNING:

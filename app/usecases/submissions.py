@@ -86,7 +86,7 @@ class Stage:
 
 async def download(run: Run) -> None:
     """The Space's files at the revision, refused from their listing when they pass the size allowed."""
-    process = run.manager.runtimes.get(Backend.PROCESS)
+    process = run.manager.runtime(Backend.PROCESS)
     if not isinstance(process, ProcessRuntime):
         raise BackendUnavailableError("this server has no process backend: the board runs submissions on it")
     folder = await asyncio.to_thread(
@@ -116,7 +116,7 @@ async def launch(run: Run) -> None:
     await asyncio.to_thread(note, run.checker.engine, run.submission.id or 0, endpoint=endpoint.id)
     while endpoint.status not in (EndpointStatus.RUNNING, EndpointStatus.FAILED, EndpointStatus.STOPPED):
         await asyncio.sleep(_POLL_S)
-        endpoint = await asyncio.to_thread(run.manager.store.get, endpoint.id)
+        endpoint = await asyncio.to_thread(run.manager.get, endpoint.id)
     if endpoint.status != EndpointStatus.RUNNING:
         raise LaunchError(f"{run.space}@{run.revision[:12]} did not start: {endpoint.message}")
 
@@ -124,7 +124,7 @@ async def launch(run: Run) -> None:
 async def _hosted(run: Run) -> dict[str, Any]:
     """What hosting knows of the submission's running endpoint; LaunchError when no server of it is ready."""
     assert run.endpoint is not None
-    endpoint = await asyncio.to_thread(run.manager.store.get, run.endpoint)
+    endpoint = await asyncio.to_thread(run.manager.get, run.endpoint)
     known = await asyncio.to_thread(hosted, run.manager, endpoint)
     if not known["replicas"]:
         raise LaunchError(f"endpoint {endpoint.id} of {run.space} has no server ready any more: it stopped")

@@ -16,7 +16,7 @@ POLL_S = 0.3  # between reads of a starting endpoint: a launch's progress shows 
 def yours(endpoints: EndpointManager, caller: Caller) -> list[Endpoint]:
     """The active endpoints the caller launched (newest first); the admin's are everyone's. Without sign-in nobody
     is told apart, so every endpoint nobody owns is anyone's. Reads the database: call it off the loop."""
-    active = endpoints.store.list(active_only=True)
+    active = endpoints.list(active_only=True)
     return active if caller.admin else [e for e in active if e.owner == caller.name]
 
 
@@ -56,7 +56,7 @@ async def until_running(endpoints: EndpointManager, endpoint_id: str, timeout_s:
     failed, stopped, or still starting when the time ran out."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        endpoint = await asyncio.to_thread(endpoints.store.get, endpoint_id)
+        endpoint = await asyncio.to_thread(endpoints.get, endpoint_id)
         yield endpoint
         if endpoint.status != EndpointStatus.STARTING or asyncio.get_running_loop().time() >= deadline:
             return

@@ -19,7 +19,7 @@ from openenv.validation.types import ProviderCapability
 
 from catalog.revisions import folder_hash
 from core.errors import EnvhubError, LaunchError
-from hosting.runtimes.containers import build_image
+from hosting.runtimes.images import build_image
 
 __all__ = ["RUN_LABEL", "EnvhubValidationProvider", "ValidationSubject", "engine_provider"]
 

@@ -30,7 +30,7 @@ from catalog.models import EnvironmentDetail, Source
 from core.errors import InvalidInputError, LaunchError
 from hosting.models import Backend
 from hosting.options import ProcessOptions, interpreter_refusal, starts_the_interpreter
-from hosting.runtimes import Launched, LaunchSpec, ProcessHandle, Report, serve_when_healthy
+from hosting.runtimes.base import Handle, Launched, LaunchSpec, Report, serve_when_healthy
 from hosting.runtimes.confinement import SERVER_USER, Confinement
 from hosting.runtimes.dockerfiles import needs_docker, parse_dockerfile, python_of
 from hosting.runtimes.isolation import Limits
@@ -58,6 +58,12 @@ class _Child:
     process: subprocess.Popen[bytes]
     pid: int
     viewed: bool = False
+
+
+class ProcessHandle(Handle):
+    port: int
+    pid: int
+    started: str | None = None  # a forked server's start time ("boot/ticks"): with the pid it names one process
 
 
 class ProcessRuntime:

@@ -23,7 +23,7 @@ from huggingface_hub import HfApi, RepoFile, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, LaunchError, PayloadTooLargeError
-from hosting.runtimes import Report
+from hosting.runtimes.base import Report
 from hosting.runtimes.layouts import SMALL_FILE, FolderFiles, ListedFiles, RepoFiles
 
 __all__ = ["KEPT_COMMITS", "Snapshots"]

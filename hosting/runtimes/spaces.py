@@ -17,6 +17,7 @@ from typing import Any
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
+from pydantic import Field
 
 from catalog.models import EnvironmentDetail, Source
 from catalog.space_access import SpaceKeys
@@ -24,7 +25,7 @@ from core.errors import EnvhubError, InvalidInputError, LaunchError
 from core.sealing import Sealer
 from hosting.models import Backend
 from hosting.options import SpaceOptions
-from hosting.runtimes import Launched, LaunchSpec, Report, SpaceHandle, wait_healthy
+from hosting.runtimes.base import Handle, Launched, LaunchSpec, Report, wait_healthy
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,16 @@ _RUNNING = {"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING", "SLEEPING"}
 _FAILED = {"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE", "DELETING", "STOPPED", "PAUSED"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _IGNORED = ["__pycache__/*", "*.pyc", ".venv/*", ".git/*"]
+
+
+class SpaceHandle(Handle):
+    space: str
+    delete_on_stop: bool = False
+    token: str | None = Field(default=None, repr=False)  # the owner's Hub token, sealed: to pause or delete it
+    private: bool = False  # reached with a Space JWT; a public Space is sent no credential
+
+    def shared(self) -> str | None:
+        return self.space  # endpoints launched with one namespace and name are served by one Space
 
 
 def _hub_message(exc: HfHubHTTPError) -> str:

@@ -36,16 +36,9 @@ from catalog.models import EnvironmentDetail
 from core.errors import BackendUnavailableError, LaunchError
 from hosting.models import Backend
 from hosting.options import SwarmOptions
-from hosting.runtimes import Launched, LaunchSpec, Report, ServiceHandle, Task, wait_healthy
-from hosting.runtimes.containers import (
-    CATALOG_LABEL,
-    LABEL,
-    Image,
-    check_space_build,
-    engine_client,
-    environment_image,
-    image_options,
-)
+from hosting.runtimes.base import Handle, Launched, LaunchSpec, Report, Task, wait_healthy
+from hosting.runtimes.engine import CATALOG_LABEL, LABEL, engine_client
+from hosting.runtimes.images import Image, check_space_build, environment_image, image_options
 from hosting.runtimes.logs import tail_note
 from hosting.runtimes.snapshots import Snapshots
 
@@ -73,6 +66,12 @@ _LET_GO = {"complete", "shutdown", "failed", "rejected", "remove", "orphaned"}
 class _Node:
     addr: str  # where its published ports are reached
     host: str  # its hostname, with its labels
+
+
+class ServiceHandle(Handle):
+    service: str  # the Swarm service's id
+    image: str
+    port: int  # the port the image serves on, inside each task
 
 
 class _Logs:

@@ -27,7 +27,7 @@ from typing import BinaryIO
 from packaging.requirements import InvalidRequirement, Requirement
 
 from core.errors import LaunchError
-from hosting.runtimes import Report
+from hosting.runtimes.base import Report
 from hosting.runtimes.logs import log_tail
 
 __all__ = ["LAYER_FILE", "Virtualenvs", "requirements_of", "unmet"]

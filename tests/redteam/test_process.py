@@ -183,7 +183,7 @@ def spy_report(envhub: Envhub, endpoint: dict[str, Any]) -> dict[str, Any]:
 
 def server_pid(envhub: Envhub, endpoint: dict[str, Any]) -> int:
     """The pid envhub holds for the endpoint's server, on the machine."""
-    return int(envhub.services.endpoints.replica_store.rows(endpoint["id"])[0].handle["pid"])
+    return int(envhub.services.endpoints.replicas(endpoint["id"])[0].handle["pid"])
 
 
 def forked(envhub: Envhub, endpoint: dict[str, Any]) -> bool:

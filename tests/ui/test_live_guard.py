@@ -20,8 +20,9 @@ from app.usecases.play import PlaySessions
 from catalog.hub import HubClient
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.sync import Syncer
+from core.leases import Leases
 from core.outbound import OutboundGuard, Resolver, live_session
-from hosting.endpoints import EndpointManager
+from hosting.assembly import build_hosting
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
 from protocol.interface import Interface, read_interface
@@ -186,8 +187,9 @@ def test_a_private_space_is_probed_and_played_with_a_key_of_its_own_at_its_host(
         db.add(Environment(id="url:count", source=Source.URL, title="count", host="https://bob-count.hf.space"))
         db.commit()
     guard = OutboundGuard(allow_private=True, resolver=loopback_dns)
-    endpoints = EndpointManager(engine, {}, tmp_path / "endpoints", EndpointLimits())
-    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, guard, hub_token=TOKEN)
+    leases = Leases(engine)
+    endpoints = build_hosting(engine, {}, tmp_path / "endpoints", EndpointLimits(), leases).endpoints
+    monitor = HealthMonitor(engine, HubClient(hub.url), endpoints, leases, guard, hub_token=TOKEN)
     app, seen = authorizations(checkservers.count_app())
     sessions = PlaySessions()
 

@@ -87,7 +87,7 @@ def test_the_play_tab_launches_only_for_a_signed_in_user_who_then_owns_it(
 
     expect(page.locator("#play-status")).to_contain_text("Connected to", timeout=90_000)
     [endpoint] = oauth_envhub.http.get("/api/endpoints").json()["data"]
-    [launched] = oauth_envhub.services.endpoints.store.list()  # its owner is shown only to the owner and the admin
+    [launched] = oauth_envhub.services.endpoints.list()  # its owner is shown only to the owner and the admin
     assert (launched.environment, launched.owner) == ("template:count", "bob")
     assert endpoint["owner"] is None
     # Nobody else may stop it: not without credentials, and not another signed-in user.

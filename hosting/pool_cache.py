@@ -1,14 +1,14 @@
-"""Routing: where the gateway reaches each running endpoint, its pool of replicas, read from their rows.
+"""A cache of each running endpoint's pool of replicas, read from their rows: where the gateway reaches them.
 
-`Routes` is the control plane's side of the gateway's port (gateway.ports.ControlPlane): the gateway asks it
+`PoolCache` is the control plane's side of the gateway's port (gateway.ports.ControlPlane): the gateway asks it
 for an endpoint's pool, on its event loop, and gets what was read a moment ago or a read done off the loop, so
-no SQL ever runs where sessions are relayed.
+no SQL ever runs where sessions are relayed. What the gateway tells it (a replica did not answer, sessions wait,
+what a replica holds) goes to the keeper's mailbox (hosting.attention) and the replicas' rows.
 """
 
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
@@ -16,14 +16,16 @@ from sqlmodel import Session, col, select
 
 from gateway.pools import Pool, Slot, Upstream
 from gateway.ports import Down
+from hosting.attention import Attention
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.runtimes import AnyRuntime, handle_of
+from hosting.replica_store import ReplicaStore
+from hosting.runtimes.base import AnyRuntime, handle_of
 
 ROUTED = (ReplicaStatus.READY, ReplicaStatus.DRAINING)  # replicas the gateway reaches: draining ones for their sessions
 
-__all__ = ["Routes"]
+__all__ = ["PoolCache"]
 
 # How long the gateway trusts what it read of a pool's replicas: the watch interval, so that a
 # replica stopped or added through another envhub is not missed for long.
@@ -36,7 +38,7 @@ _READ_LOCKS = 64  # reads of one endpoint take turns, so that a slow read never 
 _READERS = 4
 
 
-class Routes:
+class PoolCache:
     """Where the gateway reaches each running endpoint: its pool, read from the replicas' rows, trusted for a moment.
 
     The pools live as long as their endpoints run, so that what they count (sessions per
@@ -44,19 +46,23 @@ class Routes:
     """
 
     def __init__(
-        self, engine: Engine, runtimes: dict[Backend, AnyRuntime], limits: EndpointLimits | None = None
+        self,
+        engine: Engine,
+        runtimes: dict[Backend, AnyRuntime],
+        limits: EndpointLimits,
+        replica_store: ReplicaStore,
+        attention: Attention,
     ) -> None:
         self.engine = engine
         self.runtimes = runtimes
-        self.limits = limits or EndpointLimits()
-        self.on_pressure: Callable[[str], None] = lambda endpoint_id: None  # set by whoever scales the pools
-        self.on_trouble: Callable[[str], None] = lambda endpoint_id: None  # set by whoever heals them
-        self.on_capacity: Callable[[str, int], None] = lambda replica_id, capacity: None  # set by the replicas' store
+        self.limits = limits
+        self.replica_store = replica_store
+        self.attention = attention
         self._pools: dict[str, tuple[Pool, float]] = {}
         self._absent: dict[str, tuple[Down, float]] = {}
         self._lock = threading.Lock()
         self._reading = [threading.Lock() for _ in range(_READ_LOCKS)]
-        self._readers = ThreadPoolExecutor(_READERS, thread_name_prefix="routes")
+        self._readers = ThreadPoolExecutor(_READERS, thread_name_prefix="pools")
 
     # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
 
@@ -67,10 +73,10 @@ class Routes:
         return await asyncio.get_running_loop().run_in_executor(self._readers, self.lookup, endpoint_id)
 
     def check_soon(self, endpoint_id: str) -> None:
-        self.on_trouble(endpoint_id)
+        self.attention.check_soon(endpoint_id)
 
     async def note_capacity(self, slot: Slot) -> None:
-        await asyncio.to_thread(self.on_capacity, slot.id, slot.capacity)
+        await asyncio.to_thread(self.replica_store.note_capacity, slot.id, slot.capacity)
 
     # -- reading
 
@@ -148,7 +154,7 @@ class Routes:
             self._absent.pop(endpoint_id, None)
         pool.most = size.max
         pool.owner, pool.private = endpoint.owner, endpoint.options.get("private") is True
-        pool.on_pressure = lambda: self.on_pressure(endpoint_id)
+        pool.on_pressure = lambda: self.attention.size_soon(endpoint_id)
         pool.set_replicas(replicas)
         return pool
 

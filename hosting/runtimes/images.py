@@ -1,5 +1,5 @@
-"""How an environment's folder becomes an image: by its own Dockerfile, or by one envhub writes when that one
-cannot build here.
+"""How an environment becomes the image the docker and swarm backends run: a template's folder or a Space's commit,
+built by its own Dockerfile, or by one envhub writes when that one cannot build here.
 
 The official OpenEnv environments build FROM ghcr.io/huggingface/openenv-base, which brings
 openenv, uvicorn and uv (their Dockerfiles fetch uv from astral.sh when it is missing), and list
@@ -16,22 +16,44 @@ left out. The launch says so, and why, in the endpoint's status.
 import hashlib
 import io
 import json
+import re
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound
 from docker.utils import parse_repository_tag
 
+from catalog.models import EnvironmentDetail, Source
+from catalog.revisions import folder_hash
+from core.errors import InvalidInputError, LaunchError
+from hosting.options import ImageOptions
+from hosting.runtimes.base import Report
 from hosting.runtimes.dockerfiles import parse_dockerfile
-from hosting.runtimes.layouts import Layout, template_layout
+from hosting.runtimes.layouts import Layout, root_names, template_layout
+from hosting.runtimes.snapshots import Snapshots
 from hosting.runtimes.venvs import requirements_of
 from hosting.runtimes.zygote import WS_MAX_SIZE
 
-__all__ = ["OPENENV_BASE", "Build", "BuildFailed", "plan_build", "served_image"]
+__all__ = [
+    "BUILD_LABEL",
+    "OPENENV_BASE",
+    "Build",
+    "BuildFailed",
+    "Image",
+    "build_image",
+    "check_space_build",
+    "environment_image",
+    "image_options",
+    "plan_build",
+    "served_image",
+    "space_image",
+]
 
 OPENENV_BASE = "openenv-base"  # the name of OpenEnv's base image (ghcr.io/huggingface/openenv-base)
 _SERVED = ("openenv", "uvicorn")  # what envhub's Dockerfile installs first, at envhub's own versions
@@ -154,7 +176,7 @@ def envhub_dockerfile(folder: Path, layout: Layout, served: str, port: int, inst
     # Inside its container the server listens on every interface: the engine publishes the port on loopback.
     serve = ["python", "-m", "uvicorn", layout.app, "--host", "0.0.0.0", "--port", str(port)]  # noqa: S104
     lines = [
-        "# Written by envhub: the environment's own Dockerfile cannot build here (see hosting/runtimes/builds.py).",
+        "# Written by envhub: the environment's own Dockerfile cannot build here (see hosting/runtimes/images.py).",
         f"FROM {served}",
         *([f"RUN {json.dumps([*_PIP, *wanted])}"] if wanted else []),
         f"COPY . {root}",
@@ -164,3 +186,160 @@ def envhub_dockerfile(folder: Path, layout: Layout, served: str, port: int, inst
         f"CMD {json.dumps([*serve, '--ws-max-size', str(WS_MAX_SIZE)])}",
     ]
     return "\n".join(lines) + "\n"
+
+
+BUILD_LABEL = "envhub.build"  # on an image envhub built with its own Dockerfile: why, for later launches' status
+ImageOptionsT = TypeVar("ImageOptionsT", bound=ImageOptions)
+
+
+def _slug(space_id: str) -> str:
+    return re.sub(r"[^a-z0-9]", "-", space_id.lower())
+
+
+def space_image(space_id: str) -> str:
+    """The image the Hub's registry holds for a Space: its latest build, whichever commit that was."""
+    return f"registry.hf.space/{_slug(space_id)}:latest"
+
+
+def _dockerfile(folder: Path) -> str | None:
+    for candidate in ("Dockerfile", "server/Dockerfile"):
+        if (folder / candidate).is_file():
+            return candidate
+    return None
+
+
+def image_options(environment: EnvironmentDetail, options: ImageOptionsT) -> ImageOptionsT:
+    """The options with the image (None: built from the folder's Dockerfile) and port an environment runs with."""
+    image = options.image
+    port = options.port or (environment.manifest or {}).get("port") or environment.app_port or 8000
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidInputError(f"the manifest's port must be the container's port number, got {port!r}")
+    if image is None:
+        if environment.path:
+            folder = Path(environment.path)
+            if _dockerfile(folder) is None:
+                raise InvalidInputError(f"{environment.id} has no Dockerfile to build; use the process backend")
+        elif environment.source != Source.HUB:
+            raise InvalidInputError(f"{environment.id} has no folder or image to run; pass options.image")
+    return options.model_copy(update={"image": image, "port": port})
+
+
+def check_space_build(environment: EnvironmentDetail, snapshots: Snapshots | None, token: str | None) -> None:
+    """Refuse a Hub Space whose image cannot be built here at its commit, saying what runs it instead."""
+    at = f"{environment.id}@{(environment.sha or '')[:12]}"
+    if snapshots is None or not environment.sha:
+        raise InvalidInputError(
+            f"{at} cannot be built here: this backend has no commit of it to build from; pass options.image "
+            f"(e.g. {space_image(environment.id)}, the Hub's latest build) or use the process backend"
+        )
+    if not snapshots.files(environment.id, environment.sha, token).is_file("Dockerfile"):
+        raise InvalidInputError(
+            f"{at} has no Dockerfile to build (sdk {environment.sdk or 'unknown'}): launch it with the space "
+            f"backend, or pass options.image (e.g. {space_image(environment.id)}, the Hub's latest build)"
+        )
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image to run: its tag, and how envhub built it when it did otherwise than the environment's Dockerfile
+    says (for the endpoint's status)."""
+
+    tag: str
+    note: str = ""
+
+
+def environment_image(
+    client: docker.DockerClient,
+    environment: EnvironmentDetail,
+    snapshots: Snapshots | None,
+    token: str | None,
+    base_image: str,
+    log_path: Path,
+    report: Report,
+    port: int,
+) -> Image:
+    """The image an environment with no image of its own runs: built from a template's folder, or from a Hub Space's
+    repo at its commit, unless built before; its server listens on `port`."""
+    names = root_names(environment)
+    if environment.path:
+        folder = Path(environment.path)
+        tag = f"envhub-template/{folder.name.lower()}:{folder_hash(folder)}"
+        return build_image(client, folder, tag, base_image, log_path, report, port=port, names=names)
+    if snapshots is None or not environment.sha:
+        raise LaunchError(f"{environment.id} has no commit to build from here")
+    tag = f"envhub-space/{_slug(environment.id)}:{environment.sha[:12]}"
+    built = _built(client, tag)
+    if built is not None:
+        return built
+    folder = snapshots.fetch(environment.id, environment.sha, token, report)
+    return build_image(
+        client, folder, tag, base_image, log_path, report, revision=environment.sha, port=port, names=names
+    )
+
+
+def _built(client: docker.DockerClient, tag: str) -> Image | None:
+    """The image of that tag, built before (with the note its build left on it), or None."""
+    try:
+        found = client.images.get(tag)
+    except ImageNotFound:
+        return None
+    return Image(tag, str((found.labels or {}).get(BUILD_LABEL, "")))
+
+
+def build_image(
+    client: docker.DockerClient,
+    folder: Path,
+    tag: str,
+    base_image: str,
+    log_path: Path,
+    report: Report,
+    *,
+    revision: str | None = None,
+    port: int = 8000,
+    names: Sequence[str] = (),
+) -> Image:
+    """The image of that tag, built from the folder unless one of that tag exists (its name says what it holds: a
+    folder's content hash, a Space's commit): by its own Dockerfile, or by envhub's when that one cannot build here
+    (builds.py)."""
+    built = _built(client, tag)
+    if built is not None:
+        return built
+    own = _dockerfile(folder)
+    if own is None:
+        raise LaunchError(f"{folder.name} has no Dockerfile to build")
+    plan = plan_build(client, folder, own, base_image, port, names or [folder.name])
+    name = tag.split(":")[0].split("/")[-1]
+    if plan.note:
+        report(f"building image {tag} (first launch only): {plan.note}")
+    else:
+        report(f"building image {tag} from {name}/{own} (first launch only)")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    labels = {"envhub.revision": revision} if revision else {"envhub.template": folder.name}
+    labels |= {BUILD_LABEL: plan.note} if plan.note else {}
+    with tempfile.TemporaryDirectory(prefix="envhub-build-") as scratch:
+        dockerfile = plan.own
+        if dockerfile is None:  # envhub's, from outside the folder: the engine is sent it beside the folder's files
+            try:
+                served_image(client, plan.served, base_image, report)
+            except BuildFailed as exc:
+                raise LaunchError(str(exc)) from exc
+            written = Path(scratch) / "Dockerfile"
+            written.write_text(plan.written)
+            dockerfile = str(written)
+            with log_path.open("a") as log:
+                log.write(f"envhub: {plan.note}\n{plan.written}")
+        try:
+            _, output = client.images.build(
+                path=str(folder), dockerfile=dockerfile, tag=tag, buildargs=plan.build_args, rm=True, labels=labels
+            )
+        except BuildError as exc:
+            lines = [str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log]
+            with log_path.open("a") as log:
+                log.write("".join(lines))
+            tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
+            raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}") from exc
+        except APIError as exc:
+            raise LaunchError(f"building image {tag} failed: {exc.explanation}") from exc
+    with log_path.open("a") as log:
+        log.write("".join(str(chunk.get("stream", "")) for chunk in output))
+    return Image(tag, plan.note)
