@@ -192,7 +192,8 @@ class Tasksets:
                     if held > MAX_RESETS_CHARS:
                         raise InvalidInputError(
                             f"the rows asked of {taskset.dataset} split {split} hold over "
-                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
+                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time",
+                            code="rows_too_large",
                         )
                 if number >= last:
                     break

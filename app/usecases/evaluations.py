@@ -199,7 +199,8 @@ def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> N
         owner = endpoint.owner or "nobody signed in"
         raise ForbiddenError(
             f"endpoint {endpoint.id} is private to {owner}: only they or an admin can evaluate on it; "
-            "name its environment instead to launch an endpoint of your own for the run"
+            "name its environment instead to launch an endpoint of your own for the run",
+            code="endpoint_private",
         )
 
 
