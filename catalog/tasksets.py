@@ -29,7 +29,7 @@ from catalog.downloads import Allowance, Downloads
 from catalog.models import Dataset, EnvironmentDetail
 from catalog.splits import split_files
 from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
-from protocol.interface import Interface, Split
+from envclient.interface import Interface, Split
 
 __all__ = [
     "RESET_COLUMN",

@@ -13,10 +13,10 @@ from catalog.hub import HubClient
 from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
 from core.outbound import OutboundGuard
+from envclient.health import HealthStatus, Probe
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
-from protocol.health import HealthStatus, Probe
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files, wait_until

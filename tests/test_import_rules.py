@@ -4,19 +4,21 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("app", "gateway", "hosting", "evals", "rollout", "conformance", "catalog", "protocol", "core")
+PACKAGES = ("app", "gateway", "hosting", "evals", "rollout", "conformance", "catalog", "envclient", "protocol", "core")
 
 # What each package may import of the others. The README says: nothing imports `app`; `rollout` imports only
 # `protocol` and `core`; `gateway` imports only `protocol` and `core`; `core` is what every package may use (so it
-# uses none of them); `protocol` is the vocabulary the others share (so it uses only `core`).
+# uses none of them); `protocol` is the vocabulary, with no I/O (so it uses only `core`), and `envclient` speaks it to
+# an environment's server.
 ALLOWED: dict[str, set[str]] = {
     "app": set(PACKAGES) - {"app"},
     "hosting": set(PACKAGES) - {"app"},
     "evals": set(PACKAGES) - {"app"},
     "conformance": set(PACKAGES) - {"app"},
     "catalog": set(PACKAGES) - {"app"},
-    "rollout": {"protocol", "core"},
+    "rollout": {"envclient", "protocol", "core"},
     "gateway": {"protocol", "core"},
+    "envclient": {"protocol", "core"},
     "protocol": {"core"},
     "core": set(),
 }
@@ -51,5 +53,5 @@ def test_every_product_module_keeps_the_readmes_import_rules() -> None:
 def test_the_rules_are_the_ones_the_readme_states() -> None:
     development = " ".join((ROOT / "README.md").read_text().partition("## Development")[2].split())
     assert "Nothing imports `app`" in development
-    assert "`rollout`, which imports only `protocol` and `core`" in development
+    assert "`rollout`, which imports only `envclient`, `protocol` and `core`" in development
     assert "`gateway` imports only `protocol` and `core`" in development

@@ -19,9 +19,9 @@ from app.settings import REPO_ROOT
 from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.revisions import note_interface
 from catalog.store import cached_interface, read_environment
+from envclient.interface import Interface
 from hosting.runtimes.layouts import template_layout
 from hosting.runtimes.venvs import requirements_of, unmet
-from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
+from envclient.interface import Interface, read_interface
 from hosting.models import Backend, EndpointStatus
 from hosting.options import LaunchRequest
-from protocol.interface import Interface, read_interface
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"
 HISTORY_ROWS = 25  # the newest on screen; the download holds them all

@@ -24,7 +24,7 @@ from catalog.tasksets import (
     environment_tasksets,
     read_linked,
 )
-from protocol.interface import Interface
+from envclient.interface import Interface
 
 __all__ = ["SEEDS", "choices", "dataset_choice", "dataset_reset", "read_tasksets", "tasksets_html"]
 
