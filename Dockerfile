@@ -12,6 +12,7 @@ COPY --chown=user app/ app/
 COPY --chown=user catalog/ catalog/
 COPY --chown=user conformance/ conformance/
 COPY --chown=user core/ core/
+COPY --chown=user envclient/ envclient/
 COPY --chown=user evals/ evals/
 COPY --chown=user gateway/ gateway/
 COPY --chown=user hosting/ hosting/

@@ -10,8 +10,8 @@ from sqlmodel import Session
 from catalog.store import get_environment
 from catalog.tasksets import Tasksets, dataset_resets
 from core.errors import EnvhubError
+from evals.agent_sessions import AgentSessions, agent_episode_id
 from evals.models import AgentSession, Episode
-from evals.sessions import AgentSessions, agent_episode_id
 from gateway.mcp import Card, EpisodeRecord, SessionRecord
 from hosting.endpoints import EndpointManager
 

@@ -58,9 +58,9 @@ from core.leases import Leases
 from core.outbound import OutboundGuard
 from core.sealing import EndpointTokens, Sealer
 from evals.agent_runs import AgentRuns
+from evals.agent_sessions import AgentSessions
 from evals.presets import ModelPresets
 from evals.runs import Runner
-from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.mcp import Door
 from gateway.mcp.sessions import free_idle_slots

@@ -8,7 +8,7 @@ import statistics
 
 from catalog.models import HealthRecord
 from core.clock import utcnow
-from protocol.health import HealthStatus, Probe
+from envclient.health import HealthStatus, Probe
 
 __all__ = ["RUNNING_STAGES", "SAMPLES", "record", "stage_health"]
 

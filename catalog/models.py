@@ -11,7 +11,7 @@ from sqlmodel import JSON, Field, SQLModel
 
 from core.clock import utcnow
 from core.db import ModelJSON
-from protocol.health import HealthStatus
+from envclient.health import HealthStatus
 
 
 class Source(StrEnum):

@@ -109,7 +109,8 @@ def resolve_revision(session: Session, environment_id: str, current: str | None,
     if len(pin) < MIN_PREFIX or not _HEX.fullmatch(pin):
         raise InvalidInputError(
             f"{pin!r} is not a revision of {environment_id}: give {MIN_PREFIX} or more hex characters of a "
-            "commit sha (a template's: of its folder hash), as GET /api/environments/{id}/revisions lists them"
+            "commit sha (a template's: of its folder hash), as GET /api/environments/{id}/revisions lists them",
+            code="revision_malformed",
         )
     seen = [r.revision for r in revisions_of(session, environment_id)]
     known = list(dict.fromkeys([*([current] if current else []), *seen]))

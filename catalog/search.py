@@ -39,7 +39,7 @@ from catalog.models import (
     Verdict,
 )
 from core.db import is_sqlite
-from protocol.health import HealthStatus
+from envclient.health import HealthStatus
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 16

@@ -23,8 +23,8 @@ from catalog.store import save_health
 from core.clock import utcnow
 from core.errors import EnvhubError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, OutboundSession
-from protocol.health import HealthStatus, Probe, healthy, probe
-from protocol.interface import Interface
+from envclient.health import HealthStatus, Probe, healthy, probe
+from envclient.interface import Interface
 
 __all__ = ["CACHE_TTL_S", "WAKING", "SpaceHealth", "is_waking", "probe_with"]
 

@@ -29,8 +29,8 @@ from catalog.revisions import note_interface, note_revisions, resolve_revision, 
 from core.clock import utcnow
 from core.db import upsert
 from core.errors import InvalidInputError, NotFoundError
-from protocol.health import Probe
-from protocol.interface import Interface, Split
+from envclient.health import Probe
+from envclient.interface import Interface, Split
 from protocol.tools import parse_tools
 
 __all__ = [

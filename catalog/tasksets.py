@@ -29,7 +29,7 @@ from catalog.downloads import Allowance, Downloads
 from catalog.models import Dataset, EnvironmentDetail
 from catalog.splits import split_files
 from core.errors import EnvhubError, HubUnavailableError, InvalidInputError, NotFoundError
-from protocol.interface import Interface, Split
+from envclient.interface import Interface, Split
 
 __all__ = [
     "RESET_COLUMN",
@@ -192,7 +192,8 @@ class Tasksets:
                     if held > MAX_RESETS_CHARS:
                         raise InvalidInputError(
                             f"the rows asked of {taskset.dataset} split {split} hold over "
-                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time"
+                            f"{MAX_RESETS_CHARS // 2**20} MiB; play fewer rows at a time",
+                            code="rows_too_large",
                         )
                 if number >= last:
                     break

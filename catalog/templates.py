@@ -13,7 +13,7 @@ from catalog.models import Environment, Source
 from catalog.revisions import EnvironmentRevision, folder_hash
 from catalog.store import interface_columns, write_environments
 from core.clock import utcnow
-from protocol.interface import Interface
+from envclient.interface import Interface
 
 log = logging.getLogger(__name__)
 

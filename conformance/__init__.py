@@ -7,7 +7,7 @@ MCP session check; the report lists them by number.
 
 import httpx
 
-from conformance import discovery, mcp, sessions, tasks
+from conformance import discovery, mcp, tasks, websocket_checks
 from conformance.context import Context, Evidence, ServerCapacity
 from conformance.engine import Check, CheckResult, Level, Outcome
 from conformance.report import Report, ServerProfile, Suite
@@ -35,7 +35,7 @@ CHECKS: tuple[Check[Context], ...] = (
     *mcp.checks,
     *tasks.checks,
     *(c for c in discovery.checks if c.check_id in _WEB),
-    *sessions.checks,
+    *websocket_checks.checks,
     *mcp.session_checks,
 )
 

@@ -12,7 +12,7 @@ from conformance.checker import Checker
 from conformance.engine import Outcome
 from core.errors import NonConformingError
 from core.outbound import OutboundSession
-from protocol.health import Probe, probe
+from envclient.health import Probe, probe
 
 __all__ = ["register_url", "url_environment_id"]
 

@@ -66,7 +66,8 @@ class Access:
         if not self.trusts(caller):
             raise ForbiddenError(
                 f"the process backend runs {environment_id}'s code on this server's own machine, outside any "
-                "container; with sign-in on only the admin may: launch it with the docker or space backend"
+                "container; with sign-in on only the admin may: launch it with the docker or space backend",
+                code="hub_code_admin_only",
             )
 
     def may_stop(self, caller: Caller, owner: str | None) -> bool:

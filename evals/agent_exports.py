@@ -14,10 +14,10 @@ from typing import Any
 
 from core.errors import ConflictError
 from evals.agent_runs import AgentRuns, door_side
+from evals.agent_sessions import AgentSessions
 from evals.dialects import Conversation, conversation
 from evals.hub_push import push_dataset
 from evals.models import AgentRun, Episode, ModelCall
-from evals.sessions import AgentSessions
 
 __all__ = [
     "RL_FILE",

@@ -58,7 +58,8 @@ def push_dataset(
             if status in (401, 403):
                 raise ForbiddenError(
                     f"the Hub refused to write {repo_id} with your token (HTTP {status}); "
-                    "push to your own namespace, or use a token that may write there"
+                    "push to your own namespace, or use a token that may write there",
+                    code="hub_write_refused",
                 ) from exc
             raise UpstreamError(f"pushing to {repo_id} on {endpoint} failed: HTTP {status}") from exc
     return str(url)

@@ -50,7 +50,8 @@ class ModelPresets:
         if not _NAME.fullmatch(name):
             raise InvalidInputError(
                 f"a preset's name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit; "
-                f"not {name!r}"
+                f"not {name!r}",
+                code="preset_name_invalid",
             )
         with Session(self.engine) as session:
             old = session.get(ModelPreset, (owner, name))
@@ -80,7 +81,9 @@ class ModelPresets:
         with Session(self.engine) as session:
             preset = session.get(ModelPreset, (owner, name))
         if preset is None:
-            raise NotFoundError(f"you have no model preset {name!r}: GET /api/models lists yours")
+            raise NotFoundError(
+                f"you have no model preset {name!r}: GET /api/models lists yours", code="preset_unknown"
+            )
         return preset
 
     def delete(self, owner: str, name: str) -> None:
@@ -98,7 +101,8 @@ class ModelPresets:
                 raise ConflictError(
                     f"the API key of model preset {preset.name!r} was sealed with another secret than this envhub's "
                     "(ENVHUB_SESSION_SECRET changed, or is unset and envhub restarted): save the preset's key again "
-                    f"(PUT /api/models/{preset.name} with api_key), and set ENVHUB_SESSION_SECRET to keep it"
+                    f"(PUT /api/models/{preset.name} with api_key), and set ENVHUB_SESSION_SECRET to keep it",
+                    code="preset_key_sealed_elsewhere",
                 )
         return ModelConfig.model_validate(preset.model_dump(include=_KEPT_IN_CLEAR) | {"api_key": key})
 

@@ -305,7 +305,8 @@ def _passed_on(
         if kept is None:
             traffic.request(failed=True)
             raise UpstreamError(
-                f"endpoint {endpoint_id} redirected outside itself (to {location[:200]!r}); envhub does not follow"
+                f"endpoint {endpoint_id} redirected outside itself (to {location[:200]!r}); envhub does not follow",
+                code="redirect_outside",
             )
         headers["location"] = kept
     traffic.request(failed=response.status_code >= 500)

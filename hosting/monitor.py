@@ -22,10 +22,10 @@ from catalog.space_health import SpaceHealth, probe_with
 from catalog.store import cache_interface
 from core.leases import Leases
 from core.outbound import OutboundGuard
+from envclient.health import HealthStatus
+from envclient.interface import Interface
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
-from protocol.health import HealthStatus
-from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 

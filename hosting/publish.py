@@ -54,7 +54,9 @@ class Publisher:
         if environment is None:
             raise NotFoundError(f"no environment {environment_id!r} in the catalog")
         if environment.source != Source.TEMPLATE or not environment.path:
-            raise InvalidInputError(f"{environment.id} is not a template; only templates can be deployed as a Space")
+            raise InvalidInputError(
+                f"{environment.id} is not a template; only templates can be deployed as a Space", code="not_a_template"
+            )
         try:
             options = SpaceOptions(name=name)
         except ValidationError as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.outbound import OutboundSession
-from protocol.client import PinnedClient, SessionError
+from envclient.ws import PinnedClient, SessionError
 from protocol.observations import refusal, reward_number, success
 from rollout.harness import Brief
 from rollout.loop import RETRIES, RefusedReset, Reset, Stepped, Tried, Turn, episode

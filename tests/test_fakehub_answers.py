@@ -7,6 +7,7 @@ by the huggingface_hub classes envhub reads them with, give attributes of the sa
 The Hub's answers there are written from the shapes shared/reference/hub-gradio-facts.md records (§1.2 for
 SpaceInfo's keys, §1.3 for DatasetInfo's, §1.4 for a runtime, §2.2 for each route's answer), with values as the
 Hub gives them; huggingface_hub's own tests record no Hub answers to reuse (its cassettes are the Inference API's).
+tests/hub_answers/README.md says, file by file, which request each answers and what it was written from.
 """
 
 import json

@@ -14,10 +14,10 @@ from catalog.models import Environment, HealthRecord, Source
 from catalog.sync import Syncer
 from core.leases import Leases
 from core.outbound import OutboundGuard
+from envclient.health import HealthStatus, Probe
 from hosting.assembly import build_hosting
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
-from protocol.health import HealthStatus, Probe
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files, wait_until

@@ -54,7 +54,7 @@ def test_only_the_owner_or_the_admin_stops_an_endpoint(oauth_envhub: Envhub, hub
     by_owner = alice.delete(f"/api/endpoints/{mine['id']}", headers=csrf(alice))
 
     assert refused.status_code == 403
-    assert refused.json()["detail"] == f"endpoint {mine['id']} was launched by alice; only they or an admin can stop it"
+    assert refused.json()["code"] == "not_owner"
     assert anonymous.status_code == 403
     assert by_admin.status_code == 200 and by_admin.json()["status"] == "stopped"
     assert by_owner.status_code == 200 and by_owner.json()["status"] == "stopped"
@@ -70,11 +70,11 @@ def test_with_sign_in_on_only_the_admin_runs_a_spaces_code_as_a_process(
 
     refused = alice.post("/api/endpoints", json={"environment": "alice/count"}, headers=csrf(alice))
     assert refused.status_code == 403
-    assert "with sign-in on only the admin may: launch it with the docker or space backend" in refused.json()["detail"]
+    assert refused.json()["code"] == "hub_code_admin_only"
     # The admin's launch gets past that door, to the Space's own files (which hold no app to serve).
     by_admin = httpx.post(f"{oauth_envhub.url}/api/endpoints", json={"environment": "alice/count"}, headers=ADMIN)
     assert by_admin.status_code == 422, by_admin.text
-    assert "it has no OpenEnv app to serve" in by_admin.json()["detail"]
+    assert by_admin.json()["code"] == "invalid_input"
 
 
 def test_each_user_has_their_own_limit(oauth_envhub: Envhub, hub: FakeHub, browsers: Browsers) -> None:
@@ -87,7 +87,7 @@ def test_each_user_has_their_own_limit(oauth_envhub: Envhub, hub: FakeHub, brows
 
     assert first.status_code == 201
     assert second.status_code == 429
-    assert "1 endpoints running, the most allowed" in second.json()["detail"]
+    assert second.json()["code"] == "owner_endpoints_limit"
     assert other.status_code == 201
 
 
@@ -152,9 +152,7 @@ def test_with_sign_in_on_an_endpoint_nobody_owns_is_stopped_only_by_the_admin(
     finally:
         server.stop()
     assert anonymous.status_code == 403
-    assert anonymous.json()["detail"] == (
-        f"endpoint {launched['id']} was launched by nobody signed in; only an admin can stop it"
-    )
+    assert anonymous.json()["code"] == "not_owner"
     assert by_admin.status_code == 200 and by_admin.json()["status"] == "stopped"
 
 

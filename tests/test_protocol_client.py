@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from core.outbound import OutboundGuard, OutboundSession
+from envclient.ws import AtCapacity, Lost, PinnedClient, Refused, SessionError
 from protocol import frames
-from protocol.client import AtCapacity, Lost, PinnedClient, Refused, SessionError
 from tests import checkservers
 from tests.checkservers import count_app, serve
 

@@ -210,12 +210,12 @@ def test_a_quality_report_of_a_pool_is_filed_through_the_api(count_template: str
 def test_a_template_is_reported_on_once_launched(count_template: str, client: TestClient) -> None:
     response = client.post("/api/checks", json={"environment": count_template, "suite": "quality"})
     assert response.status_code == 422
-    assert "POST /api/endpoints" in response.json()["detail"]
+    assert response.json()["code"] == "not_launched"
     assert client.post("/api/checks", json={"url": "http://x", "suite": "nope"}).status_code == 422
     # The hosted configuration refuses private addresses for quality reports as for checks.
     refused = client.post("/api/checks", json={"url": "http://127.0.0.1:9", "suite": "quality"})
     assert refused.status_code == 422
-    assert "loopback" in refused.json()["detail"]
+    assert refused.json()["code"] == "refused_url"
     assert client.get("/api/checks", params={"suite": "quality"}).json() == {"data": [], "count": 0}
 
 

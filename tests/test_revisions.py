@@ -47,12 +47,10 @@ def test_a_pin_that_names_no_revision_says_which_there_are(client: TestClient, h
     sha = client.get("/api/environments/alice/count").json()["sha"]
 
     short = client.get("/api/environments/alice/count@abc")
-    assert short.status_code == 422
-    assert "7 or more hex characters" in short.json()["detail"]
+    assert (short.status_code, short.json()["code"]) == (422, "revision_malformed")
     unknown = client.get("/api/environments/alice/count@0000000")
-    assert unknown.status_code == 404
-    assert f"known: {sha[:12]}" in unknown.json()["detail"]
-    assert "sync the catalog" in unknown.json()["detail"]
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "not_found")
+    assert sha[:12] in unknown.json()["detail"]  # the revisions there are, named
 
 
 def test_an_endpoint_records_its_template_revision_and_says_when_the_folder_changed(
@@ -76,8 +74,7 @@ def test_an_endpoint_records_its_template_revision_and_says_when_the_folder_chan
     assert (again["revision"], again["latest"]) == (digest, newer)
 
     gone = envhub.http.post("/api/endpoints", json={"environment": f"{count_template}@{digest[:8]}"})
-    assert gone.status_code == 422
-    assert f"revision {digest} is gone" in gone.json()["detail"]
+    assert (gone.status_code, gone.json()["code"]) == (422, "invalid_input")
 
 
 def test_the_space_backend_refuses_an_older_revision_of_a_space(envhub: Envhub, hub: FakeHub) -> None:
@@ -88,8 +85,7 @@ def test_the_space_backend_refuses_an_older_revision_of_a_space(envhub: Envhub, 
     _sync(envhub.http)
 
     refused = envhub.http.post("/api/endpoints", json={"environment": f"alice/count@{first[:7]}", "backend": "space"})
-    assert refused.status_code == 422
-    assert "with the process, docker or swarm backend, which download that commit" in refused.json()["detail"]
+    assert (refused.status_code, refused.json()["code"]) == (422, "invalid_input")
 
 
 def test_quality_reports_run_by_themselves_on_each_new_revision(

@@ -226,7 +226,7 @@ def test_leftover_and_stopped_services_are_removed(
 
 def test_an_unreachable_engine_is_unavailable(environment: EnvironmentDetail, tmp_path: Path) -> None:
     runtime = SwarmRuntime(f"unix://{tmp_path}/no-docker.sock")
-    with pytest.raises(BackendUnavailableError, match="swarm backend cannot reach a Docker engine"):
+    with pytest.raises(BackendUnavailableError):
         runtime.check(environment, SwarmOptions())
     runtime.close()
 

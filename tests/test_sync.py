@@ -253,7 +253,7 @@ def test_sync_in_progress_refuses_a_second_one(hub: FakeHub, syncer: Syncer, eng
     first = syncer.start()
 
     assert first.status == SyncStatus.RUNNING
-    with pytest.raises(ConflictError, match="already running"):
+    with pytest.raises(ConflictError):
         syncer.run()
     wait_until(lambda: not syncer.running)
     with Session(engine) as session:

@@ -96,7 +96,8 @@ async def create_check(
         environment = await asyncio.to_thread(load_environment, engine, body.environment)
         if environment.source == Source.TEMPLATE or not environment.host:
             raise InvalidInputError(
-                f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint"
+                f"{environment.id} runs nowhere until it is launched: POST /api/endpoints, then check the endpoint",
+                code="not_launched",
             )
         if quality:
             return await checker.check_quality(environment.host, environment=environment.id)

@@ -32,9 +32,9 @@ from core.callers import Access, Caller
 from core.errors import ForbiddenError, UnauthorizedError
 from core.sealing import EndpointTokens
 from evals.agent_runs import AgentRuns
+from evals.agent_sessions import AgentSessions
 from evals.presets import ModelPresets
 from evals.runs import Runner
-from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.gate import client_of
 from gateway.ports import Gateway

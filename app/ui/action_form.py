@@ -7,7 +7,7 @@ from typing import Any, Literal
 import gradio as gr
 
 from app.ui.forms import FieldKind, FormField, form_fields
-from protocol.interface import Interface
+from envclient.interface import Interface
 from protocol.tools import takes_tool_calls, tool_call
 
 

@@ -15,9 +15,9 @@ from core.callers import Access
 from core.errors import EnvhubError
 from evals.agent_exports import door_episodes
 from evals.agent_runs import AgentRuns as RunStore
+from evals.agent_sessions import AgentSessions
 from evals.dialects import conversation
 from evals.models import AgentRun, Episode, ModelCall
-from evals.sessions import AgentSessions
 
 __all__ = ["AgentRunPanel", "AgentRuns", "build", "run_html"]
 

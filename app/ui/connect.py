@@ -9,8 +9,8 @@ from app.ui.forms import form_fields
 from app.ui.snippets import RECORDED, Target, all_snippets
 from app.ui.wording import plural
 from app.urls import endpoint_url
+from envclient.interface import Interface
 from hosting.models import PoolPublic, ReplicaStatus
-from protocol.interface import Interface
 
 PLACEHOLDER_ID = "ENDPOINT_ID"  # in the URL the snippets show before an endpoint runs
 LANGUAGES = {

@@ -10,7 +10,7 @@ from app.ui.cards import badges, badges_html
 from app.ui.schemas import SchemaRow, schema_rows
 from catalog.models import EnvironmentDetail, EnvironmentPublic, Source
 from catalog.space_health import is_waking
-from protocol.interface import Interface
+from envclient.interface import Interface
 
 
 def _e(value: object) -> str:

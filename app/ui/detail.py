@@ -24,8 +24,8 @@ from catalog.space_health import SpaceHealth, is_waking
 from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.errors import EnvhubError
-from protocol.health import HealthStatus
-from protocol.interface import Interface, read_interface
+from envclient.health import HealthStatus
+from envclient.interface import Interface, read_interface
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 from app.ui.action_form import FormState
 from app.ui.boards import Clicks, Hints
 from app.ui.forms import FieldKind, FormField, action_from_form, visible
-from protocol.interface import Interface
+from envclient.interface import Interface
 
 ARROW_KEYS = {
     "up": "ArrowUp", "north": "ArrowUp", "down": "ArrowDown", "south": "ArrowDown",

@@ -1,5 +1,5 @@
 """Run as `python -m app.ui.interface_probe APP CWD [PATH ...]`: serve an environment's ASGI app on a loopback port
-for a moment, ask it what it serves (protocol.interface), and print that as the catalog row's columns in JSON.
+for a moment, ask it what it serves (envclient.interface), and print that as the catalog row's columns in JSON.
 
 A process of its own, so that the environment's modules (`server`, `models`, ...) never meet envhub's or another
 template's, and the server is nobody's endpoint."""
@@ -16,7 +16,7 @@ import uvicorn
 
 from catalog.store import interface_columns
 from core.outbound import OutboundGuard, live_session
-from protocol.interface import read_interface
+from envclient.interface import read_interface
 
 START_S = 60  # for the app to import and listen
 

@@ -18,9 +18,9 @@ from sqlmodel import Session
 from app.settings import REPO_ROOT
 from catalog.models import EnvironmentDetail, Source
 from catalog.store import cache_interface_at, cached_interface, read_environment
+from envclient.interface import Interface
 from hosting.runtimes.layouts import template_layout
 from hosting.runtimes.venvs import requirements_of, unmet
-from protocol.interface import Interface
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Reaching a live environment from the UI: one outbound session per tab, pinned to the address its guard checked.
 
-What the environment says about itself is read through it (protocol.interface); every
+What the environment says about itself is read through it (envclient.interface); every
 request and WebSocket of the session then goes to that address.
 """
 

@@ -32,8 +32,8 @@ from catalog.store import cached_interface, find_environment, read_environment
 from catalog.tasksets import Tasksets
 from core.callers import ANONYMOUS
 from core.errors import EnvhubError
+from envclient.interface import Interface, read_interface
 from hosting.models import EndpointStatus
-from protocol.interface import Interface, read_interface
 
 # Wordle's way: the guess box empties once a guess is taken, and keeps a refused one to fix.
 EMPTY_WHEN_TAKEN = "(text) => document.querySelector('#play-errors')?.innerText.trim() ? text : ''"

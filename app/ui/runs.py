@@ -9,9 +9,9 @@ from sqlalchemy import Engine
 
 from app.ui.requests import Visitors
 from app.usecases.evaluations import run_shown, visible_episode, visible_run
+from evals.agent_sessions import AgentSessions
 from evals.leaderboard import leaderboard
 from evals.models import Episode, Evaluation, EvaluationPublic, Leaderboard
-from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from hosting.endpoints import EndpointManager
 

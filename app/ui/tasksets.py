@@ -21,7 +21,7 @@ from catalog.tasksets import (
     Tasksets,
     environment_tasksets,
 )
-from protocol.interface import Interface
+from envclient.interface import Interface
 
 __all__ = ["SEEDS", "choices", "read_tasksets", "tasksets_html"]
 

@@ -32,7 +32,19 @@ __all__ = [
 
 # What the Space needs to build and run envhub (see Dockerfile); everything else stays home.
 APP_PATHS: tuple[str, ...] = (
-    *("app", "catalog", "conformance", "core", "evals", "gateway", "hosting", "migrations", "protocol", "rollout"),
+    *(
+        "app",
+        "catalog",
+        "conformance",
+        "core",
+        "envclient",
+        "evals",
+        "gateway",
+        "hosting",
+        "migrations",
+        "protocol",
+        "rollout",
+    ),
     "spaces_templates",
     *("requirements.txt", "Dockerfile", ".dockerignore"),
 )

@@ -25,16 +25,16 @@ from core.callers import Access, Caller
 from core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from core.outbound import OutboundGuard, live_session
 from core.sealing import EndpointTokens
+from envclient.interface import read_interface
+from evals.agent_sessions import AgentSessions
 from evals.models import Episode, Evaluation
 from evals.presets import ModelPresets, preset_owner
 from evals.runs import Play, PrepareError, Runner, new_evaluation_id
-from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.paths import gateway_path
 from hosting.endpoints import EndpointManager
 from hosting.models import Backend, Endpoint, EndpointStatus
 from hosting.options import LaunchRequest
-from protocol.interface import read_interface
 from rollout.episodes import EpisodeSpec, Limits
 from rollout.harness import Brief
 from rollout.model import ModelConfig, ModelPolicy
@@ -199,7 +199,8 @@ def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> N
         owner = endpoint.owner or "nobody signed in"
         raise ForbiddenError(
             f"endpoint {endpoint.id} is private to {owner}: only they or an admin can evaluate on it; "
-            "name its environment instead to launch an endpoint of your own for the run"
+            "name its environment instead to launch an endpoint of your own for the run",
+            code="endpoint_private",
         )
 
 

@@ -2,7 +2,7 @@
 tab goes away or after an idle timeout.
 
 Each session holds one WebSocket session on the environment (through envhub's gateway or
-a Space's host), driven by envhub's protocol client (protocol.client) on the server's event loop, and
+a Space's host), driven by envhub's protocol client (envclient.ws) on the server's event loop, and
 opened through the tab's outbound session: to the address the guard checked when the tab
 connected, never to whatever the host name resolves to later.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from app.ui.episode import Episode, Outcome
 from core.outbound import OutboundSession
-from protocol.client import PinnedClient, SessionError
-from protocol.interface import Interface
+from envclient.interface import Interface
+from envclient.ws import PinnedClient, SessionError
 
 log = logging.getLogger(__name__)
 

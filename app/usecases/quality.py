@@ -24,10 +24,10 @@ from conformance import ServerCapacity
 from conformance.checker import Checker
 from conformance.quality import ReplicaTarget
 from core.errors import SlotsInUseError
+from envclient.health import HealthStatus
 from gateway.lending import lender
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
-from protocol.health import HealthStatus
 
 __all__ = ["hosted", "quality_round", "server_capacity"]
 

@@ -37,10 +37,10 @@ from core.callers import Caller
 from core.clock import utcnow
 from core.errors import ConflictError, EnvhubError, NotFoundError
 from core.outbound import live_session
+from envclient.interface import read_interface
 from evals.models import EpisodeBase, EvaluationStatus
 from evals.presets import LOCAL_OWNER, preset_owner
 from hosting.models import EndpointStatus
-from protocol.interface import read_interface
 from protocol.observations import reward_number
 from rollout.players import Policy
 

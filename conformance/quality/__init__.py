@@ -16,8 +16,8 @@ from conformance.quality.figures import measure_figures
 from conformance.quality.run import QualityTarget, ReplicaTarget, Run, Seats
 from conformance.report import Report, Suite
 from core.outbound import OutboundGuard, OutboundSession
-from protocol.client import SessionError
-from protocol.interface import read_interface
+from envclient.interface import read_interface
+from envclient.ws import SessionError
 from rollout.harness import Brief
 
 __all__ = ["CHECKS", "QualityTarget", "ReplicaTarget", "Seats", "check_quality"]

@@ -21,7 +21,7 @@ from conformance.engine import Finding, Level, Registry
 from conformance.quality.episodes import Episode, first_difference, keep, play, replay, reset_turn, step_turn
 from conformance.quality.run import NO_ACTION_FIX, Run
 from core.outbound import OutboundSession
-from protocol.client import AtCapacity
+from envclient.ws import AtCapacity
 
 __all__ = ["CHECKS"]
 

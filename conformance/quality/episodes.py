@@ -1,4 +1,4 @@
-"""Episodes as the quality checks play them, on sessions of the shared protocol client (protocol.client): played
+"""Episodes as the quality checks play them, on sessions of the shared protocol client (envclient.ws): played
 by a policy's player through rollout's episode loop or replayed action by action, and where two episodes first
 differ, in canonical JSON.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.context import excerpt
-from protocol.client import AtCapacity, PinnedClient, Refused, Result
+from envclient.ws import AtCapacity, PinnedClient, Refused, Result
 from rollout import loop
 from rollout.loop import RETRIES, Turn
 from rollout.players import Move, Player

@@ -14,7 +14,7 @@ from typing import Any
 from conformance.quality.episodes import reset_turn, step_turn
 from conformance.quality.run import Run
 from conformance.report import Figures
-from protocol.client import AtCapacity, PinnedClient, SessionError
+from envclient.ws import AtCapacity, PinnedClient, SessionError
 
 __all__ = ["CAPACITY_BOUND", "SESSIONS", "measure_figures"]
 

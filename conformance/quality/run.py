@@ -17,9 +17,9 @@ from conformance.engine import Check, Finding, Lane
 from conformance.quality.episodes import Episode
 from core.errors import SlotsInUseError
 from core.outbound import OutboundGuard, OutboundSession
-from protocol.client import Lost, PinnedClient, SessionError
-from protocol.health import healthy
-from protocol.interface import Interface
+from envclient.health import healthy
+from envclient.interface import Interface
+from envclient.ws import Lost, PinnedClient, SessionError
 from protocol.tools import example_action
 from rollout.harness import Brief
 from rollout.players import Player, RandomPolicy

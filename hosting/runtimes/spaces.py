@@ -84,7 +84,8 @@ class SpaceRuntime:
         token = token or self.token
         if not token:
             raise InvalidInputError(
-                "the space backend needs a Hub token: sign in with Hugging Face, or set HF_TOKEN on the server"
+                "the space backend needs a Hub token: sign in with Hugging Face, or set HF_TOKEN on the server",
+                code="hub_token_required",
             )
         if not environment.path and environment.source != Source.HUB:
             raise InvalidInputError(f"{environment.id} has no folder to upload and is not a Hub Space")
@@ -114,7 +115,8 @@ class SpaceRuntime:
             raise InvalidInputError(
                 f"{environment.id} has moved on to {now[:12]} on the Hub since the catalog's last sync, which saw "
                 f"{(environment.sha or '')[:12]}: a duplicate would copy the newer one; sync the catalog and launch "
-                "again, or launch the revision the catalog has with the process, docker or swarm backend"
+                "again, or launch the revision the catalog has with the process, docker or swarm backend",
+                code="space_moved_on",
             )
 
     def start(self, spec: LaunchSpec[SpaceOptions], report: Report) -> Launched[SpaceHandle]:

@@ -81,8 +81,7 @@ def test_an_answer_the_gateway_reads_whole_is_cut_at_a_mebibyte(gateway: Envhub)
     endpoint = gateway.running("template:huge_answer")
     create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
     answer = gateway.http.post(f"/endpoints/{endpoint['id']}/mcp", json=create)
-    assert answer.status_code == 502
-    assert "over 1024 KiB where the gateway reads the answer whole" in answer.json()["detail"]
+    assert (answer.status_code, answer.json()["code"]) == (502, "upstream_error")
     assert gateway.endpoint(endpoint["id"])["pool"]["sessions"] == 0  # the slot it took is free again
 
 
@@ -91,8 +90,7 @@ def test_bodies_past_the_limits_are_refused_with_413(gateway: Envhub) -> None:
     base = f"/endpoints/{endpoint['id']}"
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * (1024 * 1024)}}
     too_long_a_call = gateway.http.post(f"{base}/mcp", json=call)
-    assert too_long_a_call.status_code == 413
-    assert "over 1024 KiB" in too_long_a_call.json()["detail"]
+    assert (too_long_a_call.status_code, too_long_a_call.json()["code"]) == (413, "payload_too_large")
 
     declared = gateway.http.post(f"{base}/step", content=b"x" * (1024 * 1024 + 1))
     assert declared.status_code == 413
@@ -237,7 +235,6 @@ def test_a_web_page_from_another_site_cannot_open_sessions(gateway: Envhub) -> N
     with pytest.raises(ConnectionClosed) as closed, connect(ws_url(gateway, endpoint), origin=evil) as ws:
         ws.recv(timeout=10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
-    assert "a web page at 'https://evil.example' may not open sessions" in closed.value.rcvd.reason
     create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
     from_a_page = gateway.http.post(
         f"/endpoints/{endpoint['id']}/mcp", json=create, headers={"Origin": "https://evil.example"}

@@ -4,8 +4,8 @@ not for a Space's own host; the header lines only for a private endpoint."""
 import gradio as gr
 
 from app.ui import connect
+from envclient.interface import Interface
 from hosting.models import PoolPublic
-from protocol.interface import Interface
 from protocol.tools import parse_tools
 from tests.ui.schemas import CONVERT_UNITS_TOOL
 

@@ -7,7 +7,7 @@ from app.ui.detail import asleep
 from catalog.models import EnvironmentDetail, Health, Source
 from catalog.space_health import WAKING
 from core.clock import utcnow
-from protocol.health import HealthStatus
+from envclient.health import HealthStatus
 
 
 def environment(**fields: object) -> EnvironmentDetail:

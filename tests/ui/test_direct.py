@@ -11,7 +11,7 @@ from app.ui.action_form import FormState
 from app.ui.boards import Hints, find_board
 from app.ui.direct import board_hints, controls_html, direct_action
 from app.ui.forms import form_fields
-from protocol.interface import Interface
+from envclient.interface import Interface
 from tests.ui.schemas import CONNECT_FOUR, MAZE
 
 

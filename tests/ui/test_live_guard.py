@@ -22,10 +22,10 @@ from catalog.models import Environment, EnvironmentDetail, Source
 from catalog.sync import Syncer
 from core.leases import Leases
 from core.outbound import OutboundGuard, Resolver, live_session
+from envclient.interface import Interface, read_interface
 from hosting.assembly import build_hosting
 from hosting.limits import EndpointLimits
 from hosting.monitor import HealthMonitor
-from protocol.interface import Interface, read_interface
 from tests import checkservers
 from tests.checkservers import authorizations, counting, serve
 from tests.conftest import space_files

@@ -21,8 +21,8 @@ from app.settings import REPO_ROOT
 from app.ui.connect import target_for
 from app.ui.snippets import all_snippets, claude_code, inspector, trl
 from core.outbound import OutboundGuard, OutboundSession
+from envclient.interface import Interface, read_interface
 from hosting.models import PoolPublic
-from protocol.interface import Interface, read_interface
 from tests.conftest import needs, needs_trainer
 from tests.corpus import corpus_envhub
 from tests.serving import serve_templates

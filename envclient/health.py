@@ -14,8 +14,8 @@ from typing import Any
 
 from core.errors import RefusedURLError
 from core.outbound import Fetched, OutboundSession
+from envclient.interface import Interface, read_interface
 from protocol.frames import CLOSE, reset_frame
-from protocol.interface import Interface, read_interface
 
 __all__ = ["HealthStatus", "Probe", "healthy", "probe"]
 
