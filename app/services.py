@@ -307,7 +307,7 @@ class Services:
         )
         gateway = Gateway(
             routes=endpoints.routes,
-            bearers=GatewayBearers(identities, tokens),
+            bearers=GatewayBearers(identities, tokens, access),
             traffic=endpoints.traffic.counters,
             settings=gateway_settings(settings),
         )

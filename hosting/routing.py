@@ -147,7 +147,7 @@ class Routes:
             self._pools[endpoint_id] = (pool, time.monotonic())
             self._absent.pop(endpoint_id, None)
         pool.most = size.max
-        pool.owner, pool.private = endpoint.owner, endpoint.options.get("private") is True
+        pool.owner, pool.private = endpoint.owner, endpoint.private
         pool.on_pressure = lambda: self.on_pressure(endpoint_id)
         pool.set_replicas(replicas)
         return pool

@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from core.callers import ANONYMOUS, Access, Caller
 from gateway.placement import Placement, Refused, Unreachable
 from gateway.pools import Pool, PoolFull, Slot, Upstream
-from gateway.ports import Bearer, Down, Gateway, GatewaySettings
+from gateway.ports import Down, Gateway, GatewaySettings
 from gateway.traffic import TrafficCounters
 
 
@@ -40,12 +41,13 @@ class Told:
 
 class NoBearers:
     prefix = "envhub-endpoint-"
+    access = Access(sign_in=True, anonymous_launch=False)
 
     def opens(self, endpoint_id: str, token: str) -> bool:
         return False
 
-    async def who(self, token: str) -> Bearer:
-        return Bearer()
+    async def who(self, token: str) -> Caller:
+        return ANONYMOUS
 
 
 def setup(*capacities: int | None, queue_s: float = 5) -> tuple[Pool, Told, Gateway]:
