@@ -12,7 +12,8 @@ from typing import Protocol
 import httpx
 
 from core.callers import Access, Caller
-from gateway.pools import Pool, Slot
+from gateway.pools import Pool
+from gateway.slots import Slot
 from gateway.traffic import TrafficCounters
 
 __all__ = ["Bearers", "ControlPlane", "Down", "Gateway", "GatewaySettings"]

@@ -29,8 +29,9 @@ from gateway.mcp import is_standard
 from gateway.paths import PATH_SAFE, gateway_location, gateway_path, inner_path
 from gateway.pinned import close_on_replica
 from gateway.placement import Placement, Refused
-from gateway.pools import Pool, PoolFull, Slot, Upstream
+from gateway.pools import Pool
 from gateway.ports import Down, Gateway
+from gateway.slots import PoolFull, Slot, Upstream
 from gateway.traffic import Traffic
 from protocol.frames import rpc_capacity, rpc_capacity_error
 

@@ -23,9 +23,9 @@ from uvicorn.protocols.utils import get_remote_addr
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
+from gateway.legs import CLOSE_TIMEOUT_S, Leg
 from gateway.paths import is_session_path, session_path
 from gateway.ports import Gateway
-from gateway.relay import CLOSE_TIMEOUT_S, Leg
 from gateway.sessions import serve_session
 
 __all__ = ["GatewayHttpProtocol", "GatewayWebSocketProtocol", "HeadDeadlineProtocol", "OneWrite"]

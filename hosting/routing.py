@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from gateway.pools import Pool, Slot, Upstream
+from gateway.pools import Pool
 from gateway.ports import Down
+from gateway.slots import Slot, Upstream
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange

@@ -23,14 +23,14 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
+from gateway.legs import HandshakeError
 from gateway.mcp.episodes import EpisodeLog
 from gateway.mcp.ports import Recorder, SessionRecord
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
 from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
 from gateway.placement import Placement, Refused, Unreachable
-from gateway.pools import PoolFull, Slot
-from gateway.relay import HandshakeError
+from gateway.slots import PoolFull, Slot
 from protocol.frames import STATE as STATE_FRAME
 from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
 from protocol.observations import refusal

@@ -55,8 +55,8 @@ from gateway.mcp.results import text_of
 from gateway.mcp.sessions import PROBE, Closed, EnvironmentSession, Unavailable, open_socket, reset_arguments
 from gateway.mcp.tools import Surface, action_surface, tools_surface
 from gateway.placement import Placement
-from gateway.pools import PoolFull
 from gateway.runs import RUN_HEADER, client_session, run_of
+from gateway.slots import PoolFull
 from protocol.frames import RPC_SERVER_ERROR
 from protocol.tools import OPENING_META, parse_tools
 
