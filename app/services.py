@@ -63,7 +63,7 @@ from evals.runs import Runner
 from evals.sessions import AgentSessions
 from evals.store import EvaluationStore
 from gateway.mcp import Door
-from gateway.mcp.sessions import free_idle_slots
+from gateway.mcp.environment_session import free_idle_slots
 from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
 from gateway.ports import Gateway, GatewaySettings
