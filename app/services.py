@@ -66,8 +66,8 @@ from gateway.mcp import Door
 from gateway.mcp.environment_session import free_idle_slots
 from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
-from gateway.ports import Gateway, GatewaySettings
 from gateway.replica_http import replica_client
+from gateway.wiring import Gateway, GatewaySettings
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from core.errors import EnvhubError, UnauthorizedError
 from core.headers import bearer, page_origin, reached_hosts
 from gateway.pools import Pool
-from gateway.ports import Gateway
 from gateway.slots import user_client
+from gateway.wiring import Gateway
 
 __all__ = ["Refusal", "admit", "client_of", "origin_refusal"]
 

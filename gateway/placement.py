@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from gateway.pools import Pool
-from gateway.ports import Gateway
 from gateway.slots import PoolFull, Slot, Waiter
 from gateway.traffic import Traffic
+from gateway.wiring import Gateway
 
 __all__ = ["Placement", "Refused", "Unreachable"]
 

@@ -25,8 +25,8 @@ from websockets.http11 import Request
 
 from gateway.legs import CLOSE_TIMEOUT_S, Leg
 from gateway.paths import is_session_path, session_path
-from gateway.ports import Gateway
-from gateway.sessions import serve_session
+from gateway.socket_sessions import serve_session
+from gateway.wiring import Gateway
 
 __all__ = ["GatewayHttpProtocol", "GatewayWebSocketProtocol", "HeadDeadlineProtocol", "OneWrite"]
 

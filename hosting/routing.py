@@ -1,6 +1,6 @@
 """Routing: where the gateway reaches each running endpoint, its pool of replicas, read from their rows.
 
-`Routes` is the control plane's side of the gateway's port (gateway.ports.ControlPlane): the gateway asks it
+`Routes` is the control plane's side of the gateway's port (gateway.wiring.ControlPlane): the gateway asks it
 for an endpoint's pool, on its event loop, and gets what was read a moment ago or a read done off the loop, so
 no SQL ever runs where sessions are relayed.
 """
@@ -15,8 +15,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from gateway.pools import Pool
-from gateway.ports import Down
 from gateway.slots import Slot, Upstream
+from gateway.wiring import Down
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
@@ -59,7 +59,7 @@ class Routes:
         self._reading = [threading.Lock() for _ in range(_READ_LOCKS)]
         self._readers = ThreadPoolExecutor(_READERS, thread_name_prefix="routes")
 
-    # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
+    # -- the gateway's port (gateway.wiring.ControlPlane), called on its event loop
 
     async def pool(self, endpoint_id: str) -> Pool | Down:
         found = self.cached(endpoint_id)

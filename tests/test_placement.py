@@ -14,9 +14,9 @@ import pytest
 from core.callers import ANONYMOUS, Access, Caller
 from gateway.placement import Placement, Refused, Unreachable
 from gateway.pools import Pool
-from gateway.ports import Down, Gateway, GatewaySettings
 from gateway.slots import PoolFull, Slot, Upstream
 from gateway.traffic import TrafficCounters
+from gateway.wiring import Down, Gateway, GatewaySettings
 
 
 class Told:

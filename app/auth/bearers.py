@@ -1,4 +1,4 @@
-"""Who holds a bearer token, as the gateway asks it (gateway.ports.Bearers): an endpoint's own token, or the admin
+"""Who holds a bearer token, as the gateway asks it (gateway.wiring.Bearers): an endpoint's own token, or the admin
 or a Hub user, checked off the event loop (a Hub token costs a whoami, cached for a minute)."""
 
 import asyncio

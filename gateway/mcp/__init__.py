@@ -4,12 +4,12 @@ door: the door itself (initialize, sessions by id, tools/list and tools/call, DE
 messages (JSON-RPC read and written, JSON or SSE answers); environment_session: one MCP session as one environment
 session on one replica; placing: its slot and socket; reset_arguments: a reset's arguments; upstream: its socket to
 the replica; interfaces: what the door reads of an environment over HTTP; tools: what each environment offers;
-results: observations as tool results; episodes: what a session played, for the recorder; ports: what the door needs
-from envhub.
+results: observations as tool results; episodes: what a session played, for the recorder; recorder: what the door
+needs from envhub (the card, the recorder).
 """
 
 from gateway.mcp.door import Door
-from gateway.mcp.ports import (
+from gateway.mcp.recorder import (
     Card,
     EpisodeRecord,
     Recorder,

@@ -47,7 +47,7 @@ from gateway.jsonbody import read_json
 from gateway.mcp.environment_session import PROBE, Closed, EnvironmentSession
 from gateway.mcp.interfaces import Interface, Interfaces
 from gateway.mcp.placing import Unavailable, open_socket
-from gateway.mcp.ports import Card, Recorder, SessionRecord
+from gateway.mcp.recorder import Card, Recorder, SessionRecord
 from gateway.mcp.reset_arguments import reset_arguments
 from gateway.mcp.results import text_of
 from gateway.mcp.tools import Surface, action_surface, tools_surface

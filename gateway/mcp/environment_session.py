@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, TextContent
 
 from gateway.mcp.episodes import EpisodeLog
 from gateway.mcp.placing import Unavailable, open_socket
-from gateway.mcp.ports import Recorder, SessionRecord
+from gateway.mcp.recorder import Recorder, SessionRecord
 from gateway.mcp.reset_arguments import reset_options
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface

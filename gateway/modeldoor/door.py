@@ -24,7 +24,7 @@ from core.errors import EnvhubError
 from core.headers import bearer
 from core.outbound import OutboundGuard, OutboundSession, read_capped
 from gateway.modeldoor.answers import CHAT, Assembly, Events, error_body, is_answer, summary
-from gateway.modeldoor.ports import Call, Runs, Ticket
+from gateway.modeldoor.tickets import Call, Runs, Ticket
 
 __all__ = ["DIALECT_PATHS", "ModelDoor"]
 

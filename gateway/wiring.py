@@ -1,4 +1,4 @@
-"""The gateway's ports: the little it needs of the rest of envhub, as Protocols the control plane implements, and
+"""The gateway's wiring: the little it needs of the rest of envhub, as Protocols the control plane implements, and
 the one object the app hands the data plane (`Gateway`).
 
 The gateway asks the control plane for an endpoint's pool (never waiting on a database on its event loop), tells
