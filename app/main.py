@@ -39,7 +39,7 @@ from catalog.hub import Hub
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard
 from gateway.modeldoor import ModelDoor
-from gateway.ports import Gateway
+from gateway.wiring import Gateway
 from hosting.models import Backend
 from hosting.runtimes.base import AnyRuntime
 

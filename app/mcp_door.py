@@ -15,8 +15,8 @@ from gateway.mcp import Door, HttpRequest
 from gateway.paths import session_path
 from gateway.placement import Placement
 from gateway.pools import Pool
-from gateway.ports import Gateway
 from gateway.proxy import proxy
+from gateway.wiring import Gateway
 
 __all__ = ["McpApp", "PooledDoor"]
 

@@ -63,11 +63,11 @@ from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.store import EvaluationStore
 from gateway.mcp import Door
-from gateway.mcp.sessions import free_idle_slots
+from gateway.mcp.environment_session import free_idle_slots
 from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
-from gateway.ports import Gateway, GatewaySettings
 from gateway.replica_http import replica_client
+from gateway.wiring import Gateway, GatewaySettings
 from hosting.assembly import build_hosting
 from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
@@ -310,7 +310,7 @@ class Services:
         )
         gateway = Gateway(
             routes=hosting.pools,
-            bearers=GatewayBearers(identities, tokens),
+            bearers=GatewayBearers(identities, tokens, access),
             traffic=hosting.traffic.counters,
             settings=gateway_settings(settings),
         )

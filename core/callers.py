@@ -35,7 +35,7 @@ ANONYMOUS = Caller()
 
 @dataclass(frozen=True)
 class Access:
-    """Who may launch and stop endpoints on this server, and whose process servers run as they ask.
+    """Who may launch, use and manage endpoints on this server, and whose process servers run as they ask.
 
     With sign-in on, an endpoint belongs to whoever launched it: only they or the admin stop it,
     and one launched by nobody in particular (an anonymous launch, when allowed) only the admin.
@@ -70,20 +70,22 @@ class Access:
                 code="hub_code_admin_only",
             )
 
-    def may_stop(self, caller: Caller, owner: str | None) -> bool:
+    def may_manage(self, caller: Caller, owner: str | None) -> bool:
+        """Whether the caller may stop what `owner` launched and see all of it (variables, log, servers, its token):
+        its owner and the admin may; what nobody in particular launched, only the admin, or anyone without sign-in."""
         if caller.admin:
             return True
         if owner is None:
             return not self.sign_in
         return caller.user is not None and caller.user.name == owner
 
-    def may_see(self, caller: Caller, owner: str | None, *, private: bool) -> bool:
-        """Whether the caller is shown a private endpoint, or what was played on it: who may stop it (its owner,
-        the admin) is; to anyone else it does not exist. Anything public is shown to all."""
-        return not private or self.may_stop(caller, owner)
+    def may_use(self, caller: Caller, owner: str | None, *, private: bool) -> bool:
+        """Whether the caller may see and use an endpoint (or what was played on it): anything public is anyone's;
+        a private one is only for who may manage it, and to anyone else it does not exist."""
+        return not private or self.may_manage(caller, owner)
 
-    def ensure_may_stop(self, caller: Caller, endpoint_id: str, owner: str | None) -> None:
-        if self.may_stop(caller, owner):
+    def ensure_may_manage(self, caller: Caller, endpoint_id: str, owner: str | None) -> None:
+        if self.may_manage(caller, owner):
             return
         if owner is None:
             raise ForbiddenError(

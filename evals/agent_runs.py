@@ -57,7 +57,7 @@ def credential_hash(credential: str) -> str:
 def may_see_run(access: Access, caller: Caller, owner: str | None) -> bool:
     """Whether the caller may see a run of `owner` (the owner of the presets it used): its owner and the admin may.
     The local owner's runs (the admin's; anyone's on a server without sign-in) are nobody in particular's."""
-    return access.may_see(caller, None if owner == LOCAL_OWNER else owner, private=True)
+    return access.may_use(caller, None if owner == LOCAL_OWNER else owner, private=True)
 
 
 def _not_found(run_id: str) -> NotFoundError:

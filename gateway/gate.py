@@ -1,22 +1,24 @@
 """Who may use an endpoint's URL: a private endpoint's needs a bearer token, and web pages need an allowed origin.
 
-A private endpoint (`options.private`) answers only a bearer of its own token (shown to its owner), its
-owner's Hub token or the admin token; the bearer is envhub's and never reaches the server. A web page may
-open sessions (WebSockets, MCP calls) only from envhub's own origin or one in ENVHUB_ALLOWED_ORIGINS, so a
-site someone visits cannot squat an endpoint's slots or drive a local envhub through DNS rebinding.
+A private endpoint (`options.private`) answers only a bearer of its own token (shown to its owner), or the Hub
+token (or admin token) of someone who may manage it (core.callers.Access, the rule of every door); the bearer is
+envhub's and never reaches the server. A web page may open sessions (WebSockets, MCP calls) only from envhub's own
+origin or one in ENVHUB_ALLOWED_ORIGINS, so a site someone visits cannot squat an endpoint's slots or drive a local
+envhub through DNS rebinding.
 Clients that send no Origin (trainers, scripts, MCP clients outside a browser) are not affected.
 """
 
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from core.errors import EnvhubError, UnauthorizedError
-from gateway.pools import Pool, user_client
-from gateway.ports import Gateway
+from core.headers import bearer, page_origin, reached_hosts
+from gateway.pools import Pool
+from gateway.slots import user_client
+from gateway.wiring import Gateway
 
-__all__ = ["Refusal", "admit", "bearer", "client_of", "origin_refusal"]
+__all__ = ["Refusal", "admit", "client_of", "origin_refusal"]
 
 
 @dataclass(frozen=True)
@@ -31,22 +33,20 @@ class Refusal:
         return error
 
 
-def bearer(headers: Mapping[str, str]) -> str | None:
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    return (token.strip() or None) if scheme.lower() == "bearer" else None
-
-
 async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tuple[Refusal | None, str | None]:
     """Whether the request may reach the endpoint, and the user it proved to be (None: nobody in particular). On a
     public endpoint only the endpoint's own token proves anyone (its owner, who holds as many sessions as it has):
     any other bearer is not asked of the Hub, and the request goes on as nobody in particular's."""
     endpoint_id = pool.endpoint_id
     token = bearer(headers)
+    if token is not None and token.startswith(gateway.bearers.prefix):
+        if gateway.bearers.opens(endpoint_id, token):
+            return None, pool.owner
+        if pool.private:
+            refused = f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"
+            return Refusal(403, refused, "bearer_refused"), None
     if not pool.private:
-        owner = (
-            token is not None and token.startswith(gateway.bearers.prefix) and gateway.bearers.opens(endpoint_id, token)
-        )
-        return None, (pool.owner if owner else None)
+        return None, None
     if token is None:
         return Refusal(
             401,
@@ -54,11 +54,6 @@ async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tup
             "(its owner finds it in GET /api/endpoints/{id}) or its owner's Hub token",
             "bearer_required",
         ), None
-    if token.startswith(gateway.bearers.prefix):
-        if gateway.bearers.opens(endpoint_id, token):
-            return None, pool.owner
-        refused = f"that token is not endpoint {endpoint_id}'s; ask its owner for the right one"
-        return Refusal(403, refused, "bearer_refused"), None
     try:
         who = await gateway.bearers.who(token)
     except UnauthorizedError:
@@ -66,7 +61,7 @@ async def admit(gateway: Gateway, pool: Pool, headers: Mapping[str, str]) -> tup
         return Refusal(401, refused, "hub_token_refused"), None
     except EnvhubError as exc:
         return Refusal(exc.status_code, f"endpoint {endpoint_id} is private, and {exc.message}", exc.code), None
-    if who.admin or (who.name is not None and who.name == pool.owner):
+    if gateway.bearers.access.may_use(who, pool.owner, private=True):
         return None, who.name
     return Refusal(
         403,
@@ -89,20 +84,18 @@ def _is_literal(host: str) -> bool:
 
 def origin_refusal(gateway: Gateway, headers: Mapping[str, str], endpoint_id: str) -> Refusal | None:
     """A web page's session from an origin that is neither envhub's own nor allowed; None when it may go on."""
-    origin = headers.get("origin")
-    if origin is None:
+    page = page_origin(headers)
+    if page is None:
         return None
-    parts = urlsplit(origin.strip())
-    page = parts.netloc.lower()
-    if parts.scheme in ("http", "https") and page:
-        if page in gateway.settings.allowed_hosts:
+    if page.scheme in ("http", "https") and page.netloc:
+        host = page.netloc.lower()
+        if host in gateway.settings.allowed_hosts:
             return None
-        host = (headers.get("x-forwarded-host") or headers.get("host") or "").split(",")[0].strip().lower()
-        if page == host and _is_literal(parts.hostname or ""):
+        if host in reached_hosts(headers)[:1] and _is_literal(page.hostname or ""):
             return None
     return Refusal(
         403,
-        f"a web page at {origin[:100]!r} may not open sessions on endpoint {endpoint_id}; clients that send no "
+        f"a web page at {page.geturl()[:100]!r} may not open sessions on endpoint {endpoint_id}; clients that send no "
         "Origin (trainers, scripts) may, and so may pages of envhub's own origin or of one in ENVHUB_ALLOWED_ORIGINS",
         "origin_refused",
     )

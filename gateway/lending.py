@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
 from core.errors import SlotsInUseError
-from gateway.pools import Pool, Slot
+from gateway.pools import Pool
+from gateway.slots import Slot
 
 __all__ = ["Lender", "lender"]
 

@@ -9,8 +9,8 @@ import contextlib
 
 import httpx
 
-from gateway.pools import Slot
-from gateway.ports import ControlPlane
+from gateway.slots import Slot
+from gateway.wiring import ControlPlane
 
 __all__ = ["close_on_replica", "close_stale"]
 

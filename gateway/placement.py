@@ -10,11 +10,12 @@ while one may answer. A client that leaves while it waits holds no slot. Only th
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from gateway.pools import Pool, PoolFull, Slot, Waiter, acquire_unless_gone
-from gateway.ports import Gateway
+from gateway.pools import Pool
+from gateway.slots import PoolFull, Slot, Waiter
 from gateway.traffic import Traffic
+from gateway.wiring import Gateway
 
 __all__ = ["Placement", "Refused", "Unreachable"]
 
@@ -126,3 +127,22 @@ class Placement:
     def watch_loss(self, slot: Slot, tell: Callable[[str], None]) -> Callable[[], None]:
         """Be told (from any thread) when the replica is lost; the returned function stops that."""
         return self.pool.watch_loss(slot, tell)
+
+
+async def acquire_unless_gone(
+    pool: Pool, queue_s: float, avoid: set[str], gone: "asyncio.Future[None]", waiter: Waiter
+) -> Slot | None:
+    """A slot for the session, waiting for one as long as the pool lets it wait; None if its client leaves first
+    (`gone` settles), its place in the queue given up at once."""
+    acquiring: asyncio.Future[Slot] = asyncio.ensure_future(pool.acquire(queue_s, frozenset(avoid), waiter))
+    waited: list[asyncio.Future[Any]] = [acquiring, gone]
+    await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    if acquiring.done():
+        return acquiring.result()
+    acquiring.cancel()
+    try:
+        slot = await acquiring
+    except (asyncio.CancelledError, PoolFull):
+        return None
+    pool.release(slot, client=waiter.client)
+    return None

@@ -29,9 +29,10 @@ from gateway.mcp import is_standard
 from gateway.paths import PATH_SAFE, gateway_location, gateway_path, inner_path
 from gateway.pinned import close_on_replica
 from gateway.placement import Placement, Refused
-from gateway.pools import Pool, PoolFull, Slot, Upstream
-from gateway.ports import Down, Gateway
+from gateway.pools import Pool
+from gateway.slots import PoolFull, Slot, Upstream
 from gateway.traffic import Traffic
+from gateway.wiring import Down, Gateway
 from protocol.frames import rpc_capacity, rpc_capacity_error
 
 __all__ = ["Door", "as_int", "client_left", "not_found", "proxy", "ready", "watch_loss"]

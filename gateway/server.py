@@ -23,10 +23,10 @@ from uvicorn.protocols.utils import get_remote_addr
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
+from gateway.legs import CLOSE_TIMEOUT_S, Leg
 from gateway.paths import is_session_path, session_path
-from gateway.ports import Gateway
-from gateway.relay import CLOSE_TIMEOUT_S, Leg
-from gateway.sessions import serve_session
+from gateway.socket_sessions import serve_session
+from gateway.wiring import Gateway
 
 __all__ = ["GatewayHttpProtocol", "GatewayWebSocketProtocol", "HeadDeadlineProtocol", "OneWrite"]
 

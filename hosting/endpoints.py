@@ -89,7 +89,7 @@ class EndpointManager:
     def stop(self, endpoint_id: str, caller: Caller) -> Endpoint:
         """Stop an endpoint on request: its owner or the admin may (see Access for one nobody owns)."""
         endpoint = self._store.get(endpoint_id)
-        self.access.ensure_may_stop(caller, endpoint_id, endpoint.owner)
+        self.access.ensure_may_manage(caller, endpoint_id, endpoint.owner)
         return self._lifecycle.end(endpoint_id, "stopped on request")
 
     def end(self, endpoint_id: str, reason: str) -> Endpoint:

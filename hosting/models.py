@@ -78,6 +78,11 @@ class Endpoint(EndpointBase, table=True):
     health: HealthRecord | None = Field(default=None, sa_type=ModelJSON(HealthRecord))
     conformance: dict[str, Any] | None = Field(default=None, sa_type=JSON)
 
+    @property
+    def private(self) -> bool:
+        """Whether its URL answers only a bearer of its owner's Hub token or its own (launch option `private`)."""
+        return self.options.get("private") is True
+
 
 class Replica(SQLModel, table=True):
     """One server of an endpoint's pool."""

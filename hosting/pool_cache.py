@@ -1,6 +1,6 @@
 """A cache of each running endpoint's pool of replicas, read from their rows: where the gateway reaches them.
 
-`PoolCache` is the control plane's side of the gateway's port (gateway.ports.ControlPlane): the gateway asks it
+`PoolCache` is the control plane's side of the gateway's port (gateway.wiring.ControlPlane): the gateway asks it
 for an endpoint's pool, on its event loop, and gets what was read a moment ago or a read done off the loop, so
 no SQL ever runs where sessions are relayed. What the gateway tells it (a replica did not answer, sessions wait,
 what a replica holds) goes to the keeper's mailbox (hosting.attention) and the replicas' rows.
@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from gateway.pools import Pool, Slot, Upstream
-from gateway.ports import Down
+from gateway.pools import Pool
+from gateway.slots import Slot, Upstream
+from gateway.wiring import Down
 from hosting.attention import Attention
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
@@ -64,7 +65,7 @@ class PoolCache:
         self._reading = [threading.Lock() for _ in range(_READ_LOCKS)]
         self._readers = ThreadPoolExecutor(_READERS, thread_name_prefix="pools")
 
-    # -- the gateway's port (gateway.ports.ControlPlane), called on its event loop
+    # -- the gateway's port (gateway.wiring.ControlPlane), called on its event loop
 
     async def pool(self, endpoint_id: str) -> Pool | Down:
         found = self.cached(endpoint_id)
@@ -153,7 +154,7 @@ class PoolCache:
             self._pools[endpoint_id] = (pool, time.monotonic())
             self._absent.pop(endpoint_id, None)
         pool.most = size.max
-        pool.owner, pool.private = endpoint.owner, endpoint.options.get("private") is True
+        pool.owner, pool.private = endpoint.owner, endpoint.private
         pool.on_pressure = lambda: self.attention.size_soon(endpoint_id)
         pool.set_replicas(replicas)
         return pool

@@ -11,10 +11,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from core.callers import ANONYMOUS, Access, Caller
 from gateway.placement import Placement, Refused, Unreachable
-from gateway.pools import Pool, PoolFull, Slot, Upstream
-from gateway.ports import Bearer, Down, Gateway, GatewaySettings
+from gateway.pools import Pool
+from gateway.slots import PoolFull, Slot, Upstream
 from gateway.traffic import TrafficCounters
+from gateway.wiring import Down, Gateway, GatewaySettings
 
 
 class Told:
@@ -40,12 +42,13 @@ class Told:
 
 class NoBearers:
     prefix = "envhub-endpoint-"
+    access = Access(sign_in=True, anonymous_launch=False)
 
     def opens(self, endpoint_id: str, token: str) -> bool:
         return False
 
-    async def who(self, token: str) -> Bearer:
-        return Bearer()
+    async def who(self, token: str) -> Caller:
+        return ANONYMOUS
 
 
 def setup(*capacities: int | None, queue_s: float = 5) -> tuple[Pool, Told, Gateway]:

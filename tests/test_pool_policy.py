@@ -8,7 +8,8 @@ import asyncio
 
 import pytest
 
-from gateway.pools import Pool, PoolFull, QueueFull, Upstream, Waiter
+from gateway.pools import Pool
+from gateway.slots import PoolFull, QueueFull, Upstream, Waiter
 
 
 def pool_of(*capacities: int | None, most: int | None = None, queue: int = 512, per_client: int = 128) -> Pool:

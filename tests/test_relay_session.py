@@ -8,7 +8,8 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 
-from gateway.relay import Leg, Session
+from gateway.legs import Leg
+from gateway.relay import Session
 from gateway.traffic import Traffic
 from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, frame
 from protocol.frames import capacity_frame

@@ -8,7 +8,7 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 from websockets.utils import accept_key
 
-from gateway.relay import HandshakeError, Upgrade
+from gateway.legs import HandshakeError, Upgrade
 from gateway.wire import BINARY, CLOSE, PING, TEXT, Cutter, Head, close_frame, frame
 
 

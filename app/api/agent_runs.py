@@ -71,7 +71,7 @@ async def start_agent_run(
     owner = preset_owner(caller, access)
     preset = await asyncio.to_thread(presets.get, owner, body.preset)
     endpoint = await asyncio.to_thread(endpoints.get, body.endpoint)
-    if not access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+    if not access.may_use(caller, endpoint.owner, private=endpoint.private):
         raise NotFoundError(f"no endpoint {body.endpoint!r}; list them with GET /api/endpoints")
     asked = body.limits
     limits = {

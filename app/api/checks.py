@@ -65,7 +65,7 @@ async def create_check(
     endpoint_id = body.endpoint or (own_endpoint(body.url, settings, request) if body.url else None)
     if endpoint_id is not None:
         endpoint = await asyncio.to_thread(manager.get, endpoint_id)
-        if not manager.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+        if not manager.access.may_use(caller, endpoint.owner, private=endpoint.private):
             raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; only a running one can be checked")

@@ -37,7 +37,7 @@ from evals.presets import ModelPresets
 from evals.runs import Runner
 from evals.store import EvaluationStore
 from gateway.gate import client_of
-from gateway.ports import Gateway
+from gateway.wiring import Gateway
 from hosting.endpoints import EndpointManager
 from hosting.publish import Publisher
 

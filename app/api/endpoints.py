@@ -48,7 +48,7 @@ class Presenter:
                 "access_token": self.tokens.of(endpoint.id),
             }
         )
-        if self.manager.access.may_stop(self.caller, endpoint.owner):
+        if self.manager.access.may_manage(self.caller, endpoint.owner):
             return public
         replicas = [r.model_copy(update={"internal_url": None, "host": "", "last_error": ""}) for r in pool.replicas]
         hidden: dict[str, Any] = {
@@ -69,7 +69,7 @@ PresenterDep = Annotated[Presenter, Depends()]
 
 def _visible(endpoint: Endpoint, access: Access, caller: Caller) -> bool:
     """A private endpoint is listed to its owner and the admin only."""
-    return access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True)
+    return access.may_use(caller, endpoint.owner, private=endpoint.private)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

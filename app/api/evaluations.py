@@ -114,7 +114,7 @@ async def cancel_evaluation(
     """Cancel a run: its owner or the admin may (one nobody owns: anyone while sign-in is off); the episodes
     that finished are kept."""
     run = await asyncio.to_thread(visible_run, evaluations, access, caller, evaluation_id)
-    if not access.may_stop(caller, run.owner):
+    if not access.may_manage(caller, run.owner):
         who = f"by {run.owner}" if run.owner else "by nobody signed in"
         raise ForbiddenError(f"evaluation {evaluation_id} was started {who}; only they or an admin can cancel it")
     if run.status in UNDER_WAY and not await runner.cancel(evaluation_id):

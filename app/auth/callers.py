@@ -12,6 +12,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from app.auth.sign_in_sessions import ANONYMOUS, SESSION_COOKIE, Caller, SessionStore, User
 from app.settings import Settings
 from core.errors import HubUnavailableError, UnauthorizedError
+from core.headers import bearer
 
 _WHOAMI_TTL_S = 60
 
@@ -58,9 +59,9 @@ class Identities:
 
     def resolve(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Caller:
         """Bearer first, then the session cookie; anyone else is anonymous."""
-        scheme, _, token = (headers.get("authorization") or "").partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return self.from_bearer(token.strip())
+        token = bearer(headers)
+        if token is not None:
+            return self.from_bearer(token)
         cookie = cookies.get(SESSION_COOKIE)
         if cookie:
             return self.store.find(cookie) or ANONYMOUS

@@ -287,7 +287,7 @@ def wire(
 
     async def cancel(request: gr.Request, evaluation_id: str, environment_id: str) -> dict[Any, Any]:
         run = await asyncio.to_thread(runs.get, request, evaluation_id)
-        if not access.may_stop(await asyncio.to_thread(visitors.acting_caller, request), run.owner):
+        if not access.may_manage(await asyncio.to_thread(visitors.acting_caller, request), run.owner):
             return {evaluate.message: "**Not cancelled:** only whoever started it, or an admin, may."}
         await runner.cancel(evaluation_id)
         followed = await asyncio.to_thread(follow, request, evaluation_id, environment_id)

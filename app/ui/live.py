@@ -59,7 +59,7 @@ class Live:
         if endpoint is None:
             return None, False
         pool = self.endpoints.pool_of(endpoint)
-        return pool, endpoint.options.get("private") is True
+        return pool, endpoint.private
 
     def connection_url(self, url: str, request: gr.Request | None) -> str:
         """Where envhub connects for a live URL: its own endpoints through its gateway on its own

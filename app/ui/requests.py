@@ -11,6 +11,7 @@ from app.settings import Settings
 from app.urls import connection_base, endpoint_url, public_base
 from core.callers import ANONYMOUS, Caller
 from core.errors import ForbiddenError
+from core.headers import page_origin, reached_hosts
 from gateway.gate import client_of
 
 __all__ = ["Visitors", "connection_of"]
@@ -54,8 +55,8 @@ class Visitors:
     def acting_caller(self, request: gr.Request | None) -> Caller:
         """The caller of a click that changes something: refused when another site's page sent it."""
         headers = _headers(request)
-        origin = headers.get("origin")
-        if origin and urlsplit(origin).netloc not in _hosts(headers, self.settings.public_url):
+        page = page_origin(headers)
+        if page is not None and page.geturl() and page.netloc.lower() not in _hosts(headers, self.settings.public_url):
             raise ForbiddenError("this action came from another site's page; use envhub's own page")
         return self.caller(request)
 
@@ -74,7 +75,7 @@ class Visitors:
 
 
 def _hosts(headers: dict[str, str], public_url: str | None) -> set[str]:
-    hosts = {headers.get("host", ""), headers.get("x-forwarded-host", "")}
+    hosts = set(reached_hosts(headers))
     if public_url:
-        hosts.add(urlsplit(public_url).netloc)
-    return {h.split(",")[0].strip() for h in hosts if h}
+        hosts.add(urlsplit(public_url).netloc.lower())
+    return hosts

@@ -158,14 +158,14 @@ def ensure_sessions_visible(endpoints: EndpointManager, caller: Caller, endpoint
     """As for the endpoint itself: who may stop a private endpoint (its owner, the admin) may read the agent sessions
     its MCP door played; anyone else is told there is no such endpoint."""
     endpoint = endpoints.get(endpoint_id)
-    if not endpoints.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+    if not endpoints.access.may_use(caller, endpoint.owner, private=endpoint.private):
         raise NotFoundError(f"no endpoint {endpoint_id!r}; list them with GET /api/endpoints")
 
 
 def run_shown(access: Access, caller: Caller) -> Callable[[Evaluation], bool]:
     """Which runs the caller is shown: a run on a private endpoint is, as the endpoint itself, its owner's and the
     admin's only; the others are everyone's."""
-    return lambda run: access.may_see(caller, run.endpoint_owner, private=run.private)
+    return lambda run: access.may_use(caller, run.endpoint_owner, private=run.private)
 
 
 def visible_run(store: EvaluationStore, access: Access, caller: Caller, evaluation_id: str) -> Evaluation:
@@ -195,7 +195,7 @@ def visible_episode(
 
 def _ensure_may_play_on(access: Access, caller: Caller, endpoint: Endpoint) -> None:
     # Who may stop an endpoint (its owner, the admin) is who may play on a private one.
-    if not access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+    if not access.may_use(caller, endpoint.owner, private=endpoint.private):
         owner = endpoint.owner or "nobody signed in"
         raise ForbiddenError(
             f"endpoint {endpoint.id} is private to {owner}: only they or an admin can evaluate on it; "
@@ -309,7 +309,7 @@ class Evaluator:
         policy: Policy = chosen or (harness if harness is not None else _policy(choice, self.guard))
         specs = body.specs(resets)
         # A run is as private as the endpoint it plays on (one launched for it is the caller's own, not private).
-        private = endpoint is not None and endpoint.options.get("private") is True
+        private = endpoint is not None and endpoint.private
         row = Evaluation(
             id=new_evaluation_id(),
             environment=environment.id,

@@ -91,7 +91,7 @@ class Statistics:
         manager = self.evaluator.endpoints
         manager.access.ensure_may_launch(caller)
         endpoint = await asyncio.to_thread(manager.get, body.endpoint)
-        if not manager.access.may_see(caller, endpoint.owner, private=endpoint.options.get("private") is True):
+        if not manager.access.may_use(caller, endpoint.owner, private=endpoint.private):
             raise NotFoundError(f"no endpoint {body.endpoint!r}; list them with GET /api/endpoints")
         if endpoint.status != EndpointStatus.RUNNING:
             raise ConflictError(f"endpoint {endpoint.id} is {endpoint.status.value}; start it first")

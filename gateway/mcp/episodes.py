@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.mcp.ports import EpisodeRecord
+from gateway.mcp.recorder import EpisodeRecord
 from protocol.observations import kept, reward_number, success
 
 __all__ = ["MAX_EPISODE_BYTES", "MAX_KEPT", "MAX_RECORDS", "EpisodeLog"]

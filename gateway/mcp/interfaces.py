@@ -13,7 +13,7 @@ import httpx
 
 from core.outbound import MAX_RESPONSE_BYTES, read_capped
 from gateway.jsonbody import read_json
-from gateway.mcp.sessions import Unavailable
+from gateway.mcp.placing import Unavailable
 
 __all__ = ["Interface", "Interfaces"]
 

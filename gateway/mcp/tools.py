@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp.types import Tool, ToolAnnotations
 
-from gateway.mcp.ports import Card
+from gateway.mcp.recorder import Card
 from gateway.mcp.results import ENVELOPE
 from protocol.schemas import Schema, inline_refs
 from protocol.tools import parse_tools, takes_tool_calls

@@ -13,7 +13,7 @@ import struct
 import time
 from collections import deque
 
-from gateway.relay import Leg, open_upstream
+from gateway.legs import Leg, open_upstream
 from gateway.wire import BINARY, CLOSE, CONTINUATION, PING, PONG, TEXT, Head, frame
 
 __all__ = ["Upstream", "UpstreamClosed", "connect_upstream"]

@@ -21,9 +21,10 @@ from starlette.types import Receive, Scope, Send
 
 from core.clock import utcnow
 from core.errors import EnvhubError
+from core.headers import bearer
 from core.outbound import OutboundGuard, OutboundSession, read_capped
 from gateway.modeldoor.answers import CHAT, Assembly, Events, error_body, is_answer, summary
-from gateway.modeldoor.ports import Call, Runs, Ticket
+from gateway.modeldoor.tickets import Call, Runs, Ticket
 
 __all__ = ["DIALECT_PATHS", "ModelDoor"]
 
@@ -52,8 +53,7 @@ class Refusal(Exception):
 
 
 def _credential(headers: dict[str, str]) -> str:
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
+    return bearer(headers) or headers.get("x-api-key", "").strip()
 
 
 def _over_limit(ticket: Ticket) -> str | None:

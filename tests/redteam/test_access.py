@@ -86,6 +86,25 @@ def test_a_private_endpoint_answers_only_its_owner(public_envhub: Envhub) -> Non
     assert owners_check.status_code == 201 and owners_check.json()["conforms"] is True
 
 
+def test_whoever_the_api_lets_manage_a_private_endpoint_its_url_answers(envhub: Envhub) -> None:
+    """Without sign-in anyone manages what nobody launched: the API shows them its token, and the gateway, the MCP
+    door and the WebSocket door take their Hub token as they take that token (one rule, core.callers.Access)."""
+    endpoint = launch(envhub, {}, options={"private": True})
+    alice = {"Authorization": "Bearer hf_test"}
+    shown = envhub.http.get(f"/api/endpoints/{endpoint['id']}", headers=alice).json()
+    assert shown["access_token"] == endpoint["access_token"] and shown["owner"] is None
+
+    base = f"/endpoints/{endpoint['id']}"
+    anonymous = envhub.http.get(f"{base}/health")
+    assert (anonymous.status_code, anonymous.json()["code"]) == (401, "bearer_required")
+    assert envhub.http.get(f"{base}/health", headers=alice).status_code == 200
+    create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    assert envhub.http.post(f"{base}/mcp", json=create, headers=alice).status_code == 200
+    with GenericEnvClient(base_url=endpoint["url"], headers=alice).sync() as env:
+        env.reset()
+        assert env.step({"add": 10}).done is True
+
+
 def test_strangers_see_nothing_of_an_endpoints_variables_log_or_servers(public_envhub: Envhub) -> None:
     endpoint = launch(public_envhub, VICTIM, options={"env": {"COUNT_START": "secret-ish"}})
     path = f"/api/endpoints/{endpoint['id']}"

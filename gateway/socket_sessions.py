@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from urllib.parse import parse_qs
 
 from gateway.gate import admit, client_of, origin_refusal
+from gateway.legs import HandshakeError, Leg, open_upstream
 from gateway.paths import inner_path, session_path
 from gateway.placement import Placement, Refused, Unreachable
-from gateway.pools import Pool, PoolFull, Slot
-from gateway.ports import Down, Gateway
+from gateway.pools import Pool
 from gateway.proxy import as_int, watch_loss
-from gateway.relay import HandshakeError, Leg, Session, open_upstream
+from gateway.relay import Session
+from gateway.slots import PoolFull, Slot
 from gateway.wire import TEXT, frame
+from gateway.wiring import Down, Gateway
 from protocol.frames import capacity_frame, rpc_capacity_error
 
 __all__ = ["serve_session"]

@@ -1,4 +1,4 @@
-"""MCP sessions: each is one environment session on one replica, held by the door over the replica's `/ws`.
+"""An MCP session of the door: one environment session on one replica, held by the door over the replica's `/ws`.
 
 Why a WebSocket for every environment, MCP or not: the same socket carries an MCP environment's tool calls (as
 steps, so that their rewards and done come back) and a schema-action environment's reset, step and state; the
@@ -17,22 +17,23 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
 from gateway.mcp.episodes import EpisodeLog
-from gateway.mcp.ports import Recorder, SessionRecord
+from gateway.mcp.placing import Unavailable, open_socket
+from gateway.mcp.recorder import Recorder, SessionRecord
+from gateway.mcp.reset_arguments import reset_options
 from gateway.mcp.results import error_result, observation_result, rpc_tool_result, text_of, tool_observation_result
 from gateway.mcp.tools import RESET, STATE, STEP, Surface
-from gateway.mcp.upstream import Upstream, UpstreamClosed, connect_upstream
-from gateway.placement import Placement, Refused, Unreachable
-from gateway.pools import PoolFull, Slot
-from gateway.relay import HandshakeError
+from gateway.mcp.upstream import Upstream, UpstreamClosed
+from gateway.placement import Placement
+from gateway.slots import PoolFull, Slot
 from protocol.frames import STATE as STATE_FRAME
-from protocol.frames import capacity, error_code, mcp_frame, reset_frame, rpc, step_frame
+from protocol.frames import mcp_frame, reset_frame, rpc, step_frame
 from protocol.observations import refusal
 from protocol.tools import tool_call
 
@@ -42,15 +43,11 @@ __all__ = [
     "PROBE",
     "Closed",
     "EnvironmentSession",
-    "Unavailable",
     "free_idle_slots",
-    "open_socket",
-    "reset_arguments",
 ]
 
 log = logging.getLogger("envhub.mcp")
 
-MAX_MESSAGE = 16 * 1024 * 1024  # the largest answer a replica may send the door
 FLUSH_S = 5.0  # an episode under way is written at most this often (and whenever it ends)
 _OVER = "The episode is over: call reset to play another."
 PROBE = mcp_frame(rpc("tools/list", {}, "envhub-tools"))  # a session's first frame: an MCP environment lists its tools
@@ -58,54 +55,8 @@ EPISODE_LOST = "episode_lost"  # the code of a call's answer when the session ga
 NO_SLOT = "no_slot"  # the code of a call's answer when the session, idle, gave its slot back and none is free now
 
 
-class Unavailable(Exception):
-    """No replica could hold the session: why, for the client."""
-
-
 class Closed(Exception):
     """The session ended (its replica was lost, or it was closed) while a call was under way."""
-
-
-async def open_socket(
-    placement: Placement, gone: "asyncio.Future[None]", probe: dict[str, Any], *, connect_s: float, ping_s: float
-) -> tuple[Slot, Upstream, dict[str, Any]]:
-    """A slot and a socket to its replica's `/ws`, placed as every door's session is (gateway.placement); and the
-    replica's answer to `probe`, the first frame sent. PoolFull when every slot stays taken."""
-    endpoint_id = placement.endpoint_id
-
-    async def attempt(slot: Slot) -> tuple[Upstream, dict[str, Any]]:
-        url, headers = slot.upstream.url, dict(slot.upstream.headers)
-        try:
-            socket = await connect_upstream(url, headers, timeout_s=connect_s, ping_s=ping_s, max_size=MAX_MESSAGE)
-        except (OSError, HandshakeError, TimeoutError) as exc:
-            raise Unreachable(f"endpoint {endpoint_id} is not answering ({type(exc).__name__})") from exc
-        with contextlib.suppress(UpstreamClosed):  # a server that refused at once has closed: its refusal is read
-            await socket.send(json.dumps(probe))
-        try:
-            first = json.loads(await asyncio.wait_for(socket.recv(), timeout=connect_s + 30))
-        except (UpstreamClosed, TimeoutError, ValueError) as exc:
-            await socket.close()
-            raise Unreachable(f"endpoint {endpoint_id} dropped the session as it opened", retry=False) from exc
-        refused = capacity(first)
-        if refused is not None:
-            await socket.close()
-            most = refused.get("max_sessions")
-            raise Refused(most if isinstance(most, int) and not isinstance(most, bool) else None)
-        if error_code(first) is not None:
-            await socket.close()
-            message = first.get("data", {}).get("message") if isinstance(first.get("data"), dict) else None
-            raise Unavailable(f"endpoint {endpoint_id} could not open a session: {message or first}")
-        return socket, first
-
-    try:
-        placed = await placement.place(gone, attempt)
-    except Unreachable as exc:
-        raise Unavailable(exc.why) from exc
-    if placed is None:
-        raise Unavailable("the client left while its session waited for a slot")
-    slot, (socket, first) = placed
-    placement.accepted(slot)
-    return slot, socket, first
 
 
 @dataclass(eq=False)
@@ -208,7 +159,7 @@ class EnvironmentSession:
         return await self._reset(arguments)
 
     async def _reset(self, arguments: dict[str, Any]) -> CallToolResult:
-        options, problem = _reset_options(arguments)
+        options, problem = reset_options(arguments)
         if problem is not None:
             return error_result(problem)
         task: dict[str, Any] | None = None
@@ -501,48 +452,3 @@ def _message(answer: dict[str, Any]) -> str:
             message += f" ({shown})"
         return message
     return json.dumps(answer, default=str)[:300]
-
-
-def _reset_options(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The reset's keyword arguments from the generated tool's: its options, and the seed; or what is wrong."""
-    known = {"seed", "split", "index", "dataset", "options"}
-    unknown = sorted(set(arguments) - known)
-    if unknown:
-        takes = ", ".join(sorted(known))
-        return {}, f"reset takes {takes}, not {', '.join(unknown)}; put the environment's own arguments in options"
-    seed, index, options = arguments.get("seed"), arguments.get("index"), arguments.get("options")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        return {}, f"seed is a whole number, not {seed!r}"
-    if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
-        return {}, f"index is a whole number from 0, not {index!r}"
-    if options is not None and not isinstance(options, dict):
-        return {}, "options is an object of the environment's reset arguments"
-    for name in ("split", "dataset"):
-        if arguments.get(name) is not None and not isinstance(arguments[name], str):
-            return {}, f"{name} is a name, not {arguments[name]!r}"
-    if index is not None and arguments.get("split") is None:
-        return {}, "an index picks a task of a split: name the split too"
-    return {**(options or {}), **({"seed": seed} if seed is not None else {})}, None
-
-
-def reset_arguments(query: Mapping[str, str]) -> tuple[dict[str, Any], str | None]:
-    """The first reset's arguments from an MCP URL's query, as the generated reset tool takes them (seed, split,
-    index, dataset; options as a JSON object), so that any client can start a session from a seed or a task:
-    `.../mcp?seed=7`, `.../mcp?split=test&index=3`. Other parameters are not the door's."""
-    arguments: dict[str, Any] = {}
-    for name in ("split", "dataset"):
-        if query.get(name):
-            arguments[name] = query[name]
-    for name in ("seed", "index"):
-        if query.get(name):
-            try:
-                arguments[name] = int(query[name])
-            except ValueError:
-                return {}, f"the URL's {name} is a whole number, not {query[name]!r}"
-    if query.get("options"):
-        try:
-            arguments["options"] = json.loads(query["options"])
-        except ValueError:
-            return {}, "the URL's options is a JSON object of the environment's reset arguments; it is not JSON"
-    _, problem = _reset_options(arguments)
-    return arguments, (f"the URL's reset arguments: {problem}" if problem else None)

@@ -1,4 +1,4 @@
-"""The gateway's ports: the little it needs of the rest of envhub, as Protocols the control plane implements, and
+"""The gateway's wiring: the little it needs of the rest of envhub, as Protocols the control plane implements, and
 the one object the app hands the data plane (`Gateway`).
 
 The gateway asks the control plane for an endpoint's pool (never waiting on a database on its event loop), tells
@@ -11,10 +11,12 @@ from typing import Protocol
 
 import httpx
 
-from gateway.pools import Pool, Slot
+from core.callers import Access, Caller
+from gateway.pools import Pool
+from gateway.slots import Slot
 from gateway.traffic import TrafficCounters
 
-__all__ = ["Bearer", "Bearers", "ControlPlane", "Down", "Gateway", "GatewaySettings"]
+__all__ = ["Bearers", "ControlPlane", "Down", "Gateway", "GatewaySettings"]
 
 
 @dataclass(frozen=True)
@@ -46,24 +48,17 @@ class ControlPlane(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Bearer:
-    """Who a bearer token belongs to: the admin, or a Hub user by name."""
-
-    admin: bool = False
-    name: str | None = None
-
-
 class Bearers(Protocol):
-    """Who holds a token (app.auth's identities, and the endpoints' own tokens)."""
+    """Who holds a token (app.auth's identities, and the endpoints' own tokens), and the rule they are let in by."""
 
     prefix: str  # what an endpoint's own token starts with
+    access: Access  # who may use a private endpoint, as every door of envhub decides it
 
     def opens(self, endpoint_id: str, token: str) -> bool:
         """Whether the token is the endpoint's own."""
         ...
 
-    async def who(self, token: str) -> Bearer:
+    async def who(self, token: str) -> Caller:
         """The admin or the Hub user the token belongs to; EnvhubError (401, 503) when it cannot be told."""
         ...
 
