@@ -38,6 +38,7 @@ class Pool:
         queue: int = 512,
         queue_per_client: int = 128,
         held_per_client: int = 0,
+        on_pressure: Callable[[], None] = lambda: None,
     ) -> None:
         self.endpoint_id = endpoint_id
         self.most = most  # the replicas it may grow to
@@ -54,7 +55,7 @@ class Pool:
         self._attached: dict[str, int] = {}  # pinned session -> sockets attached to it now
         self._pinned_by: dict[str, str] = {}  # pinned session -> the client that made it
         self._working: set[str] = set()  # pinned sessions that asked for work: load that may grow the pool
-        self.on_pressure: Callable[[], None] = lambda: None  # sessions wait or the pool is nearly full
+        self.on_pressure = on_pressure  # sessions wait or the pool is nearly full: the control plane may grow it
         self.on_queue: Callable[[], None] = lambda: None  # a session waits: envhub's own give way (gateway.lending)
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []

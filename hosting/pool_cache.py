@@ -149,13 +149,13 @@ class PoolCache:
                     queue=limits.queue,
                     queue_per_client=limits.queue_per_client,
                     held_per_client=limits.held_per_client,
+                    on_pressure=lambda: self.attention.size_soon(endpoint_id),
                 )
             )
             self._pools[endpoint_id] = (pool, time.monotonic())
             self._absent.pop(endpoint_id, None)
         pool.most = size.max
         pool.owner, pool.private = endpoint.owner, endpoint.private
-        pool.on_pressure = lambda: self.attention.size_soon(endpoint_id)
         pool.set_replicas(replicas)
         return pool
 

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.services import hub_from_settings
+from app.made_from_settings import hub_from_settings
 from app.settings import Settings
 from catalog.cards import README_LIMIT, Manifest, card_fields, declared_variables, parse_manifest, parse_readme
 from catalog.models import Environment, SyncStatus

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from app.services import hub_from_settings
+from app.made_from_settings import hub_from_settings
 from app.settings import Settings
 from catalog.models import SyncRun, SyncStatus
 from catalog.sync import SYNC_RUNNING, Syncer, close_interrupted_runs, get_sync_run, last_sync_started

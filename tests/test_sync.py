@@ -4,7 +4,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from app.services import hub_from_settings
+from app.made_from_settings import hub_from_settings
 from app.settings import Settings
 from catalog.models import Environment, SyncStatus
 from catalog.search import EnvironmentQuery, search_environments

@@ -13,8 +13,8 @@ import gradio as gr
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
-from app.ui.episode import Outcome
 from app.usecases.play import PlayError, PlaySession
+from app.usecases.play_episode import Outcome
 from catalog.store import read_environment
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard

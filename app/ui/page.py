@@ -30,12 +30,12 @@ from app.ui import (
 )
 from app.ui import endpoints as my_endpoints
 from app.ui.assets import FRONTEND_BUILD, FrontendAssets
-from app.ui.episode import episode_filename
 from app.ui.live import Live
 from app.ui.play_panel import EPISODE_ROUTE
 from app.ui.requests import Visitors
 from app.ui.runs import Runs
 from app.ui.style import CSS, THEME
+from app.usecases.play_episode import episode_filename
 from catalog.store import read_environment
 from core.errors import EnvhubError
 from evals.agent_runs import door_side

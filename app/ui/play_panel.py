@@ -11,10 +11,10 @@ import gradio as gr
 from app.ui import autoplay
 from app.ui.action_form import FormState
 from app.ui.direct import ARROW_PRESSES, CLICKS, board_hints
-from app.ui.episode import Outcome, episode_filename
 from app.ui.observation import legal_html, observation_view, render_view, stats_html
 from app.ui.wording import plural
 from app.usecases.play import PlayError, PlaySession
+from app.usecases.play_episode import Outcome, episode_filename
 from catalog.models import EnvironmentDetail
 
 EPISODE_ROUTE = "/ui/episodes/{token}.jsonl"

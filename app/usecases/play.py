@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.ui.episode import Episode, Outcome
+from app.usecases.play_episode import Episode, Outcome
 from core.outbound import OutboundSession
 from envclient.interface import Interface
 from envclient.ws import PinnedClient, SessionError

@@ -2,7 +2,7 @@
 
 import json
 
-from app.ui.episode import Episode, Outcome
+from app.usecases.play_episode import Episode, Outcome
 
 
 def test_an_episode_in_jsonl() -> None:

@@ -1,4 +1,4 @@
-"""One played episode: its reset and steps, the running totals, and its JSONL export."""
+"""One played episode of the Play tab: its reset and steps, the running totals, and its JSONL export."""
 
 import json
 from dataclasses import dataclass, field
