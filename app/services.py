@@ -39,6 +39,7 @@ from app.settings import Preload, Settings
 from app.usecases.evaluations import Evaluator
 from app.usecases.harness_jobs import HarnessJobs
 from app.usecases.play import PlaySessions
+from app.usecases.publish import Publisher
 from app.usecases.quality import quality_round
 from app.usecases.statistics import Statistics
 from app.usecases.submissions import SubmissionQueue
@@ -72,7 +73,6 @@ from hosting.endpoints import EndpointManager
 from hosting.limits import EndpointLimits
 from hosting.models import Backend
 from hosting.monitor import HealthMonitor
-from hosting.publish import Publisher
 from hosting.reconcile import Keeper
 from hosting.runtimes.base import AnyRuntime
 from hosting.runtimes.confinement import Confinement

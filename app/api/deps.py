@@ -21,6 +21,7 @@ from app.mcp_door import PooledDoor
 from app.services import Services
 from app.settings import Settings
 from app.usecases.evaluations import Evaluator
+from app.usecases.publish import Publisher
 from app.usecases.statistics import Statistics
 from app.usecases.submissions import SubmissionQueue
 from app.usecases.validation import Validations
@@ -39,7 +40,6 @@ from evals.store import EvaluationStore
 from gateway.gate import client_of
 from gateway.wiring import Gateway
 from hosting.endpoints import EndpointManager
-from hosting.publish import Publisher
 
 T = TypeVar("T")
 

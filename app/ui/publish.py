@@ -14,11 +14,11 @@ from sqlmodel import Session
 from app.auth import Caller
 from app.auth.pages import logout_form
 from app.ui.requests import Visitors
+from app.usecases.publish import Publisher
 from catalog.models import Source
 from catalog.store import find_environment
 from core.errors import EnvhubError
 from hosting.models import Publication, PublicationStatus
-from hosting.publish import Publisher
 
 _BADGE = {
     PublicationStatus.BUILDING: "busy",
