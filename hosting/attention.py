@@ -14,6 +14,7 @@ class Attention:
     def __init__(self) -> None:
         self._due: dict[str, bool] = {}  # endpoint -> whether to look for dead replicas first, not only to size it
         self._ready = threading.Condition()
+        self._closed = False
 
     def size_soon(self, endpoint_id: str) -> None:
         """Sessions wait, or the pool is nearly full."""
@@ -28,8 +29,15 @@ class Attention:
             self._ready.notify()
 
     def take(self, timeout_s: float) -> dict[str, bool]:
-        """What was noted since the last take (endpoint -> check first), waiting up to `timeout_s` for some."""
+        """What was noted since the last take (endpoint -> check first), waiting up to `timeout_s` for some; at once,
+        and nothing, once closed."""
         with self._ready:
-            self._ready.wait_for(lambda: bool(self._due), timeout_s)
-            due, self._due = self._due, {}
+            self._ready.wait_for(lambda: bool(self._due) or self._closed, timeout_s)
+            due, self._due = ({}, {}) if self._closed else (self._due, {})
         return due
+
+    def close(self) -> None:
+        """The keeper stops: whoever waits in take() returns now, not at its timeout."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()

@@ -134,6 +134,7 @@ class Keeper:
         containers, services and Spaces run on and are adopted again then."""
         try:
             self._stopping.set()
+            self.attention.close()
             if self._attending is not None:
                 self._attending.join()
             self.lifecycle.close()
