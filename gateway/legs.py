@@ -19,10 +19,12 @@ CLOSE_TIMEOUT_S = 2.0  # how long a leg has to answer a close before its socket 
 
 
 class HandshakeError(Exception):
-    """The replica did not accept the WebSocket (status is its HTTP status, when it answered one)."""
+    """The replica did not accept the WebSocket: the code says which way (closed, unwritable, not_http, refused with
+    its HTTP status, wrong_accept, extensions, query), for the relay to tell apart."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, code: str, status: int | None = None) -> None:
         super().__init__(message)
+        self.code = code
         self.status = status
 
 
@@ -69,7 +71,7 @@ class Leg(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._handshake is not None and not self._handshake.done():
-            self._handshake.set_exception(HandshakeError("it closed the connection before answering"))
+            self._handshake.set_exception(HandshakeError("it closed the connection before answering", "closed"))
         if not self.gone.done():
             self.gone.set_result(None)
         if self._on_lost is not None:
@@ -187,7 +189,7 @@ class Upgrade:
             self.request = self._conn.send(h11.Request(method="GET", target=target, headers=asked))
             self.request += self._conn.send(h11.EndOfMessage())
         except h11.LocalProtocolError as exc:
-            raise HandshakeError(f"the handshake cannot be written as HTTP ({exc})") from None
+            raise HandshakeError(f"the handshake cannot be written as HTTP ({exc})", "unwritable") from None
 
     def feed(self, data: bytes) -> bytes | None:
         """The bytes after the answer's head once the server accepted; None while more is needed."""
@@ -195,17 +197,17 @@ class Upgrade:
         try:
             event = self._conn.next_event()
         except h11.RemoteProtocolError as exc:
-            raise HandshakeError(f"its handshake answer is not HTTP/1.1 ({exc})") from None
+            raise HandshakeError(f"its handshake answer is not HTTP/1.1 ({exc})", "not_http") from None
         if event is h11.NEED_DATA:
             return None
         status = getattr(event, "status_code", None)
         if not isinstance(event, h11.InformationalResponse) or status != 101:
-            raise HandshakeError(f"it answered HTTP {status}", status if isinstance(status, int) else None)
+            raise HandshakeError(f"it answered HTTP {status}", "refused", status if isinstance(status, int) else None)
         answered = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
         if answered.get("sec-websocket-accept") != accept_key(self.key):
-            raise HandshakeError("its handshake answer does not match the key sent")
+            raise HandshakeError("its handshake answer does not match the key sent", "wrong_accept")
         if answered.get("sec-websocket-extensions"):
-            raise HandshakeError("it answered with extensions that were not asked for")
+            raise HandshakeError("it answered with extensions that were not asked for", "extensions")
         return self._conn.trailing_data[0]
 
 
@@ -216,7 +218,7 @@ async def open_upstream(url: str, path: str, query: str, headers: dict[str, str]
     host = parts.hostname or "localhost"
     port = parts.port or (443 if secure else 80)
     if any(c <= " " or c == "\x7f" for c in query):
-        raise HandshakeError("the query has spaces or control characters; percent-encode them")
+        raise HandshakeError("the query has spaces or control characters; percent-encode them", "query")
     # The path arrives decoded: encoded again, a %0D or %20 in it never splits the request line.
     target = f"{parts.path.rstrip('/')}/{quote(path, safe=PATH_SAFE)}" + (f"?{query}" if query else "")
     loop = asyncio.get_running_loop()

@@ -38,6 +38,7 @@ __all__ = ["ModelConfig", "ModelError", "ModelPolicy"]
 
 MAX_RETRY_AFTER_S = 10.0
 RATE_LIMIT_RETRIES = 2
+_UNREACHABLE = "model_unreachable"  # refused, reset, not HTTP, or a redirect the guard refused
 _HINTS = {
     401: "check the API key",
     403: "check the API key's permissions",
@@ -87,7 +88,14 @@ class ModelConfig(BaseModel):
 
 
 class ModelError(Exception):
-    """The model server failed a request; the message says how and what to do."""
+    """The model server failed a request; the message says how and what to do, the code which way it failed
+    (model_timeout, model_unreachable, model_http_error with the server's HTTP status, model_reply_unreadable), for
+    callers to tell apart."""
+
+    def __init__(self, message: str, *, code: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
 def chat_url(base_url: str) -> str:
@@ -268,11 +276,14 @@ class ModelPolicy:
             try:
                 reply = await self._outbound.fetch("POST", self._url, json=payload)
             except TimeoutError as exc:
-                raise ModelError(f"the model server at {where} did not answer in {self.config.timeout_s:g} s") from exc
+                late = f"the model server at {where} did not answer in {self.config.timeout_s:g} s"
+                raise ModelError(late, code="model_timeout") from exc
             except RefusedURLError as exc:  # a redirect the guard refused: nothing went there
-                raise ModelError(f"could not use the model server at {where}: {exc.message}") from exc
+                refused = f"could not use the model server at {where}: {exc.message}"
+                raise ModelError(refused, code=_UNREACHABLE) from exc
             except (httpx.TransportError, OSError) as exc:  # refused, reset, not HTTP
-                raise ModelError(f"could not use the model server at {where}: {type(exc).__name__}: {exc}") from exc
+                message = f"could not use the model server at {where}: {type(exc).__name__}: {exc}"
+                raise ModelError(message, code=_UNREACHABLE) from exc
             status = reply.status
             if status == 429 and rate_limited < RATE_LIMIT_RETRIES:
                 rate_limited += 1
@@ -287,12 +298,15 @@ class ModelPolicy:
                 raise ModelError(
                     f"the model server at {where} answered HTTP {status}"
                     + (f": {detail}" if detail else "")
-                    + f" ({_HINTS.get(status, 'see its message')})"
+                    + f" ({_HINTS.get(status, 'see its message')})",
+                    code="model_http_error",
+                    status=status,
                 )
             try:
                 return _completion(reply)
             except ValueError as exc:
-                raise ModelError(f"could not use the model server at {where}: {exc}") from exc
+                unreadable = f"could not use the model server at {where}: {exc}"
+                raise ModelError(unreadable, code="model_reply_unreadable") from exc
 
     async def aclose(self) -> None:
         await self._outbound.aclose()

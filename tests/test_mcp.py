@@ -196,7 +196,7 @@ def test_a_client_that_asks_for_sse_gets_it_and_json_otherwise(urls: dict[str, s
         assert http.get(url, headers=session).status_code == 405
         assert http.delete(url, headers=session).status_code == 204
         gone = http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session | ACCEPT)
-        assert gone.status_code == 404 and "initialize a new one" in gone.json()["error"]["message"]
+        assert (gone.status_code, gone.json()["error"]["data"]["code"]) == (404, "session_unknown")
 
 
 def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(urls: dict[str, str]) -> None:
@@ -231,7 +231,8 @@ def test_a_newer_or_unknown_protocol_version_is_negotiated(urls: dict[str, str])
         session = {"mcp-session-id": opened.headers["mcp-session-id"]}
         old = session | ACCEPT | {"mcp-protocol-version": "1999"}
         bad = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=old)
-        assert bad.status_code == 400 and "2025-11-25" in bad.json()["error"]["message"]
+        assert (bad.status_code, bad.json()["error"]["data"]["code"]) == (400, "protocol_version_unsupported")
+        assert "2025-11-25" in bad.json()["error"]["data"]["supported"]
         assert http.delete(url, headers=session).status_code == 204
 
 
@@ -240,13 +241,13 @@ def test_bad_input_is_answered_with_what_to_do(urls: dict[str, str]) -> None:
     call = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
     with httpx.Client(timeout=30) as http:
         unknown = http.post(url, json=call, headers=ACCEPT | {"mcp-session-id": "no-such-session"})
-        assert unknown.status_code == 404 and unknown.json()["error"]["message"].startswith("MCP session")
+        assert (unknown.status_code, unknown.json()["error"]["data"]["code"]) == (404, "session_unknown")
 
         early = http.post(url, json=call, headers=ACCEPT | {"mcp-protocol-version": "2025-06-18"})
         assert early.status_code == 400
-        assert early.json()["id"] == 9 and "send initialize first" in early.json()["error"]["message"]
+        assert early.json()["id"] == 9 and early.json()["error"]["data"]["code"] == "session_required"
         ping = http.post(url, json={"jsonrpc": "2.0", "id": 10, "method": "ping"}, headers=ACCEPT)
-        assert ping.status_code == 400 and "initialize" in ping.json()["error"]["message"]
+        assert (ping.status_code, ping.json()["error"]["data"]["code"]) == (400, "session_required")
 
         foreign = http.post(url, json=INITIALIZE, headers=ACCEPT | {"origin": "http://evil.example"})
         assert (foreign.status_code, foreign.json()["code"]) == (403, "origin_refused")

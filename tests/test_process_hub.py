@@ -260,8 +260,9 @@ def test_downloads_keep_the_last_commits_and_those_servers_run_from(space_hub: F
 
 def test_a_space_not_synced_yet_is_refused_with_what_to_do(runtime: ProcessRuntime) -> None:
     environment = EnvironmentDetail(id="alice/new", source=Source.HUB, title="New", sdk="docker")
-    with pytest.raises(InvalidInputError, match="sync the catalog first"):
+    with pytest.raises(InvalidInputError) as refused:
         runtime.check(environment, ProcessOptions())
+    assert refused.value.code == "not_synced"
 
 
 def test_a_private_space_downloads_with_the_users_token(
@@ -271,7 +272,7 @@ def test_a_private_space_downloads_with_the_users_token(
 
     with pytest.raises(InvalidInputError) as refused:
         runtime.check(environment, ProcessOptions())
-    assert "sign in with Hugging Face" in refused.value.message
+    assert refused.value.code == "hub_token_required"
 
     space_hub.clear_requests()
     launched = launch(runtime, environment, tmp_path, token=TOKEN)

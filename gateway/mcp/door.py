@@ -176,6 +176,7 @@ class Door:
                     INVALID_REQUEST,
                     f"no MCP session: send initialize first, then send the {MCP_SESSION_ID_HEADER} header it answers "
                     "with on every request",
+                    {"code": "session_required"},
                 ),
             )
         if session is None:
@@ -189,6 +190,7 @@ class Door:
                     INVALID_REQUEST,
                     f"unsupported {MCP_PROTOCOL_VERSION_HEADER} {version!r}; this server speaks "
                     + ", ".join(SUPPORTED_PROTOCOL_VERSIONS),
+                    {"code": "protocol_version_unsupported", "supported": list(SUPPORTED_PROTOCOL_VERSIONS)},
                 ),
             )
         if not isinstance(message, JSONRPCRequest):
@@ -207,6 +209,7 @@ class Door:
                 INVALID_REQUEST,
                 f"MCP session {session_id[:12]}… is unknown here or has ended (closed, idle too long, or its "
                 "replica was lost); initialize a new one",
+                {"code": "session_unknown"},
             ),
         )
 
@@ -230,7 +233,8 @@ class Door:
             result = await session.call(name, arguments)
         except Closed as exc:
             await self.close(session, str(exc))
-            return rpc_error(request_id, RPC_SERVER_ERROR, f"the session ended: {exc}; initialize a new one")
+            ended = f"the session ended: {exc}; initialize a new one"
+            return rpc_error(request_id, RPC_SERVER_ERROR, ended, {"code": "session_ended"})
         except Exception as exc:
             log.exception("tool call %s on endpoint %s failed", name, session.endpoint_id)
             return rpc_error(request_id, INTERNAL_ERROR, f"envhub failed while calling {name}: {type(exc).__name__}")

@@ -185,7 +185,8 @@ class ProcessRuntime:
             )
         if environment.sha is None:
             raise InvalidInputError(
-                f"the catalog has no commit of {environment.id} to download: sync the catalog first"
+                f"the catalog has no commit of {environment.id} to download: sync the catalog first",
+                code="not_synced",
             )
         files = self.snapshots.files(environment.id, environment.sha, token)
         dockerfile = files.read("Dockerfile")

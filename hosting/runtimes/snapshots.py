@@ -176,7 +176,8 @@ class Snapshots:
                     "it is private or gone: sign in with Hugging Face (or send 'Authorization: Bearer "
                     "<your Hub token>') so that envhub downloads it as you"
                 )
-            raise error(f"the Hub shows no Space {at}: {advice}") from exc
+            who = None if token else "hub_token_required"  # signed in, it is the user's token that cannot read it
+            raise error(f"the Hub shows no Space {at}: {advice}", code=who) from exc
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "no answer"
             raise unavailable(f"the Hub answered {status} for {at}: try again later") from exc
