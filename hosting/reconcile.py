@@ -12,7 +12,7 @@ one's endpoints.
 
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
@@ -60,6 +60,7 @@ class Keeper:
         self.leases = leases
         self.limits = limits
         self.attention = attention
+        self.checked_at: datetime | None = None  # when the last watch finished
         self._attending: threading.Thread | None = None
         self._stopping = threading.Event()
         self._swept_for: set[str] = set()  # the live instances when spares were last swept
@@ -123,6 +124,7 @@ class Keeper:
                 self.lifecycle.end(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()
         self._sweep(live)
+        self.checked_at = utcnow()
 
     def check_soon(self, endpoint_id: str) -> None:
         """The gateway saw a replica fail to answer: find out now whether it died. A flood of failures while one
