@@ -39,6 +39,7 @@ from catalog.hub import Hub
 from core.errors import EnvhubError
 from core.outbound import OutboundGuard
 from gateway.modeldoor import ModelDoor
+from gateway.timers import LOOP_TIMERS, Timers
 from gateway.wiring import Gateway
 from hosting.models import Backend
 from hosting.runtimes.base import AnyRuntime
@@ -60,10 +61,11 @@ def create_app(
     hub: Hub | None = None,
     runtimes: dict[Backend, AnyRuntime] | None = None,
     guard: OutboundGuard | None = None,
+    timers: Timers = LOOP_TIMERS,
 ) -> FastAPI:
     """The envhub app, middleware included, with its web page unless settings.ui is off. Nothing connects until it
     starts serving."""
-    services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard)
+    services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard, timers=timers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp | ModelDoor]]:

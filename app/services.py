@@ -67,6 +67,7 @@ from gateway.mcp.environment_session import free_idle_slots
 from gateway.modeldoor import ModelDoor
 from gateway.pinned import close_stale
 from gateway.replica_http import replica_client
+from gateway.timers import LOOP_TIMERS, Timers
 from gateway.wiring import Gateway
 from hosting.assembly import build_hosting
 from hosting.endpoints import EndpointManager
@@ -131,6 +132,7 @@ class Services:
         hub: Hub | None = None,
         runtimes: dict[Backend, AnyRuntime] | None = None,
         guard: OutboundGuard | None = None,
+        timers: Timers = LOOP_TIMERS,
     ) -> "Services":
         engine = create_db_engine(settings.database_url)
         leases = Leases(engine, ttl_s=settings.lease_ttl_s)
@@ -225,6 +227,7 @@ class Services:
             bearers=GatewayBearers(identities, tokens, access),
             traffic=hosting.traffic.counters,
             settings=gateway_settings(settings),
+            timers=timers,
         )
         evaluator = Evaluator(
             settings, engine, endpoints, presets, guard, tasksets, evaluations, runner, tokens, harnesses

@@ -31,11 +31,18 @@ class HandshakeError(Exception):
 class Leg(asyncio.Protocol):
     """One socket of a relayed session: where its incoming frames begin, when it was last heard, and its end."""
 
-    def __init__(self, *, client_side: bool, on_lost: Callable[[Exception | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        client_side: bool,
+        on_lost: Callable[[Exception | None], None] | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client_side = client_side  # the client's socket: what is written to it goes unmasked
         self.transport: asyncio.Transport | None = None
         self.cutter = Cutter()
-        self.heard = time.monotonic()
+        self._now = now  # the clock its pings are timed by (gateway.timers)
+        self.heard = now()
         self.pinged: float | None = None  # when an unanswered ping went out
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.partner: Leg | None = None  # the leg whose writes this one's reading keeps pace with
@@ -58,7 +65,7 @@ class Leg(asyncio.Protocol):
             return
         if self._shut:
             return
-        self.heard = time.monotonic()
+        self.heard = self._now()
         self.pinged = None
         heads = self.cutter.feed(data)
         if self._on_bytes is None:
@@ -211,7 +218,14 @@ class Upgrade:
         return self._conn.trailing_data[0]
 
 
-async def open_upstream(url: str, path: str, query: str, headers: dict[str, str], timeout_s: float) -> Leg:
+async def open_upstream(
+    url: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    now: Callable[[], float] = time.monotonic,
+) -> Leg:
     """A WebSocket to a replica (`url` is its http(s) address), handshake done, as a Leg that keeps what it hears."""
     parts = urlsplit(url)
     secure = parts.scheme == "https"
@@ -222,7 +236,7 @@ async def open_upstream(url: str, path: str, query: str, headers: dict[str, str]
     # The path arrives decoded: encoded again, a %0D or %20 in it never splits the request line.
     target = f"{parts.path.rstrip('/')}/{quote(path, safe=PATH_SAFE)}" + (f"?{query}" if query else "")
     loop = asyncio.get_running_loop()
-    leg = Leg(client_side=False)
+    leg = Leg(client_side=False, now=now)
     leg._upgrade = Upgrade(target, parts.netloc.rpartition("@")[2], headers)
     leg._handshake = loop.create_future()
     context = ssl.create_default_context() if secure else None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.legs import CLOSE_TIMEOUT_S, Leg
+from gateway.timers import LOOP_TIMERS, Cancellable, Timers
 from gateway.traffic import Traffic
 from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Head
 from protocol.frames import capacity, rpc_capacity
@@ -46,6 +47,7 @@ class Session:
     # the session gives its slot up: 0 never does.
     idle_s: float = 0
     wanted: Callable[[], bool] = lambda: False
+    timers: Timers = LOOP_TIMERS  # its pings' and its idleness's clock
     active: bool = False  # the client sent a message (a reset, a step, an MCP call)
     confirmed: bool = False  # a replica answered something other than a refusal
     refused: dict[str, Any] | None = None  # the refusal's data (max_sessions ...), when the replica refused
@@ -61,14 +63,14 @@ class Session:
     _reply_error: bool = False  # the message the replica is in the middle of sending is an error
     _closes: set[str] = field(default_factory=set)  # the sides that sent a close frame: "client", "replica"
     _refusing: asyncio.Future[None] | None = None
-    _ticking: asyncio.TimerHandle | None = None
+    _ticking: Cancellable | None = None
     _on_confirmed: Callable[[], None] = lambda: None
     _spoke: float = 0.0  # when the last message went either way (monotonic), since a replica took the session
 
     def __post_init__(self) -> None:
         self.client.listen(self._from_client)
         # Pinged from the start: while it waits for a slot envhub is the client's peer, and keeps it alive.
-        self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
+        self._ticking = self.timers.later(self.ping_s / 2, self._tick)
 
     def end(self) -> None:
         """The session is over (relayed, refused or abandoned): no more pings."""
@@ -80,7 +82,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._refusing = loop.create_future()
         self._upstream, self.refused, self._first, self._on_confirmed = upstream, None, FirstReply(), on_confirmed
-        self._spoke = time.monotonic()
+        self._spoke = self.timers.now()
         self.client.partner, upstream.partner = upstream, self.client
         self.client.resume_reading()
         for held in self._held:
@@ -147,7 +149,7 @@ class Session:
                 self._step_begun = head.is_step()
             if head.is_message_end:
                 self._unanswered.append((self._step_begun, time.perf_counter()))
-                self._spoke = time.monotonic()
+                self._spoke = self.timers.now()
         if not self.confirmed:
             self._held.append(data)
             self._held_size += len(data)
@@ -184,7 +186,7 @@ class Session:
             if head.opcode in (TEXT, BINARY):
                 self._reply_error = head.is_error()
             if head.is_message_end:
-                self._spoke = time.monotonic()
+                self._spoke = self.timers.now()
                 if self._unanswered:
                     step, sent = self._unanswered.popleft()
                     if step:
@@ -196,7 +198,7 @@ class Session:
     def _tick(self) -> None:
         """Ping a leg quiet for half an interval; one that leaves a ping unanswered for an interval is gone. An idle
         session gives its slot to one waiting for it."""
-        now = time.monotonic()
+        now = self.timers.now()
         if self._idle(now) and self.wanted():
             self.client.close(
                 IDLE_CLOSE,
@@ -215,7 +217,7 @@ class Session:
                 else:
                     self._replica_gone(self._lost_reason("stopped answering pings"))
                 return
-        self._ticking = asyncio.get_running_loop().call_later(self.ping_s / 2, self._tick)
+        self._ticking = self.timers.later(self.ping_s / 2, self._tick)
 
     def _idle(self, now: float) -> bool:
         """Whether a replica holds the session and no message has gone either way for idle_s, none unanswered.

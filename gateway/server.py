@@ -222,7 +222,7 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
             self.close_sent = True
             self.transport.close()
             return
-        leg = Leg(client_side=True, on_lost=self._lost)
+        leg = Leg(client_side=True, on_lost=self._lost, now=gateway.timers.now)
         leg.connection_made(self.transport)
         self.taken = leg  # uvicorn makes this protocol the socket's once this call returns: it passes bytes on
         address = get_remote_addr(self.transport)

@@ -52,7 +52,8 @@ async def serve_session(
     if refusal is not None:
         client.close(1008, refusal.message)
         return
-    session = Session(endpoint_id, client, gateway.traffic.of(endpoint_id), gateway.settings.ws_ping_s)
+    traffic = gateway.traffic.of(endpoint_id)
+    session = Session(endpoint_id, client, traffic, gateway.settings.ws_ping_s, timers=gateway.timers)
     client_id = client_of(headers, peer, user, gateway.settings.behind_proxy)
     try:
         await _run_session(gateway, found, inside, query, session, client_id)
@@ -125,7 +126,9 @@ async def _relay(
     anything; Unreachable when it did not take the socket; HandshakeError when it refused the socket (HTTP 4xx)."""
     pool = placement.pool
     try:
-        upstream = await open_upstream(slot.upstream.url, path, query, slot.upstream.headers, _CONNECT_S)
+        upstream = await open_upstream(
+            slot.upstream.url, path, query, slot.upstream.headers, _CONNECT_S, gateway.timers.now
+        )
     except (OSError, HandshakeError, TimeoutError) as exc:  # closed: not listening yet
         if isinstance(exc, HandshakeError) and exc.status is not None and exc.status < 500:
             raise

@@ -14,6 +14,7 @@ import httpx
 from core.callers import Access, Caller
 from gateway.pools import Pool
 from gateway.slots import Slot
+from gateway.timers import LOOP_TIMERS, Timers
 from gateway.traffic import TrafficCounters
 
 __all__ = ["Bearers", "ControlPlane", "Down", "Gateway", "GatewaySettings"]
@@ -88,3 +89,4 @@ class Gateway:
     traffic: TrafficCounters
     settings: GatewaySettings = field(default_factory=GatewaySettings)
     http: httpx.AsyncClient | None = None  # made when envhub starts serving
+    timers: Timers = LOOP_TIMERS  # what its WebSocket sessions' pings and idleness are timed by

@@ -52,6 +52,27 @@ def build_hosting(
     traffic = TrafficBook(engine)
     launcher = Launcher(engine, runtimes, logs_dir, limits, access, leases.instance)
     lifecycle = Lifecycle(engine, runtimes, launcher, store, replica_store, servers, pools, traffic)
-    keeper = Keeper(lifecycle, Scaler(lifecycle, limits, leases.instance), leases, limits, attention)
+    scaler = Scaler(
+        lifecycle,
+        rows=store,
+        replicas=replica_store,
+        servers=servers,
+        pools=pools,
+        runtimes=runtimes,
+        limits=limits,
+        instance=leases.instance,
+    )
+    keeper = Keeper(
+        lifecycle,
+        scaler,
+        rows=store,
+        replicas=replica_store,
+        servers=servers,
+        runtimes=runtimes,
+        traffic=traffic,
+        leases=leases,
+        limits=limits,
+        attention=attention,
+    )
     endpoints = EndpointManager(launcher, lifecycle, store, replica_store, servers, pools, traffic)
     return Hosting(endpoints=endpoints, keeper=keeper, pools=pools, traffic=traffic)

@@ -3,7 +3,7 @@ written here; launching and stopping them is the manager's (hosting/endpoints.py
 
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, select, update
 from sqlmodel import Session, col
 
 from catalog.models import ConformanceSummary, Environment
@@ -69,6 +69,22 @@ class EndpointStore:
             session.refresh(endpoint)
             return endpoint
 
+    def take_over(self, endpoint: Endpoint, instance: str) -> bool:
+        """Move an endpoint from the instance its row names to this one; False when another instance took it first."""
+        with Session(self.engine) as session, session.begin():
+            claimed = session.execute(
+                update(Endpoint)
+                .where(col(Endpoint.id) == endpoint.id, _same_instance(endpoint.instance))
+                .values(instance=instance)
+                .returning(col(Endpoint.id))
+            ).first()
+        return claimed is not None
+
     def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
         """The summary of the endpoint's last conformance check, on its row."""
         self.update(endpoint_id, conformance=summary.model_dump(mode="json"))
+
+
+def _same_instance(instance: str | None) -> ColumnElement[bool]:
+    column = col(Endpoint.instance)
+    return column.is_(None) if instance is None else column == instance

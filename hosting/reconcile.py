@@ -12,20 +12,21 @@ one's endpoints.
 
 import logging
 import threading
-from datetime import timedelta
-
-from sqlalchemy import ColumnElement, update
-from sqlmodel import Session, col
+from datetime import datetime, timedelta
 
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
 from core.leases import Leases
 from hosting.attention import Attention
+from hosting.endpoint_store import EndpointStore
 from hosting.lifecycle import Lifecycle
 from hosting.limits import EndpointLimits
 from hosting.models import Backend, Endpoint, EndpointStatus, ReplicaStatus
-from hosting.runtimes.base import handle_of, is_service
+from hosting.replica_store import ReplicaStore
+from hosting.replicas import Replicas
+from hosting.runtimes.base import AnyRuntime, handle_of, is_service
 from hosting.scaling import Scaler
+from hosting.traffic import TrafficBook
 
 __all__ = ["Keeper"]
 
@@ -36,15 +37,30 @@ class Keeper:
     """Keeps one instance's endpoint rows true against what its backends run."""
 
     def __init__(
-        self, lifecycle: Lifecycle, scaler: Scaler, leases: Leases, limits: EndpointLimits, attention: Attention
+        self,
+        lifecycle: Lifecycle,
+        scaler: Scaler,
+        *,
+        rows: EndpointStore,
+        replicas: ReplicaStore,
+        servers: Replicas,
+        runtimes: dict[Backend, AnyRuntime],
+        traffic: TrafficBook,
+        leases: Leases,
+        limits: EndpointLimits,
+        attention: Attention,
     ) -> None:
         self.lifecycle = lifecycle  # what the keeper decides, the lifecycle does and records
         self.scaler = scaler
+        self.rows = rows
+        self.replicas = replicas
+        self.servers = servers
+        self.runtimes = runtimes
+        self.traffic = traffic
         self.leases = leases
         self.limits = limits
         self.attention = attention
-        self.rows = lifecycle.store
-        self.runtimes = lifecycle.runtimes
+        self.checked_at: datetime | None = None  # when the last watch finished
         self._attending: threading.Thread | None = None
         self._stopping = threading.Event()
         self._swept_for: set[str] = set()  # the live instances when spares were last swept
@@ -89,7 +105,7 @@ class Keeper:
         now = utcnow()
         limits = self.limits
         active = self.rows.list(active_only=True)
-        self.lifecycle.traffic.write_activity([e.id for e in active])
+        self.traffic.write_activity([e.id for e in active])
         live = self.leases.live_instances()
         for endpoint in active:
             if endpoint.instance not in live:
@@ -100,7 +116,7 @@ class Keeper:
             if endpoint.backend not in self.runtimes:
                 continue
             self.scaler.tend(endpoint)
-            stats = self.lifecycle.traffic.stats(endpoint)
+            stats = self.traffic.stats(endpoint)
             last = as_utc(stats.last_active_at or endpoint.started_at or now)
             idle = limits.play_idle_s if endpoint.for_play else limits.idle_timeout_s
             if stats.active_sessions == 0 and now - last > timedelta(seconds=idle):
@@ -108,6 +124,7 @@ class Keeper:
                 self.lifecycle.end(endpoint.id, f"stopped after {spent} without sessions")
         self._stop_unclaimed()
         self._sweep(live)
+        self.checked_at = utcnow()
 
     def check_soon(self, endpoint_id: str) -> None:
         """The gateway saw a replica fail to answer: find out now whether it died. A flood of failures while one
@@ -146,14 +163,7 @@ class Keeper:
 
     def _take_over(self, endpoint: Endpoint) -> None:
         """An endpoint whose instance is gone: keep it when it still runs as seen from here, else stop it."""
-        with Session(self.lifecycle.engine) as session, session.begin():
-            claimed = session.execute(
-                update(Endpoint)
-                .where(col(Endpoint.id) == endpoint.id, _same_instance(endpoint.instance))
-                .values(instance=self.instance)
-                .returning(col(Endpoint.id))
-            ).first()
-        if claimed is None:
+        if not self.rows.take_over(endpoint, self.instance):
             return  # another instance took it first
         try:
             if self._still_runs(endpoint):
@@ -177,8 +187,8 @@ class Keeper:
             service = handle_of(runtime, endpoint.handle) if runtime is not None else None
             return runtime is not None and service is not None and runtime.is_running(service)
         running = False
-        for replica in self.lifecycle.replica_store.rows(endpoint.id):
-            if replica.status != ReplicaStatus.STARTING and self.lifecycle.servers.is_running(endpoint, replica):
+        for replica in self.replicas.rows(endpoint.id):
+            if replica.status != ReplicaStatus.STARTING and self.servers.is_running(endpoint, replica):
                 running = True
             else:
                 gone = "its envhub instance is gone"
@@ -202,7 +212,7 @@ class Keeper:
             runtime = self.runtimes.get(endpoint.backend)
             if endpoint.handle or (runtime is not None and is_service(runtime)):  # a service, or one starting
                 servers.add(endpoint.id)
-            servers |= {r.id for r in self.lifecycle.replica_store.rows(endpoint.id)}
+            servers |= {r.id for r in self.replicas.rows(endpoint.id)}
         return servers
 
     def _sweep(self, live: set[str]) -> None:
@@ -215,8 +225,3 @@ class Keeper:
                 runtime.sweep(live)
             except EnvhubError as exc:
                 log.debug("%s backend not swept: %s", backend.value, exc.message)
-
-
-def _same_instance(instance: str | None) -> ColumnElement[bool]:
-    column = col(Endpoint.instance)
-    return column.is_(None) if instance is None else column == instance

@@ -20,11 +20,15 @@ import httpx
 
 from core.errors import EnvhubError
 from gateway.pools import Pool
+from hosting.endpoint_store import EndpointStore
 from hosting.lifecycle import Lifecycle
 from hosting.limits import EndpointLimits
-from hosting.models import Endpoint, EndpointStatus, Replica, ReplicaStatus
+from hosting.models import Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
 from hosting.options import ReplicaRange
-from hosting.runtimes.base import handle_of, is_service
+from hosting.pool_cache import PoolCache
+from hosting.replica_store import ReplicaStore
+from hosting.replicas import Replicas
+from hosting.runtimes.base import AnyRuntime, handle_of, is_service
 from hosting.runtimes.logs import LIVENESS_QUERY
 
 __all__ = ["LIVENESS_INTERVAL_S", "Scaler", "Sizing", "sizing"]
@@ -66,15 +70,26 @@ def sizing(size: ReplicaRange, serving: int, wanted: int, ready: set[str], idle:
 class Scaler:
     """Sizes and heals the pools of the endpoints one envhub manages."""
 
-    def __init__(self, lifecycle: Lifecycle, limits: EndpointLimits, instance: str) -> None:
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        rows: EndpointStore,
+        replicas: ReplicaStore,
+        servers: Replicas,
+        pools: PoolCache,
+        runtimes: dict[Backend, AnyRuntime],
+        limits: EndpointLimits,
+        instance: str,
+    ) -> None:
         self.lifecycle = lifecycle  # what the scaler decides, the lifecycle does and records
+        self.rows = rows
+        self.store = replicas
+        self.servers = servers
+        self.pools = pools
+        self.runtimes = runtimes
         self.limits = limits
         self.instance = instance
-        self.rows = lifecycle.store
-        self.servers = lifecycle.servers
-        self.store = lifecycle.replica_store
-        self.pools = lifecycle.pools
-        self.runtimes = lifecycle.runtimes
         self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._soon: set[str] = set()
         self._misses: dict[str, int] = {}

@@ -17,6 +17,7 @@ from app.server import envhub_server
 from app.services import Services
 from app.settings import REPO_ROOT, Settings
 from core.outbound import OutboundGuard
+from gateway.timers import LOOP_TIMERS, Timers
 from tests.conftest import wait_until
 
 T = TypeVar("T")
@@ -67,14 +68,17 @@ def serve_templates(*names: str, timeout_s: float = 120, extra: Path | None = No
 class Envhub:
     """envhub served by uvicorn on loopback, as trainers reach it: its API and gateway, and with `ui` its web page
     (the tests that open it; building the page takes seconds the others need not spend). `guard` replaces the
-    outbound guard the settings make, e.g. one that takes a test's server on loopback for a public address."""
+    outbound guard the settings make, e.g. one that takes a test's server on loopback for a public address; `timers`
+    the clock its gateway times WebSocket pings by."""
 
-    def __init__(self, settings: Settings, *, ui: bool = False, guard: OutboundGuard | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, ui: bool = False, guard: OutboundGuard | None = None, timers: Timers = LOOP_TIMERS
+    ) -> None:
         settings = settings.model_copy(update={"ui": ui})
         self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        app = create_app(settings, guard=guard)
+        app = create_app(settings, guard=guard, timers=timers)
         self.services: Services = app.state.services
         # A test stops it with its page still open: the page's event stream is cut after a second, not ten.
         self.server = envhub_server(

@@ -1,5 +1,6 @@
 """The gateway at /endpoints/{id}: what it passes on to an environment's server, and what it keeps inside."""
 
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -8,10 +9,15 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
 from websockets.sync.client import connect
+from websockets.uri import parse_uri
 
 from app.settings import Settings
+from tests.clock import ManualTimers
 from tests.environments import write_echo_env
 from tests.serving import Envhub
 
@@ -135,3 +141,61 @@ def test_under_another_asgi_server_a_session_is_refused_with_what_to_do(client: 
         ws.receive_text()
     assert closed.value.code == 1011
     assert "python -m app serve" in closed.value.reason
+
+
+class QuietClient:
+    """websockets' own client on a socket the test writes: it answers pings only when the test sends for it."""
+
+    def __init__(self, url: str, port: int) -> None:
+        self.protocol = ClientProtocol(parse_uri(url))
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self._events: list[Any] = []
+        self.protocol.send_request(self.protocol.connect())
+        self._send()
+        assert isinstance(self.event(), Response)
+
+    def send_text(self, text: str) -> None:
+        self.protocol.send_text(text.encode())
+        self._send()
+
+    def event(self) -> Any:
+        """The next thing the socket says, as websockets reads it; ConnectionError once it is shut."""
+        while not self._events:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the socket was shut")
+            self.protocol.receive_data(data)
+            self._events = self.protocol.events_received()
+        return self._events.pop(0)
+
+    def until_shut(self) -> list[Opcode]:
+        """The opcodes of the frames it hears until its socket is shut."""
+        heard = []
+        try:
+            while True:
+                heard.append(self.event().opcode)
+        except ConnectionError:
+            return heard
+
+    def _send(self) -> None:
+        self.sock.sendall(b"".join(self.protocol.data_to_send()))
+
+
+def test_envhub_pings_a_quiet_client_and_drops_one_that_leaves_the_ping_unanswered(
+    settings: Settings, count_template: str
+) -> None:
+    timers = ManualTimers()
+    envhub = Envhub(settings.model_copy(update={"ws_ping_s": 20}), timers=timers)
+    try:
+        endpoint = envhub.running(count_template)
+        client = QuietClient(endpoint["url"].replace("http://", "ws://", 1) + "/ws", envhub.port)
+        with client.sock:
+            client.send_text(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(client.event().data)["type"] == "observation"
+            timers.advance(10)  # quiet for half an interval: envhub pings it
+            assert client.event() == Frame(Opcode.PING, b"envhub")
+            timers.advance(10)  # unanswered for half an interval: still there
+            timers.advance(10)  # for a whole one: gone
+            assert set(client.until_shut()) <= {Opcode.PONG}  # the replica's answer to envhub's own ping, if any
+    finally:
+        envhub.stop()

@@ -236,7 +236,7 @@ def test_a_sync_and_an_endpoint_of_one_instance_serve_through_the_other(
         assert sync["status"] == "running"
 
         b = Instance(instance_env(settings, tmp_path, "b", sync_interval_s="0")).wait_healthy()
-        time.sleep(3)  # b's watch has looked at every endpoint at least once
+        wait_until(lambda: b.get("/api/health")["endpoints_checked_at"] is not None, timeout_s=30)  # b's watch looked
 
         # b's start-up left a's sync and a's endpoint as they were.
         assert b.get(f"/api/sync/{sync['id']}")["status"] == "running"

@@ -6,6 +6,7 @@ leg as asyncio would. The live tests (test_gateway.py, test_gateway_faults.py) c
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 
 from gateway.legs import Leg
@@ -13,6 +14,7 @@ from gateway.relay import Session
 from gateway.traffic import Traffic
 from gateway.wire import BINARY, CLOSE, PING, PONG, TEXT, Cutter, frame
 from protocol.frames import capacity_frame
+from tests.clock import ManualTimers
 
 RESET = json.dumps({"type": "reset", "data": {}}).encode()
 OBSERVATION = json.dumps({"type": "observation", "data": {"observation": {}}}).encode()
@@ -59,8 +61,8 @@ class FakeTransport(asyncio.Transport):
         return found
 
 
-def leg(*, client_side: bool) -> tuple[Leg, FakeTransport]:
-    made = Leg(client_side=client_side)
+def leg(*, client_side: bool, now: Callable[[], float] = time.monotonic) -> tuple[Leg, FakeTransport]:
+    made = Leg(client_side=client_side, now=now)
     transport = FakeTransport(made)
     made.connection_made(transport)
     return made, transport
@@ -158,13 +160,16 @@ def test_a_first_frame_that_claims_to_be_endless_is_passed_on_not_gathered() -> 
 
 def test_while_a_session_waits_envhub_answers_its_pings_and_pings_it() -> None:
     async def test() -> None:
-        client, to_client = leg(client_side=True)
-        session = session_of(client, ping_s=0.2)
+        timers = ManualTimers()
+        client, to_client = leg(client_side=True, now=timers.now)
+        session = Session("e", client, Traffic(), 20, timers=timers)
         client.data_received(from_client(PING, b"are you there"))
         assert to_client.frames() == [(PONG, b"are you there")]
-        await asyncio.sleep(0.15)  # quiet for half an interval: envhub pings it
+        timers.advance(10)  # quiet for half an interval: envhub pings it
         assert (PING, b"envhub") in to_client.frames()
-        await asyncio.sleep(0.3)  # and the ping goes unanswered for an interval: it is gone
+        timers.advance(10)
+        assert not to_client.aborted
+        timers.advance(10)  # and the ping went unanswered for an interval: it is gone
         assert to_client.aborted
         session.end()
 

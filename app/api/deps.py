@@ -40,6 +40,7 @@ from evals.store import EvaluationStore
 from gateway.gate import client_of
 from gateway.wiring import Gateway
 from hosting.endpoints import EndpointManager
+from hosting.reconcile import Keeper
 
 T = TypeVar("T")
 
@@ -70,6 +71,7 @@ EngineDep = Annotated[Engine, Depends(_part(lambda s: s.engine))]
 SettingsDep = Annotated[Settings, Depends(_part(lambda s: s.settings))]
 SyncerDep = Annotated[Syncer, Depends(_part(lambda s: s.syncer))]
 EndpointsDep = Annotated[EndpointManager, Depends(_part(lambda s: s.endpoints))]
+KeeperDep = Annotated[Keeper, Depends(_part(lambda s: s.keeper))]
 AccessDep = Annotated[Access, Depends(_part(lambda s: s.endpoints.access))]
 EndpointTokensDep = Annotated[EndpointTokens, Depends(_part(lambda s: s.endpoint_tokens))]
 CheckerDep = Annotated[Checker, Depends(_part(lambda s: s.checker))]
