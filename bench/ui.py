@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from sqlmodel import Session
 
 from app.settings import REPO_ROOT
@@ -58,6 +59,8 @@ ARM = """({event, source, watch, ready}) => {
     }, {capture: true, once: true});
   });
 }""".replace("RESULTS_EXPR", RESULTS)
+# Both ways a Play tab says it plays: connected anew, or to the caller's endpoint that was running already.
+CONNECTED = "document.querySelector('#play-status').innerText.toLowerCase().includes('press reset')"
 QUERIES = [
     "chess", "wordle", "maze navigation", "trading portfolio", "sokoban", "agent", "browser",
     "theorem", "wor", "coding sandbox", "zugzwang", "robot", "puzzle", "email calendar", "poker",
@@ -124,6 +127,15 @@ WORDS = (REPO_ROOT / "spaces_templates" / "wordle" / "server" / "words.txt").rea
 STAT = "document.querySelector('#play-stats [data-stat=steps] b')"
 
 
+def connected(page: Any) -> None:
+    """Wait until the Play tab plays: connected to a new endpoint, or to the caller's own running one."""
+    try:
+        page.wait_for_function(CONNECTED, timeout=120_000)
+    except PlaywrightTimeout as exc:
+        said = page.locator("#play-status").inner_text(), page.locator("#play-errors").inner_text()
+        raise RuntimeError(f"the Play tab did not connect; it says {said}") from exc
+
+
 def step_round_trips(browser: Any, url: str, steps: int) -> list[tuple[float, float]]:
     """Click Step to the observation showing the guess, in wordle, with a new guess each step (a new game
     after every finished one, not timed); per step, the whole and the part that was the request to the server."""
@@ -132,7 +144,7 @@ def step_round_trips(browser: Any, url: str, steps: int) -> list[tuple[float, fl
     page.wait_for_selector("#env-header h1", timeout=30_000)
     page.locator("#open-play").click()
     page.locator("#play-launch").click()
-    page.wait_for_function("document.querySelector('#play-status').innerText.includes('Connected')", timeout=120_000)
+    connected(page)
     guess = page.locator("#field-guess textarea")
     times: list[tuple[float, float]] = []
     words = itertools.cycle(WORDS[::97])
@@ -197,7 +209,7 @@ def board_round_trips(browser: Any, url: str, board: str, steps: int) -> list[tu
     page.wait_for_selector("#env-header h1", timeout=30_000)
     page.locator("#open-play").click()
     page.locator("#play-launch").click()
-    page.wait_for_function("document.querySelector('#play-status').innerText.includes('Connected')", timeout=120_000)
+    connected(page)
     pick, words = random.Random(7), itertools.cycle(WORDS[::97])
     times: list[tuple[float, float]] = []
     done, count = True, 0

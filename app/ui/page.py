@@ -143,11 +143,7 @@ def build_blocks(services: Services) -> gr.Blocks:
             q = str(params.get("q", ""))[:500]
             filters = [q, "relevance", [], "", "", False, False, [], False]
             values = dict(zip(b.outputs, browse.run_search(engine, endpoints, filters, 0), strict=True))
-            values |= {
-                b.query: q,
-                b.tags: browse.tag_choices(engine),
-                account: publish.account_html(visitors, visitors.caller(request)),
-            } | status.show(syncer, banner)
+            values |= {b.query: q, account: publish.account_html(visitors, visitors.caller(request))}
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
             run_id = str(params.get("run", "")).strip()[:100]
@@ -178,7 +174,11 @@ def build_blocks(services: Services) -> gr.Blocks:
 
         viewer = [ev.episode_id, ev.episode, ev.step, ev.viewer]
         run_view = [ev.evaluation, ev.message, *ev.followed, *ev.form]
-        blocks.load(
+
+        def filters_and_banner() -> dict[Any, Any]:
+            return {b.tags: browse.tag_choices(engine)} | status.show(syncer, banner)
+
+        loaded = blocks.load(
             start_page,
             None,
             list(
@@ -186,9 +186,7 @@ def build_blocks(services: Services) -> gr.Blocks:
                     [
                         *b.outputs,
                         b.query,
-                        b.tags,
                         account,
-                        *banner.outputs,
                         *opened,
                         *viewer,
                         *run_view,
@@ -199,7 +197,10 @@ def build_blocks(services: Services) -> gr.Blocks:
             ),
             show_progress="hidden",
             queue=False,  # one request, not a join and an event stream: the first cards show a round trip sooner
-        ).then(refresh, [selected], refreshed, show_progress="hidden")
+        )
+        # What a first look does without: the tag filter's counts and the sync banner, read once the cards show.
+        loaded.then(filters_and_banner, None, [b.tags, *banner.outputs], show_progress="hidden", queue=False)
+        loaded.then(refresh, [selected], refreshed, show_progress="hidden")
         b.results.click(from_card, None, [*opened, b.tags], show_progress="hidden").then(
             refresh, [selected], refreshed, show_progress="hidden"
         ).then(None, [selected], None, js=SHOW_URL)
