@@ -114,10 +114,14 @@ def field(page: Any, elem_id: str) -> Any:
 
 
 def fill_code(page: Any, elem_id: str, text: str) -> None:
-    """Type into a Gradio code box, and let the page take it in: the box's editor hands its text to Gradio's
-    state as the page renders (two animation frames), so a click at once could still send the old text."""
+    """Type into a Gradio code box as a person does (its text selected, then keys), and let the page take it in: the
+    box's editor hands its text to Gradio's state as the page renders (two animation frames), so a click at once
+    could still send the old text. Keys go through the editor's own input handling; a text set into its element
+    from outside is read back later, and an update of the editor in between, on a loaded machine, undid it."""
     editor = page.locator(f"#{elem_id} .cm-content")
-    editor.fill(text)
+    editor.click()
+    page.keyboard.press("ControlOrMeta+A")
+    page.keyboard.insert_text(text)
     expect(editor).to_have_text(text)
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
