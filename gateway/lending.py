@@ -13,13 +13,15 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING
 
 from core.errors import SlotsInUseError
-from gateway.pools import Pool
 from gateway.slots import Slot
 
-__all__ = ["Lender", "lender"]
+if TYPE_CHECKING:  # the pool makes its lender
+    from gateway.pools import Pool
+
+__all__ = ["Lender"]
 
 SPARE_WAIT_S = 5.0  # how long envhub's own work waits for a free slot before it gives way
 
@@ -35,14 +37,13 @@ class _Seat:
 class Lender:
     """An endpoint's pool as envhub's own work takes slots from it."""
 
-    def __init__(self, pool: Pool) -> None:
-        self._pool = weakref.ref(pool)  # the pool owns its lender (through on_queue), not the other way round
+    def __init__(self, pool: "Pool") -> None:
+        self._pool = weakref.ref(pool)  # the pool owns its lender, not the other way round
         self.endpoint_id = pool.endpoint_id
         self._seats: set[_Seat] = set()
-        pool.on_queue = self.recall
 
     @property
-    def pool(self) -> Pool | None:
+    def pool(self) -> "Pool | None":
         return self._pool()
 
     @asynccontextmanager
@@ -93,21 +94,10 @@ class Lender:
         )
 
 
-async def _spare(pool: Pool, replica_id: str, own: int) -> Slot | None:
+async def _spare(pool: "Pool", replica_id: str, own: int) -> Slot | None:
     """A free slot on the replica, waiting a few seconds for one: a session that just closed gives its slot back a
     moment later (its server's close is answered first). Never while a client's session waits."""
     deadline = time.monotonic() + SPARE_WAIT_S
     while (slot := pool.take_spare(replica_id, own)) is None and not pool.waiting and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     return slot
-
-
-_LENDERS: "WeakKeyDictionary[Pool, Lender]" = WeakKeyDictionary()  # a lender lives as long as its pool
-
-
-def lender(pool: Pool) -> Lender:
-    """The pool's one lender."""
-    found = _LENDERS.get(pool)
-    if found is None:
-        found = _LENDERS[pool] = Lender(pool)
-    return found

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from gateway.lending import Lender
 from gateway.slots import HeldFull, PoolFull, QueueFull, Slot, Upstream, Waiter, user_client
 
 __all__ = ["Pool"]
@@ -56,7 +57,7 @@ class Pool:
         self._pinned_by: dict[str, str] = {}  # pinned session -> the client that made it
         self._working: set[str] = set()  # pinned sessions that asked for work: load that may grow the pool
         self.on_pressure = on_pressure  # sessions wait or the pool is nearly full: the control plane may grow it
-        self.on_queue: Callable[[], None] = lambda: None  # a session waits: envhub's own give way (gateway.lending)
+        self.lender = Lender(self)  # envhub's own sessions on its replicas, which give way when a session waits
         self._lock = threading.Lock()
         self._waiters: list[tuple[Waiter, asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._turn = itertools.count()
@@ -157,7 +158,7 @@ class Pool:
                 self._waiters.append((waiter, loop, event))
                 why = ""
         if not why:
-            self.on_queue()
+            self.lender.recall()
             return
         sessions, capacity, replicas = self.load()
         raise QueueFull(sessions, capacity, replicas, self.most, why)

@@ -25,7 +25,6 @@ from conformance.checker import Checker
 from conformance.quality import ReplicaTarget
 from core.errors import SlotsInUseError
 from envclient.health import HealthStatus
-from gateway.lending import lender
 from hosting.endpoints import EndpointManager
 from hosting.models import Endpoint, EndpointStatus
 
@@ -56,7 +55,7 @@ def hosted(manager: EndpointManager, endpoint: Endpoint) -> dict[str, Any]:
     cold_start = (endpoint.started_at - endpoint.created_at).total_seconds() if endpoint.started_at else None
     return {
         "replicas": tuple(ReplicaTarget(s.id, s.upstream.url, s.upstream.headers) for s in slots),
-        "seats": lender(pool) if pool is not None else None,
+        "seats": pool.lender if pool is not None else None,
         "server_capacity": server_capacity(manager, endpoint.id),
         "cold_start_s": round(cold_start, 3) if cold_start is not None else None,
         "memory": lambda: manager.resident_bytes(endpoint),

@@ -55,6 +55,17 @@ EPISODE_LOST = "episode_lost"  # the code of a call's answer when the session ga
 NO_SLOT = "no_slot"  # the code of a call's answer when the session, idle, gave its slot back and none is free now
 
 
+@dataclass
+class _Step:
+    """One step call as the episode log records it: which tool, what was asked, and how long the replica took."""
+
+    episode: EpisodeLog
+    tool: str
+    arguments: dict[str, Any]
+    action: Any
+    elapsed: float = 0.0
+
+
 class Closed(Exception):
     """The session ended (its replica was lost, or it was closed) while a call was under way."""
 
@@ -191,33 +202,6 @@ class EnvironmentSession:
         self._save()
         return observation_result(data, over_note=_OVER)
 
-    async def _step(self, arguments: dict[str, Any]) -> CallToolResult:
-        episode = self.episode
-        if episode is None:
-            return error_result("no episode is under way: call reset first")
-        if episode.done:
-            return error_result("the episode is over (done is true): call reset to start a new one", done=True)
-        action = arguments.get("action") if self.surface.wrapped else arguments
-        answer, elapsed = await self._ask({"type": "step", "data": action})  # the action itself, as /ws takes it
-        self.placement.traffic.step(elapsed / 1000, failed=answer.get("type") != "observation")
-        if answer.get("type") != "observation":
-            message = _message(answer)
-            failed = {"error": answer.get("data")}
-            episode.add(
-                "step", failed, None, False, elapsed, refused=message, tool=STEP, arguments=arguments, action=action
-            )
-            self._save()
-            return error_result(f"the environment refused the action: {message}")
-        data = answer.get("data") or {}
-        observation = data.get("observation")
-        refused = refusal(observation)
-        reward, done = data.get("reward"), bool(data.get("done"))
-        episode.add(
-            "step", observation, reward, done, elapsed, refused=refused, tool=STEP, arguments=arguments, action=action
-        )
-        self._save()
-        return observation_result(data, over_note=_OVER, is_error=refused is not None)
-
     async def _state(self) -> CallToolResult:
         answer = self._final if self._final is not None and not self.seated else (await self._ask(STATE_FRAME))[0]
         if answer.get("type") != "state":
@@ -231,6 +215,21 @@ class EnvironmentSession:
             structuredContent={"reward": None, "done": done, "observation": state},
         )
 
+    async def _step(self, arguments: dict[str, Any]) -> CallToolResult:
+        episode = self.episode
+        if episode is None:
+            return error_result("no episode is under way: call reset first")
+        if episode.done:
+            return error_result("the episode is over (done is true): call reset to start a new one", done=True)
+        action = arguments.get("action") if self.surface.wrapped else arguments
+        step = _Step(episode, STEP, arguments, action)
+        data = await self._step_answer(step, {"type": "step", "data": action})  # the action itself, as /ws takes it
+        if isinstance(data, CallToolResult):
+            return data
+        refused = refusal(data.get("observation"))
+        self._record(step, data.get("observation"), data.get("reward"), bool(data.get("done")), refused)
+        return observation_result(data, over_note=_OVER, is_error=refused is not None)
+
     async def _tool_step(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         episode = self.episode
         assert episode is not None, "a session of an MCP environment whose calls are steps opens with its reset"
@@ -239,65 +238,55 @@ class EnvironmentSession:
                 "the episode is over (done is true): end this MCP session and initialize a new one to play another",
                 done=True,
             )
-        action = tool_call(name, arguments)
-        answer, elapsed = await self._ask(step_frame(action))
-        self.placement.traffic.step(elapsed / 1000, failed=answer.get("type") != "observation")
-        if answer.get("type") != "observation":
-            message = _message(answer)
-            failed = {"error": answer.get("data")}
-            episode.add(
-                "step", failed, None, False, elapsed, refused=message, tool=name, arguments=arguments, action=action
-            )
-            self._save()
-            return error_result(f"the environment refused the call: {message}")
-        data = answer.get("data") or {}
+        step = _Step(episode, name, arguments, tool_call(name, arguments))
+        data = await self._step_answer(step, step_frame(step.action))
+        if isinstance(data, CallToolResult):
+            return data
         result = tool_observation_result(data)
         why = text_of(result) if result.isError else None
-        reward, done = data.get("reward"), bool(data.get("done"))
-        episode.add(
-            "step",
-            data.get("observation"),
-            reward,
-            done,
-            elapsed,
-            refused=why,
-            tool=name,
-            arguments=arguments,
-            action=action,
-        )
-        self._save()
+        self._record(step, data.get("observation"), data.get("reward"), bool(data.get("done")), why)
         return result
 
     async def _tool_rpc(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         episode = self.episode
         assert episode is not None, "a session of an MCP environment's own tools begins with its episode"
-        action = tool_call(name, arguments)
-        answer, elapsed = await self._ask(mcp_frame(rpc("tools/call", {"name": name, "arguments": arguments})))
+        step = _Step(episode, name, arguments, tool_call(name, arguments))
+        answer, step.elapsed = await self._ask(mcp_frame(rpc("tools/call", {"name": name, "arguments": arguments})))
         reply = answer.get("data") if answer.get("type") == "mcp" else None
         result_value = reply.get("result") if isinstance(reply, dict) else None
         if not isinstance(result_value, dict):
             error = reply.get("error") if isinstance(reply, dict) else None
             message = str(error.get("message")) if isinstance(error, dict) else _message(answer)
-            failed = {"error": error or answer}
-            episode.add(
-                "step", failed, None, False, elapsed, refused=message, tool=name, arguments=arguments, action=action
-            )
-            self._save()
+            self._record(step, {"error": error or answer}, None, False, message)
             return error_result(message)
         result = rpc_tool_result(result_value)
-        episode.add(
+        self._record(step, result_value, None, False, text_of(result) if result.isError else None)
+        return result
+
+    async def _step_answer(self, step: _Step, frame: dict[str, Any]) -> dict[str, Any] | CallToolResult:
+        """The data of the replica's observation for a step frame, counted in the pool's traffic; a refused frame is
+        recorded as a refused step and answered as an error."""
+        answer, step.elapsed = await self._ask(frame)
+        self.placement.traffic.step(step.elapsed / 1000, failed=answer.get("type") != "observation")
+        if answer.get("type") == "observation":
+            return answer.get("data") or {}
+        message = _message(answer)
+        self._record(step, {"error": answer.get("data")}, None, False, message)
+        return error_result(f"the environment refused the {'action' if step.tool == STEP else 'call'}: {message}")
+
+    def _record(self, step: _Step, observation: Any, reward: Any, done: bool, refused: str | None) -> None:
+        step.episode.add(
             "step",
-            result_value,
-            None,
-            False,
-            elapsed,
-            refused=text_of(result) if result.isError else None,
-            tool=name,
-            arguments=arguments,
-            action=action,
+            observation,
+            reward,
+            done,
+            step.elapsed,
+            refused=refused,
+            tool=step.tool,
+            arguments=step.arguments,
+            action=step.action,
         )
         self._save()
-        return result
 
     async def _ask(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """The replica's answer to one frame, and how long it took (ms); Closed when the session is gone."""
