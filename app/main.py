@@ -2,7 +2,7 @@
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
@@ -67,6 +67,8 @@ def create_app(
     starts serving."""
     services = Services.build(settings or Settings(), hub=hub, runtimes=runtimes, guard=guard, timers=timers)
 
+    ui_ready: list[Callable[[], None]] = []  # what the web page does once the catalog is ready (app.ui.page)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Gateway | McpApp | ModelDoor]]:
         # Blocking work (the database, Docker, launches, builds) runs in the loop's default executor, which Python
@@ -74,6 +76,8 @@ def create_app(
         threads = ThreadPoolExecutor(services.settings.blocking_threads, thread_name_prefix="envhub-blocking")
         asyncio.get_running_loop().set_default_executor(threads)
         await services.start()
+        for ready in ui_ready:
+            await asyncio.to_thread(ready)
         try:
             # What envhub's server hands the data plane (gateway.server): the gateway, and the apps of requests to
             # /mcp and to /model.
@@ -124,5 +128,5 @@ def create_app(
         from app.ui.page import mount_ui  # imported only when a page is served: building one takes seconds
 
         # Last: the UI's mount at / takes every path the routes above do not.
-        mount_ui(app, services)
+        ui_ready.append(mount_ui(app, services))
     return app

@@ -5,6 +5,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -12,10 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 from huggingface_hub import constants
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from app.main import create_app
 from app.settings import Preload, Settings
-from catalog.models import EnvironmentDetail, Source
+from catalog.models import EnvironmentDetail, QualitySummary, Source, Verdict
+from catalog.store import note_quality
 from core.db import create_db_engine, init_db
 from evals.harnesses import HARNESSES, Installed, install, installed
 from hosting.options import ProcessOptions
@@ -271,3 +274,17 @@ def model() -> Iterator[FakeModel]:
     fake = FakeModel(generic_brain)
     yield fake
     fake.close()
+
+
+def file_summary(envhub: "Envhub", environment_id: str, verdict: Verdict, failing: list[str]) -> None:
+    """A quality summary on the environment's row, as a report filed elsewhere would leave it."""
+    summary = QualitySummary(
+        verdict=verdict, passed=7 - len(failing), failed=len(failing), skipped=0, errors=0, failing=failing,
+        checked_at=datetime.now(UTC),
+    )  # fmt: skip
+    engine = create_db_engine(envhub.settings.database_url)
+    try:
+        with Session(engine) as session, session.begin():
+            note_quality(session, environment_id, summary)
+    finally:
+        engine.dispose()

@@ -15,6 +15,7 @@ from catalog.store import list_tags
 from hosting.endpoints import EndpointManager
 
 PAGE_SIZE = 12
+DEFAULT_FILTERS: list[Any] = ["", "relevance", [], "", "", False, False, [], False]  # in Browse.filters order
 SORTS = [
     ("Relevance", "relevance"),
     ("Likes", "likes"),
@@ -143,6 +144,22 @@ def run_search(engine: Engine, endpoints: EndpointManager, filters: Sequence[Any
         gr.Button(interactive=page > 0),
         gr.Button(interactive=page + 1 < total_pages),
     )
+
+
+def carry_first_page(blocks: gr.Blocks, browse: Browse, values: dict[Any, Any]) -> None:
+    """Make the default search's first page (no words, no filters) part of the page itself, so that its cards show
+    as the page mounts rather than after its first event's round trip. Each load of the page searches again and
+    keeps what the next one carries current. The cards are the same for every visitor: they show nothing of who
+    looks."""
+    carried: dict[Any, Any] = {browse.summary: values[browse.summary], browse.results: values[browse.results]}
+    carried[browse.page_label] = values[browse.page_label]
+    by_id = {component._id: component.postprocess(value) for component, value in carried.items()}
+    for component in carried:
+        component.value = by_id[component._id]  # what Gradio's page is made from, should it be made again
+    config = getattr(blocks, "config", None)  # the page as served, once the UI is mounted
+    for entry in config["components"] if config else []:
+        if entry["id"] in by_id:
+            entry["props"]["value"] = by_id[entry["id"]]
 
 
 def tag_choices(engine: Engine, *, chosen: str | None = None) -> Any:

@@ -54,8 +54,9 @@ SHOW_URL = """(id) => {
 }"""
 
 
-def build_blocks(services: Services) -> gr.Blocks:
-    """The page, its panels each handed the parts of envhub they use."""
+def build_blocks(services: Services) -> tuple[gr.Blocks, Callable[[], None]]:
+    """The page, its panels each handed the parts of envhub they use; and what makes the default search's first page
+    part of the page, to call once the catalog is ready."""
     settings, engine, endpoints = services.settings, services.engine, services.endpoints
     visitors = Visitors(services.identities, settings)
     sessions, tasksets, publisher, syncer = services.play, services.tasksets, services.publisher, services.syncer
@@ -138,12 +139,18 @@ def build_blocks(services: Services) -> gr.Blocks:
                 return {output: gr.skip() for output in refreshed}
             return await detail.refresh(engine, live, tasksets, hf_endpoint, d, environment_id, request, [ev.tasks])
 
-        def start_page(request: gr.Request) -> dict[Any, Any]:
+        def start_page(request: gr.Request, summary_shown: str, cards_shown: str) -> dict[Any, Any]:
             params = dict(request.query_params)
             q = str(params.get("q", ""))[:500]
-            filters = [q, "relevance", [], "", "", False, False, [], False]
+            filters = [q, *browse.DEFAULT_FILTERS[1:]]
             values = dict(zip(b.outputs, browse.run_search(engine, endpoints, filters, 0), strict=True))
-            values |= {b.query: q, account: publish.account_html(visitors, visitors.caller(request))}
+            if not q:
+                browse.carry_first_page(blocks, b, values)
+                if (values[b.summary], values[b.results]) == (summary_shown, cards_shown):
+                    # The page came with these cards: a search typed meanwhile is not overwritten by them.
+                    values |= {b.summary: gr.skip(), b.results: gr.skip(), b.page_label: gr.skip()}
+            values |= {b.query: q} if q else {}  # nor is what was typed, when the link carries no words
+            values |= {account: publish.account_html(visitors, visitors.caller(request))}
             environment_id = str(params.get("env", "")).strip()
             episode_id = str(params.get("episode", "")).strip()[:100]
             run_id = str(params.get("run", "")).strip()[:100]
@@ -180,7 +187,7 @@ def build_blocks(services: Services) -> gr.Blocks:
 
         loaded = blocks.load(
             start_page,
-            None,
+            [b.summary, b.results],
             list(
                 dict.fromkeys(
                     [
@@ -261,7 +268,12 @@ def build_blocks(services: Services) -> gr.Blocks:
             await sessions.close(request.session_hash)
 
         blocks.unload(tab_closed)
-    return blocks
+
+        def carry_first_page() -> None:
+            first_page = browse.run_search(engine, endpoints, browse.DEFAULT_FILTERS, 0)
+            browse.carry_first_page(blocks, b, dict(zip(b.outputs, first_page, strict=True)))
+
+    return blocks, carry_first_page
 
 
 QUEUE_POLL_S = 0.01
@@ -270,8 +282,9 @@ QUEUE_POLL_S = 0.01
 TRANSLATIONS = gr.I18n(en={"common.complete": "Done"})
 
 
-def mount_ui(app: FastAPI, services: Services) -> None:
-    """Serve the UI at /; call it after every other route, since the mount catches all paths."""
+def mount_ui(app: FastAPI, services: Services) -> Callable[[], None]:
+    """Serve the UI at /; call it after every other route, since the mount catches all paths. What it returns is to
+    be called once envhub has started (its catalog ready): it puts the first cards into the page."""
     app.add_middleware(FrontendAssets, directory=Path(str(importlib.resources.files("gradio"))) / FRONTEND_BUILD)
 
     sessions = services.play
@@ -287,8 +300,11 @@ def mount_ui(app: FastAPI, services: Services) -> None:
             headers={"content-disposition": f'attachment; filename="{episode_filename(session.environment)}"'},
         )
 
+    ready: list[Callable[[], None]] = []
+
     def build() -> None:
-        blocks = build_blocks(services)
+        blocks, carry_first_page = build_blocks(services)
+        ready.append(carry_first_page)
         blocks.queue(default_concurrency_limit=None)
         # Gradio summarises its event log with pandas after every event, for a monitoring page
         # envhub does not serve; that costs milliseconds per click (and warns on pandas 3).
@@ -301,6 +317,7 @@ def mount_ui(app: FastAPI, services: Services) -> None:
         )
 
     _in_event_loop(build)
+    return ready[0]
 
 
 def _in_event_loop(build: Callable[[], None]) -> None:

@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import Session
 
 from app.settings import REPO_ROOT, Settings
-from catalog.models import QualitySummary, Verdict
-from catalog.store import note_quality
-from core.db import create_db_engine
-from tests.conftest import needs
+from catalog.models import Verdict
+from tests.conftest import file_summary, needs
 from tests.serving import Envhub
 from tests.ui.browser import browser_page, chromium_available, expect, open_page, screenshot
 
@@ -45,20 +42,6 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
 def page(envhub: Envhub) -> Iterator[Any]:
     with browser_page() as page:
         yield page
-
-
-def file_summary(envhub: Envhub, environment_id: str, verdict: Verdict, failing: list[str]) -> None:
-    """A quality summary on the environment's row, as a report filed elsewhere would leave it."""
-    summary = QualitySummary(
-        verdict=verdict, passed=7 - len(failing), failed=len(failing), skipped=0, errors=0, failing=failing,
-        checked_at=datetime.now(UTC),
-    )  # fmt: skip
-    engine = create_db_engine(envhub.settings.database_url)
-    try:
-        with Session(engine) as session, session.begin():
-            note_quality(session, environment_id, summary)
-    finally:
-        engine.dispose()
 
 
 def cards(page: Any) -> list[str]:
