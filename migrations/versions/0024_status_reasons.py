@@ -22,8 +22,11 @@ TABLES = ("endpoint", "poolevent", "publication")
 
 
 def upgrade() -> None:
+    inspector = sa.inspect(op.get_bind())
     for table in TABLES:
-        op.add_column(table, sa.Column("reason", String(), nullable=False, server_default=""))
+        # A catalog made before migrations got its tables from the models of today, the column with them.
+        if "reason" not in {c["name"] for c in inspector.get_columns(table)}:
+            op.add_column(table, sa.Column("reason", String(), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
