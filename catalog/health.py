@@ -10,7 +10,7 @@ from catalog.models import HealthRecord
 from core.clock import utcnow
 from envclient.health import HealthStatus, Probe
 
-__all__ = ["RUNNING_STAGES", "SAMPLES", "record", "stage_health"]
+__all__ = ["HUB_STAGE", "RUNNING_STAGES", "SAMPLES", "record", "stage_health"]
 
 SAMPLES = 10  # latencies kept per kind; the median of these is shown
 
@@ -18,6 +18,7 @@ RUNNING_STAGES = frozenset({"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING
 BUILDING_STAGES = frozenset({"BUILDING", "APP_STARTING"})
 SLEEPING_STAGES = frozenset({"SLEEPING", "PAUSED", "STOPPED"})
 ERROR_STAGES = frozenset({"BUILD_ERROR", "RUNTIME_ERROR", "CONFIG_ERROR", "NO_APP_FILE"})
+HUB_STAGE = "hub_stage"  # the reason of a status the Hub's stage of the Space (its runtime_stage) says
 
 
 def record(previous: HealthRecord | None, seen: Probe, *, cold_start_s: float | None = None) -> HealthRecord:
@@ -31,6 +32,7 @@ def record(previous: HealthRecord | None, seen: Probe, *, cold_start_s: float | 
     return HealthRecord(
         status=seen.status,
         message=seen.message,
+        reason=seen.reason,
         checked_at=now,
         since=now if changed or previous is None or previous.since is None else previous.since,
         health_ms=round(statistics.median(samples["health"]), 2) if samples["health"] else None,
@@ -46,9 +48,10 @@ def stage_health(stage: str | None, error_message: str | None) -> Probe | None:
     if stage in RUNNING_STAGES:
         return None
     if stage in SLEEPING_STAGES:
-        return Probe(HealthStatus.SLEEPING, f"the Hub reports {stage}; it wakes when someone asks")
+        return Probe(HealthStatus.SLEEPING, f"the Hub reports {stage}; it wakes when someone asks", HUB_STAGE)
     if stage in BUILDING_STAGES:
-        return Probe(HealthStatus.BUILDING, f"the Hub reports {stage}")
+        return Probe(HealthStatus.BUILDING, f"the Hub reports {stage}", HUB_STAGE)
     if stage in ERROR_STAGES:
-        return Probe(HealthStatus.ERROR, f"the Hub reports {stage}" + (f": {error_message}" if error_message else ""))
-    return Probe(HealthStatus.DOWN, f"the Hub reports {stage or 'no stage'}")
+        said = f"the Hub reports {stage}" + (f": {error_message}" if error_message else "")
+        return Probe(HealthStatus.ERROR, said, HUB_STAGE)
+    return Probe(HealthStatus.DOWN, f"the Hub reports {stage or 'no stage'}", HUB_STAGE)

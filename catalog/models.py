@@ -75,6 +75,7 @@ class Health(SQLModel):
 
     status: HealthStatus
     message: str = ""
+    reason: str = Field(default="", description="the message's stable code (envclient.health, catalog.health)")
     checked_at: datetime | None = None
     since: datetime | None = Field(default=None, description="when the status last changed")
     health_ms: float | None = Field(default=None, description="GET /health latency, median of recent probes")

@@ -34,6 +34,12 @@ CACHE_TTL_S = 6 * 3600  # how long the cached interface of an environment is tru
 WAKE_TIMEOUT_S = 300
 WAKE_POLL_S = 2
 WAKING = "waking on request"  # the health message while a wake is followed
+# The stable codes beside this module's health messages (a health row's `reason`).
+WAKING_REASON = "waking"
+PROBE_TIMEOUT = "probe_timeout"
+SPACE_GONE = "space_gone"  # the Hub no longer has the Space
+NO_HOST = "no_host"
+WAKE_TIMEOUT = "wake_timeout"
 
 
 def is_waking(health: Health | None) -> bool:
@@ -60,7 +66,7 @@ async def probe_with(
         async with asyncio.timeout(timeout_s * 8):
             return await probe(base, outbound, with_interface=read_cache)
     except TimeoutError:
-        return Probe(HealthStatus.DOWN, f"the probe took over {timeout_s * 8:g} s")
+        return Probe(HealthStatus.DOWN, f"the probe took over {timeout_s * 8:g} s", PROBE_TIMEOUT)
     finally:
         await outbound.aclose()
 
@@ -119,7 +125,7 @@ class SpaceHealth:
                 log.info("health of %s not refreshed: %s", row.id, exc.message)
                 return None  # the Hub is unreachable: what is known stays
             if runtime is None:
-                stage_seen = Probe(HealthStatus.DOWN, "the Hub no longer has this Space")
+                stage_seen = Probe(HealthStatus.DOWN, "the Hub no longer has this Space", SPACE_GONE)
             else:
                 host = runtime.host or host
                 updates = {"runtime_stage": runtime.stage, "host": host}
@@ -130,7 +136,7 @@ class SpaceHealth:
         if stage_seen is not None:
             seen = stage_seen
         elif not host:
-            seen = Probe(HealthStatus.DOWN, "no host to probe")
+            seen = Probe(HealthStatus.DOWN, "no host to probe", NO_HOST)
         else:
             seen = await self._probe(host, self.guard, self.stale(row), credentials=credentials)
         health = record(row.health, seen)
@@ -183,7 +189,7 @@ class SpaceHealth:
             host = runtime.host or host
             updates = {"runtime_stage": runtime.stage, "host": host}
             credentials = space_credentials(row.id, runtime, self.hub_token, self.keys)
-        waking = Probe(HealthStatus.BUILDING, WAKING)
+        waking = Probe(HealthStatus.BUILDING, WAKING, WAKING_REASON)
         health = record(current, waking).model_copy(update={"waking_since": utcnow()})
         await asyncio.to_thread(self._save_environment, environment_id, health, None, updates)
         task = asyncio.create_task(self._follow_wake(environment_id, host, time.monotonic(), credentials))
@@ -204,7 +210,9 @@ class SpaceHealth:
                     log.debug("%s not awake yet: %s", environment_id, exc)
                 await asyncio.sleep(WAKE_POLL_S)
             else:
-                await self._finish_wake(environment_id, Probe(HealthStatus.DOWN, "did not wake within 5 minutes"))
+                await self._finish_wake(
+                    environment_id, Probe(HealthStatus.DOWN, "did not wake within 5 minutes", WAKE_TIMEOUT)
+                )
                 return
             cold_start = round(time.monotonic() - started, 3)
             seen = await self._probe(host, self.guard, True, credentials=credentials)

@@ -17,7 +17,14 @@ from core.outbound import Fetched, OutboundSession
 from envclient.interface import Interface, read_interface
 from protocol.frames import CLOSE, reset_frame
 
-__all__ = ["HealthStatus", "Probe", "healthy", "probe"]
+__all__ = ["HEALTH_OK", "HealthStatus", "Probe", "healthy", "probe"]
+
+# The stable codes beside a probe's message (a health row's `reason`): programs read these, people the message.
+HEALTH_OK = "health_ok"  # /health answered healthy, and the reset worked
+NO_ANSWER = "no_answer"  # GET /health was refused, reset or timed out
+BAD_HEALTH = "bad_health_answer"  # GET /health answered, but not 200 {"status": "healthy"}
+RESET_FAILED = "reset_failed"
+PROBE_FAILED = "probe_failed"  # /health answered; what came after it (the reset, the interface) raised
 
 
 class HealthStatus(StrEnum):
@@ -34,6 +41,7 @@ class Probe:
 
     status: HealthStatus
     message: str = ""
+    reason: str = HEALTH_OK
     health_ms: float | None = None
     reset_ms: float | None = None
     interface: Interface | None = None  # when it was read
@@ -83,13 +91,13 @@ async def probe(base: str, outbound: OutboundSession, *, with_interface: bool = 
     try:
         fetched = await outbound.fetch("GET", base + "/health")
     except RefusedURLError as exc:
-        return Probe(HealthStatus.ERROR, exc.message)
+        return Probe(HealthStatus.ERROR, exc.message, exc.code)
     except (TimeoutError, OSError, Exception) as exc:  # refused, reset, timed out: nobody answers
-        return Probe(HealthStatus.DOWN, f"GET /health: {type(exc).__name__} {exc}".strip())
+        return Probe(HealthStatus.DOWN, f"GET /health: {type(exc).__name__} {exc}".strip(), NO_ANSWER)
     health_ms = _ms(fetched.seconds)
     if not healthy(fetched):
         what = f"HTTP {fetched.status}" + (f" {fetched.text()[:120]}" if fetched.body else "")
-        return Probe(HealthStatus.ERROR, f"GET /health answered {what}", health_ms=health_ms)
+        return Probe(HealthStatus.ERROR, f"GET /health answered {what}", BAD_HEALTH, health_ms=health_ms)
     result = Probe(HealthStatus.UP, health_ms=health_ms)
     try:
         reset = await outbound.fetch("POST", base + "/reset", json={})
@@ -97,13 +105,16 @@ async def probe(base: str, outbound: OutboundSession, *, with_interface: bool = 
             seconds, why = await _ws_reset(base, outbound)
             result.reset_ms = _ms(seconds) if seconds is not None else None
             result.message = why
+            result.reason = RESET_FAILED if seconds is None else HEALTH_OK
         elif reset.status == 200:
             result.reset_ms = _ms(reset.seconds)
         else:
             result.status = HealthStatus.ERROR
             result.message = f"POST /reset answered HTTP {reset.status}"
+            result.reason = RESET_FAILED
         if with_interface:
             result.interface = await read_interface(base, outbound)
     except Exception as exc:  # /health answered, so the server is up; say what else failed
         result.message = f"{type(exc).__name__}: {exc}".strip()
+        result.reason = PROBE_FAILED
     return result

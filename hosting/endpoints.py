@@ -11,6 +11,7 @@ from pathlib import Path
 from catalog.models import ConformanceSummary
 from core.callers import Access, Caller
 from gateway.pools import Pool
+from hosting import reasons
 from hosting.endpoint_store import EndpointStore
 from hosting.launcher import Launcher
 from hosting.lifecycle import Lifecycle
@@ -90,18 +91,18 @@ class EndpointManager:
         """Stop an endpoint on request: its owner or the admin may (see Access for one nobody owns)."""
         endpoint = self._store.get(endpoint_id)
         self.access.ensure_may_manage(caller, endpoint_id, endpoint.owner)
-        return self._lifecycle.end(endpoint_id, "stopped on request")
+        return self._lifecycle.end(endpoint_id, "stopped on request", reasons.STOPPED_ON_REQUEST)
 
-    def end(self, endpoint_id: str, reason: str) -> Endpoint:
-        """Stop an endpoint's servers and record why (a run done with the endpoint it launched, say)."""
-        return self._lifecycle.end(endpoint_id, reason)
+    def end(self, endpoint_id: str, message: str) -> Endpoint:
+        """Stop an endpoint its run launched, now done with it, and record which run (message)."""
+        return self._lifecycle.end(endpoint_id, message, reasons.RUN_DONE)
 
     def note_conformance(self, endpoint_id: str, summary: ConformanceSummary) -> None:
         self._store.note_conformance(endpoint_id, summary)
 
-    def event(self, endpoint_id: str, kind: str, message: str) -> None:
+    def event(self, endpoint_id: str, kind: str, message: str, reason: str) -> None:
         """An event in the endpoint's pool's history."""
-        self._replica_store.event(endpoint_id, kind, message)
+        self._replica_store.event(endpoint_id, kind, message, reason)
 
     # -- queries
 

@@ -19,6 +19,7 @@ from catalog.revisions import note_image
 from core.clock import utcnow
 from core.errors import EnvhubError, LaunchError
 from gateway.pools import Pool
+from hosting import reasons
 from hosting.endpoint_store import EndpointStore
 from hosting.launcher import Launcher
 from hosting.models import ACTIVE, Backend, Endpoint, EndpointStatus, Replica, ReplicaStatus
@@ -87,13 +88,18 @@ class Lifecycle:
         """
         spec = self.launcher.spec(endpoint)
         if spec is None:
-            self.replica_store.event(endpoint.id, "hold", "cannot start replicas here: it was launched with secrets")
+            self.replica_store.event(
+                endpoint.id,
+                "hold",
+                "cannot start replicas here: it was launched with secrets",
+                reasons.LAUNCHED_WITH_SECRETS,
+            )
             return 0
         if not reserved:
             try:
                 self.launcher.ensure_servers(endpoint.owner, count)
             except EnvhubError as exc:
-                self.replica_store.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}")
+                self.replica_store.event(endpoint.id, "hold", f"cannot grow by {count}: {exc.message}", exc.code)
                 return 0
         for number, row in enumerate(self.replica_store.add(endpoint, capacity_of(endpoint), count)):
             first = number == 0 and kind in ("launch", "restart")  # its progress is the endpoint's
@@ -115,7 +121,7 @@ class Lifecycle:
             launched = self.servers.start(endpoint, row, replace(spec, on_started=started), report)
         except LaunchError as exc:
             self.replica_store.update(row.id, status=ReplicaStatus.FAILED, last_error=exc.message, stopped_at=utcnow())
-            self._replica_failed(endpoint.id, exc.message)
+            self._replica_failed(endpoint.id, exc.message, exc.code)
             return
         replica = self.replica_store.update(
             row.id,
@@ -126,7 +132,9 @@ class Lifecycle:
         )
         if replica is None or replica.status != ReplicaStatus.READY:  # stopped while it started
             self.servers.stop_server(endpoint, row.id, launched.handle)
-            self._replica_failed(endpoint.id, f"replica {row.id} was stopped while it started")
+            self._replica_failed(
+                endpoint.id, f"replica {row.id} was stopped while it started", reasons.STOPPED_WHILE_STARTING
+            )
             return
         self.pools.refresh(endpoint.id)
         current = self.store.update(endpoint.id)
@@ -143,13 +151,18 @@ class Lifecycle:
         if current.status == EndpointStatus.STARTING:
             self.traffic.of(endpoint.id).touch()
             self.store.update(
-                endpoint.id, status=EndpointStatus.RUNNING, message=_running(launched.note), started_at=utcnow()
+                endpoint.id,
+                status=EndpointStatus.RUNNING,
+                message=_running(launched.note),
+                reason=reasons.RUNNING,
+                started_at=utcnow(),
             )
             self.pools.refresh(endpoint.id)
         if kind != "launch":
-            self.replica_store.event(endpoint.id, kind, f"replica {replica.id} started ({_why(kind)})")
+            joined = f"replica {replica.id} started ({_why(kind)})"
+            self.replica_store.event(endpoint.id, kind, joined, reasons.REPLICA_STARTED)
 
-    def _replica_failed(self, endpoint_id: str, message: str) -> None:
+    def _replica_failed(self, endpoint_id: str, message: str, reason: str) -> None:
         """A replica did not start: the endpoint fails when it has none left that run or start."""
         with self._lock:
             current = self.store.update(endpoint_id)
@@ -158,12 +171,12 @@ class Lifecycle:
             if any(
                 r.status in (ReplicaStatus.STARTING, ReplicaStatus.READY) for r in self.replica_store.rows(endpoint_id)
             ):
-                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
+                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}", reason)
                 return
             if current.status == EndpointStatus.STARTING:
-                self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+                self._failed(endpoint_id, message, reason)
             else:
-                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}")
+                self.replica_store.event(endpoint_id, "fail", f"a replica did not start: {message}", reason)
 
     def _start_service(self, runtime: AnyRuntime, spec: LaunchSpec[Any]) -> None:
         """A service runtime starts every replica as one service; its tasks become the replicas' rows."""
@@ -171,12 +184,11 @@ class Lifecycle:
         try:
             launched = runtime.start(spec, lambda message: self.note(endpoint_id, message))
         except LaunchError as exc:
-            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self._failed(endpoint_id, exc.message, exc.code)
             return
         except Exception as exc:
             log.exception("launching %s failed", endpoint_id)
-            message = f"launch failed unexpectedly: {type(exc).__name__}: {exc}"
-            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=message, stopped_at=utcnow())
+            self._failed(endpoint_id, f"launch failed unexpectedly: {type(exc).__name__}: {exc}", LaunchError.code)
             return
         current = self.store.update(endpoint_id, handle=launched.handle.model_dump())
         if current is None or current.status != EndpointStatus.STARTING:
@@ -186,7 +198,11 @@ class Lifecycle:
             return  # the service runs on, and envhub's next start finds it
         self.traffic.of(endpoint_id).touch()
         running = self.store.update(
-            endpoint_id, status=EndpointStatus.RUNNING, message=_running(launched.note), started_at=utcnow()
+            endpoint_id,
+            status=EndpointStatus.RUNNING,
+            message=_running(launched.note),
+            reason=reasons.RUNNING,
+            started_at=utcnow(),
         )
         assert running is not None
         self.sync_tasks(running)
@@ -201,20 +217,25 @@ class Lifecycle:
                 if endpoint.options.get("secrets")
                 else (f"its {endpoint.backend.value} backend or its environment is not available here")
             )
-            self.end(endpoint.id, f"{why}, and it cannot start again: {lost}; launch it again")
+            self.end(
+                endpoint.id, f"{why}, and it cannot start again: {lost}; launch it again", reasons.CANNOT_START_AGAIN
+            )
             return
-        self.store.update(endpoint.id, status=EndpointStatus.STARTING, message=f"starting again: {why}")
+        self.store.update(
+            endpoint.id, status=EndpointStatus.STARTING, message=f"starting again: {why}", reason=reasons.STARTING_AGAIN
+        )
         size = ReplicaRange.model_validate(endpoint.options.get("replicas", 1))
         self._start(endpoint, spec, size.min, "restart")
 
     def resume(self, endpoint_id: str) -> None:
         """An endpoint taken over whose launch was cut short once its servers ran: it runs."""
-        self.store.update(endpoint_id, status=EndpointStatus.RUNNING, message="running")
+        self.store.update(endpoint_id, status=EndpointStatus.RUNNING, message="running", reason=reasons.RUNNING)
         self.pools.refresh(endpoint_id)
 
-    def note(self, endpoint_id: str, message: str) -> None:
-        """What the endpoint is doing now, on its row."""
-        self.store.update(endpoint_id, message=message)
+    def note(self, endpoint_id: str, message: str, reason: str | None = None) -> None:
+        """What the endpoint is doing now, on its row; its reason stays unless one is given (a launch's progress is
+        part of its starting)."""
+        self.store.update(endpoint_id, message=message, **({"reason": reason} if reason is not None else {}))
 
     # -- the replicas of a running pool
 
@@ -275,32 +296,40 @@ class Lifecycle:
 
     def _close_one(self, endpoint: Endpoint) -> None:
         if endpoint.options.get("secrets"):
-            self.end(
-                endpoint.id, "envhub stopped; it was launched with secrets, which envhub does not keep: launch it again"
-            )
+            stopped = "envhub stopped; it was launched with secrets, which envhub does not keep: launch it again"
+            self.end(endpoint.id, stopped, reasons.STOPPED_WITH_ENVHUB)
             return
-        self.store.update(endpoint.id, status=EndpointStatus.STARTING, message=_BACK_WITH_ENVHUB)
+        self.store.update(
+            endpoint.id, status=EndpointStatus.STARTING, message=_BACK_WITH_ENVHUB, reason=reasons.WAITING_FOR_ENVHUB
+        )
         self._stop_servers(endpoint, ReplicaStatus.STOPPED, "envhub stopped")
 
-    def end(self, endpoint_id: str, reason: str) -> Endpoint:
-        """Stop an endpoint's servers and record why (on request, idle, envhub stopping)."""
+    def end(self, endpoint_id: str, message: str, reason: str) -> Endpoint:
+        """Stop an endpoint's servers and record why (on request, idle, envhub stopping): message and its code."""
         endpoint = self.store.get(endpoint_id)
         if endpoint.status in (EndpointStatus.STOPPED, EndpointStatus.FAILED):
             return endpoint
-        self.store.update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping")
+        self.store.update(endpoint_id, status=EndpointStatus.STOPPING, message="stopping", reason=reasons.STOPPING)
         try:
-            self._stop_servers(endpoint, ReplicaStatus.STOPPED, reason)
+            self._stop_servers(endpoint, ReplicaStatus.STOPPED, message)
         except EnvhubError as exc:
-            self.store.update(endpoint_id, status=EndpointStatus.FAILED, message=exc.message, stopped_at=utcnow())
+            self._failed(endpoint_id, exc.message, exc.code)
             raise
-        stopped = self.store.update(endpoint_id, status=EndpointStatus.STOPPED, message=reason, stopped_at=utcnow())
+        stopped = self.store.update(
+            endpoint_id, status=EndpointStatus.STOPPED, message=message, reason=reason, stopped_at=utcnow()
+        )
         assert stopped is not None
         return stopped
 
-    def fail(self, endpoint: Endpoint, reason: str) -> None:
+    def fail(self, endpoint: Endpoint, message: str, reason: str) -> None:
         """An endpoint that cannot go on: whatever is left of it is stopped, and the row says why."""
-        self._stop_servers(endpoint, ReplicaStatus.FAILED, reason)
-        self.store.update(endpoint.id, status=EndpointStatus.FAILED, message=reason, stopped_at=utcnow())
+        self._stop_servers(endpoint, ReplicaStatus.FAILED, message)
+        self._failed(endpoint.id, message, reason)
+
+    def _failed(self, endpoint_id: str, message: str, reason: str) -> None:
+        self.store.update(
+            endpoint_id, status=EndpointStatus.FAILED, message=message, reason=reason, stopped_at=utcnow()
+        )
 
     def _stop_servers(self, endpoint: Endpoint, status: ReplicaStatus, reason: str) -> None:
         pool = self.pools.known(endpoint.id)

@@ -54,6 +54,9 @@ class EndpointBase(SQLModel):
     backend: Backend
     status: EndpointStatus = Field(default=EndpointStatus.STARTING, index=True)
     message: str = Field(default="", description="what is happening now, or why it failed")
+    reason: str = Field(
+        default="starting", description="the message's stable code (hosting.reasons, or a failed launch's error code)"
+    )
     owner: str | None = Field(default=None, index=True)
     options: dict[str, Any] = Field(default_factory=dict, sa_type=JSON, description="secrets are not kept here")
     for_play: bool = Field(
@@ -106,8 +109,9 @@ class PoolEvent(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     endpoint: str = Field(index=True)
     at: datetime = Field(default_factory=utcnow)
-    kind: str = Field(description="grow, shrink, replace, lost, gave_way")
+    kind: str = Field(description="grow, shrink, replace, restart, lost, hold, fail, gave_way")
     message: str
+    reason: str = Field(default="", description="the message's stable code: why the pool did it")
 
 
 class ReplicaPublic(SQLModel):
@@ -126,6 +130,7 @@ class PoolEventPublic(SQLModel):
     at: datetime
     kind: str
     message: str
+    reason: str
 
 
 class PoolPublic(SQLModel):
@@ -196,6 +201,7 @@ class PublicationBase(SQLModel):
     owner: str = Field(index=True)
     status: PublicationStatus = PublicationStatus.BUILDING
     message: str = ""
+    reason: str = Field(default="building", description="the message's stable code")
     space_url: str = Field(description="the Space's page on the Hub")
     url: str | None = Field(default=None, description="where the Space's server answers, once it runs")
     check_id: int | None = Field(default=None, description="the conformance report, once it runs")

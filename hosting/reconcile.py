@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from core.clock import as_utc, utcnow
 from core.errors import EnvhubError
 from core.leases import Leases
+from hosting import reasons
 from hosting.attention import Attention
 from hosting.endpoint_store import EndpointStore
 from hosting.lifecycle import Lifecycle
@@ -121,7 +122,7 @@ class Keeper:
             idle = limits.play_idle_s if endpoint.for_play else limits.idle_timeout_s
             if stats.active_sessions == 0 and now - last > timedelta(seconds=idle):
                 spent = f"{idle:g} seconds" if idle < 120 else f"{idle / 60:g} minutes"
-                self.lifecycle.end(endpoint.id, f"stopped after {spent} without sessions")
+                self.lifecycle.end(endpoint.id, f"stopped after {spent} without sessions", reasons.IDLE_STOPPED)
         self._stop_unclaimed()
         self._sweep(live)
         self.checked_at = utcnow()

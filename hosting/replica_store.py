@@ -126,10 +126,10 @@ class ReplicaStore:
         """What a server said it holds, kept for every envhub's gateway."""
         self.update(replica, capacity=capacity)
 
-    def event(self, endpoint_id: str, kind: str, message: str) -> None:
+    def event(self, endpoint_id: str, kind: str, message: str, reason: str) -> None:
         log.info("endpoint %s: %s", endpoint_id, message)
         with Session(self.engine) as session:
-            session.add(PoolEvent(endpoint=endpoint_id, kind=kind, message=message))
+            session.add(PoolEvent(endpoint=endpoint_id, kind=kind, message=message, reason=reason))
             session.commit()
 
     def losses(self, endpoint_id: str, within_s: float) -> int:
@@ -187,7 +187,7 @@ class ReplicaStore:
             generation_batch_size=per_replica * size.max,
             waiting=pool.waiting if pool is not None else 0,
             replicas=replicas,
-            events=[PoolEventPublic(at=e.at, kind=e.kind, message=e.message) for e in events],
+            events=[PoolEventPublic(at=e.at, kind=e.kind, message=e.message, reason=e.reason) for e in events],
         )
 
 

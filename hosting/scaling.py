@@ -20,6 +20,7 @@ import httpx
 
 from core.errors import EnvhubError
 from gateway.pools import Pool
+from hosting import reasons
 from hosting.endpoint_store import EndpointStore
 from hosting.lifecycle import Lifecycle
 from hosting.limits import EndpointLimits
@@ -113,13 +114,14 @@ class Scaler:
                     log.warning("could not read the tasks of %s: %s", endpoint.id, exc.message)
                     return
                 for replica in ended:
-                    self._count_loss(endpoint, f"replica {replica.id}: {replica.last_error}")
+                    self._count_loss(endpoint, f"replica {replica.id}: {replica.last_error}", reasons.REPLICA_DIED)
             else:
                 for replica in self.store.rows(endpoint.id):
                     if replica.status in (ReplicaStatus.READY, ReplicaStatus.DRAINING) and not (
                         self.servers.is_running(endpoint, replica)
                     ):
-                        self.lose(endpoint, replica, f"replica {replica.id}: {self.servers.death_note(replica)}")
+                        died = f"replica {replica.id}: {self.servers.death_note(replica)}"
+                        self.lose(endpoint, replica, died, reasons.REPLICA_DIED)
             self._size(endpoint, self.pools.resolve(endpoint.id))
 
     def scale_soon(self, endpoint_id: str) -> None:
@@ -169,7 +171,9 @@ class Scaler:
             self._asked[endpoint.id] = target
             runtime.scale(service, target)
             why = "to keep the pool's min" if kind == "replace" else "sessions were waiting or the pool was nearly full"
-            self.store.event(endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})")
+            self.store.event(
+                endpoint.id, kind, f"asked the swarm for {target} tasks, from {now} ({why})", reasons.SWARM_ASKED
+            )
             return
         self.lifecycle.grow(endpoint, target - now, kind)
 
@@ -183,22 +187,26 @@ class Scaler:
             left = len([r for r in self.store.rows(endpoint.id) if r.status != ReplicaStatus.DRAINING])
             self._asked[endpoint.id] = left
             runtime.scale(service, left)
-        self.store.event(endpoint.id, "shrink", f"replica {replica.id} stopped after {idle:g} s without sessions")
+        idled = f"replica {replica.id} stopped after {idle:g} s without sessions"
+        self.store.event(endpoint.id, "shrink", idled, reasons.REPLICA_IDLE)
 
-    def lose(self, endpoint: Endpoint, replica: Replica, reason: str) -> None:
+    def lose(self, endpoint: Endpoint, replica: Replica, message: str, reason: str) -> None:
         """A replica that died or hung: its sessions are told, it is stopped, and the pool replaces it."""
-        self.lifecycle.lose(endpoint, replica, reason)
-        self._count_loss(endpoint, reason)
+        self.lifecycle.lose(endpoint, replica, message)
+        self._count_loss(endpoint, message, reason)
 
-    def _count_loss(self, endpoint: Endpoint, reason: str) -> None:
+    def _count_loss(self, endpoint: Endpoint, message: str, reason: str) -> None:
         """The pool's event; an endpoint whose servers keep dying is failed rather than replaced again."""
-        self.store.event(endpoint.id, "lost", reason)
+        self.store.event(endpoint.id, "lost", message, reason)
         lost = self.store.losses(endpoint.id, CRASH_LOOP_S)
         if lost >= CRASH_LOOP_LOSSES and not self.store.rows(endpoint.id, ready_only=True):
             minutes = f"{CRASH_LOOP_S / 60:g} minutes"
-            self.lifecycle.fail(endpoint, f"its servers keep dying ({lost} lost in {minutes}); the last: {reason}")
+            dying = f"its servers keep dying ({lost} lost in {minutes}); the last: {message}"
+            self.lifecycle.fail(endpoint, dying, reasons.REPLICAS_KEEP_DYING)
         else:
-            self.lifecycle.note(endpoint.id, f"running; replacing a lost replica ({reason})")
+            self.lifecycle.note(
+                endpoint.id, f"running; replacing a lost replica ({message})", reasons.REPLACING_REPLICA
+            )
 
     # -- liveness
 
@@ -225,8 +233,8 @@ class Scaler:
                 self._misses.pop(replica.id)
                 with self._locks[endpoint.id]:
                     late = f"GET /health took over {LIVENESS_TIMEOUT_S:g} s {MISSES} times running"
-                    reason = f"replica {replica.id}: the server stopped answering ({late})"
-                    self.lose(endpoint, replica, reason)
+                    hung = f"replica {replica.id}: the server stopped answering ({late})"
+                    self.lose(endpoint, replica, hung, reasons.REPLICA_HUNG)
                     self._size(endpoint, self.pools.known(endpoint.id))
 
     def _busy(self, endpoint: Endpoint, replica: Replica) -> bool:

@@ -112,7 +112,7 @@ def test_an_instance_leaves_a_live_ones_endpoints_alone_and_its_sessions_keep_th
         return a.get(endpoint_id).status == EndpointStatus.STOPPED
 
     wait_until(stopped_when_idle, timeout_s=15)
-    assert "without sessions" in a.get(endpoint_id).message
+    assert a.get(endpoint_id).reason == "idle_stopped"
 
     guard = OutboundGuard(allow_private=True)
     for instance in instances:

@@ -155,32 +155,46 @@ README = "---\ntitle: Refused\nsdk: docker\ntags: [openenv]\n---\nNot for the pr
 
 
 @pytest.mark.parametrize(
-    ("files", "sdk", "refusal"),
+    ("files", "sdk", "code", "refusal"),
     [
         (
             {"Dockerfile": "FROM python:3.11\nRUN apt-get update && apt-get install -y libosmesa6-dev\n"},
             "docker",
+            "needs_docker_backend",
             "its Dockerfile installs system packages (libosmesa6-dev)",
         ),
         (
             {"Dockerfile": "FROM python:3.11-slim\nRUN\tapt-get update && apt-get install -y libosmesa6-dev\n"},
             "docker",
+            "needs_docker_backend",
             "its Dockerfile installs system packages (libosmesa6-dev)",
         ),
         (
             {"Dockerfile": HEREDOC_DOCKERFILE},
             "docker",
+            "needs_docker_backend",
             "its Dockerfile installs system packages (libsndfile1, libgl1-mesa-glx)",
         ),
-        ({"Dockerfile": "FROM node:20-slim\nCMD node server.js\n"}, "docker", "builds FROM node:20-slim, not a Python"),
-        ({"Dockerfile": "FROM python:3.11\nCMD python serve.py\n"}, "docker", "it has no OpenEnv app to serve"),
-        ({"app.py": "import gradio\n"}, "gradio", "is a gradio Space"),
+        (
+            {"Dockerfile": "FROM node:20-slim\nCMD node server.js\n"},
+            "docker",
+            "needs_docker_backend",
+            "builds FROM node:20-slim, not a Python",
+        ),
+        (
+            {"Dockerfile": "FROM python:3.11\nCMD python serve.py\n"},
+            "docker",
+            "needs_docker_backend",
+            "it has no OpenEnv app to serve",
+        ),
+        ({"app.py": "import gradio\n"}, "gradio", "not_a_docker_space", "is a gradio Space"),
     ],
     ids=["apt-get", "tab-separated", "heredoc", "node", "no-app", "gradio"],
 )
 def test_spaces_that_need_docker_are_refused_before_anything_starts(
     files: dict[str, str],
     sdk: str,
+    code: str,
     refusal: str,
     space_hub: FakeHub,
     runtime: ProcessRuntime,
@@ -196,8 +210,8 @@ def test_spaces_that_need_docker_are_refused_before_anything_starts(
     with pytest.raises(InvalidInputError) as refused:
         runtime.check(environment, ProcessOptions())
 
-    assert refusal in refused.value.message
-    assert "space backend" in refused.value.message
+    assert refused.value.code == code
+    assert refusal in refused.value.message  # what in its files needs a container: only the message names it
     assert runtime.snapshots.find(space_id, environment.sha or "") is None  # nothing was downloaded
 
 
@@ -235,7 +249,8 @@ def test_the_packages_a_dockerfile_installs_are_installed_for_its_server(
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert f"its Dockerfile builds on Python 3.9; it runs here on envhub's Python {ours}" in said
     assert any(line.startswith("installing 1 requirements (envhub-no-such-package-anywhere==1.0)") for line in said)
-    assert "No matching distribution found for envhub-no-such-package-anywhere==1.0" in failed.value.message
+    assert failed.value.code == "requirements_failed"
+    assert "No matching distribution found for envhub-no-such-package-anywhere==1.0" in failed.value.message  # pip's
 
 
 def test_downloads_keep_the_last_commits_and_those_servers_run_from(space_hub: FakeHub, tmp_path: Path) -> None:

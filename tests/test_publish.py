@@ -50,7 +50,7 @@ def test_a_template_is_published_to_the_users_namespace_and_followed_to_running(
     assert done["status"] == "running", done["message"]
     assert done["url"] == space_app
     assert done["check_id"] is not None and done["conforms"] is not None
-    assert "core checks" in done["message"]
+    assert done["reason"] == "checked"
     report = bob.get(f"/api/checks/{done['check_id']}").json()
     assert (report["environment"], report["url"]) == ("bob/count", space_app)
     listed = httpx.get(f"{oauth_envhub.url}/api/publications", params={"environment": "template:count"}).json()
@@ -89,4 +89,6 @@ def test_a_build_error_is_reported(oauth_envhub: Envhub, hub: FakeHub, browsers:
     assert started.json()["space"] == "alice/counter"
     path = f"/api/publications/{started.json()['id']}"
     wait_until(lambda: alice.get(path).json()["status"] == "failed", 30)
-    assert "alice/counter stopped at BUILD_ERROR: pip install failed" in alice.get(path).json()["message"]
+    failed = alice.get(path).json()
+    assert failed["reason"] == "space_failed"
+    assert "BUILD_ERROR: pip install failed" in failed["message"]  # the Hub's stage and its own words, passed on

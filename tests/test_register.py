@@ -60,7 +60,7 @@ def test_a_url_that_fails_core_checks_is_not_registered(local_client: TestClient
         response = local_client.post("/api/environments", json={"url": served.url})
     assert response.status_code == 422
     body = response.json()
-    assert body["detail"].startswith(f"{served.url} is not registered: 1 core checks did not pass (1)")
+    assert body["code"] == "non_conforming"
     assert body["failing"] == [
         {
             "id": "1",
@@ -103,7 +103,7 @@ def test_waking_a_sleeping_space_through_the_api(settings: Settings, hub: FakeHu
         api.post("/api/sync", params={"wait": True}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         response = api.post("/api/environments/alice/count/wake")
         assert response.status_code == 202
-        assert (response.json()["status"], response.json()["message"]) == ("building", "waking on request")
+        assert (response.json()["status"], response.json()["reason"]) == ("building", "waking")
 
         def awake() -> bool:
             health = api.get("/api/environments/alice/count").json()["health"]

@@ -119,14 +119,15 @@ def test_build_error_fails_the_endpoint_with_the_hubs_message(space_envhub: Envh
     endpoint = space_envhub.launch("template:count", backend="space", options={"name": "count-broken"})
 
     failed = space_envhub.wait_status(endpoint["id"], "failed", "running")
-    assert failed["status"] == "failed"
-    assert "alice/count-broken stopped at BUILD_ERROR: pip install failed" in failed["message"]
+    assert (failed["status"], failed["reason"]) == ("failed", "space_failed")
+    assert "BUILD_ERROR: pip install failed" in failed["message"]  # the Hub's stage and its own words, passed on
 
 
 def test_someone_elses_namespace_is_refused(space_envhub: Envhub) -> None:
     endpoint = space_envhub.launch("template:count", backend="space", options={"namespace": "bob"})
     failed = space_envhub.wait_status(endpoint["id"], "failed", "running")
-    assert "the Hub refused to create bob/count: HTTP 403" in failed["message"]
+    assert failed["reason"] == "hub_refused"
+    assert "HTTP 403" in failed["message"]  # what the Hub answered, passed on
 
 
 @pytest.mark.parametrize(
@@ -142,8 +143,8 @@ def test_space_options_are_checked(space_envhub: Envhub, options: dict[str, obje
     response = space_envhub.http.post(
         "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": options}
     )
-    assert response.status_code == 422
-    assert detail in response.json()["detail"]
+    assert (response.status_code, response.json()["code"]) == (422, "invalid_request")
+    assert detail in response.json()["detail"]  # which option and what it takes: only the detail says so
 
 
 def test_space_backend_needs_a_token(envhub: Envhub) -> None:

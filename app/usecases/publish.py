@@ -22,6 +22,10 @@ from hosting.runtimes.spaces import SpaceRuntime
 
 log = logging.getLogger(__name__)
 
+# The stable codes beside a publication's message (its `reason`) while it goes well; a failure carries its error's.
+CHECKING = "checking"  # the Space runs; its conformance is being checked
+CHECKED = "checked"  # the Space runs and was checked: `conforms` and `check_id` say how
+
 
 class Publisher:
     def __init__(self, engine: Engine, spaces: SpaceRuntime, checker: Checker, hub_endpoint: str) -> None:
@@ -92,18 +96,22 @@ class Publisher:
             await asyncio.to_thread(
                 wait_healthy, url, timeout_s=120, alive=lambda: True, what=f"Space {space}", headers=None
             )
-            self._update(publication_id, status=PublicationStatus.CHECKING, url=url, message="checking conformance")
+            checking = {"status": PublicationStatus.CHECKING, "message": "checking conformance", "reason": CHECKING}
+            self._update(publication_id, url=url, **checking)
             report = await self.checker.check(url, environment=space, trusted=(url,))
         except EnvhubError as exc:
-            self._finish(publication_id, PublicationStatus.FAILED, exc.message)
+            self._finish(publication_id, PublicationStatus.FAILED, exc.message, exc.code)
             return
         except Exception as exc:
             log.exception("publishing %s failed", space)
-            self._finish(publication_id, PublicationStatus.FAILED, f"failed unexpectedly: {type(exc).__name__}")
+            unexpected = f"failed unexpectedly: {type(exc).__name__}"
+            self._finish(publication_id, PublicationStatus.FAILED, unexpected, EnvhubError.code)
             return
         verdict = "conforms" if report.conforms else "does not conform"
         summary = f"running; {verdict} ({report.core_passed}/{report.core_total} core checks)"
-        self._finish(publication_id, PublicationStatus.RUNNING, summary, check_id=report.id, conforms=report.conforms)
+        self._finish(
+            publication_id, PublicationStatus.RUNNING, summary, CHECKED, check_id=report.id, conforms=report.conforms
+        )
 
     def _update(self, publication_id: str, **values: Any) -> None:
         with Session(self.engine) as session:
@@ -114,8 +122,8 @@ class Publisher:
             session.add(row)
             session.commit()
 
-    def _finish(self, publication_id: str, status: PublicationStatus, message: str, **values: Any) -> None:
-        self._update(publication_id, status=status, message=message, finished_at=utcnow(), **values)
+    def _finish(self, publication_id: str, status: PublicationStatus, message: str, reason: str, **values: Any) -> None:
+        self._update(publication_id, status=status, message=message, reason=reason, finished_at=utcnow(), **values)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

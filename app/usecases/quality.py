@@ -134,7 +134,7 @@ def quality_round(checker: Checker, manager: EndpointManager, per_round: int) ->
                 tried.discard(key)  # not a failure to run: a later round runs it
                 log.info("quality report of %s@%s skipped for this round: %s", due.environment, due.revision[:12], exc)
                 if due.endpoint is not None and key not in gave_way:
-                    await asyncio.to_thread(manager.event, due.endpoint.id, "gave_way", exc.message)
+                    await asyncio.to_thread(manager.event, due.endpoint.id, "gave_way", exc.message, exc.code)
                 gave_way.add(key)
                 continue
             gave_way.discard(key)

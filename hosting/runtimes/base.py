@@ -178,14 +178,18 @@ def wait_healthy(
     with httpx.Client(timeout=2, headers=headers) as client:
         while True:
             if not alive():
-                raise LaunchError(f"{what} exited before it answered /health" + tail_note(log_path))
+                raise LaunchError(
+                    f"{what} exited before it answered /health" + tail_note(log_path),
+                    code="server_exited_before_health",
+                )
             try:
                 if client.get(f"{url}/health").status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise LaunchError(f"{what} did not answer GET /health within {timeout_s:g} s" + tail_note(log_path))
+                late = f"{what} did not answer GET /health within {timeout_s:g} s"
+                raise LaunchError(late + tail_note(log_path), code="health_timeout")
             time.sleep(0.1)
 
 

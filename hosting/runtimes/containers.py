@@ -160,7 +160,9 @@ class ContainerRuntime:
             container.reload()
             host_port = container.ports[f"{port}/tcp"][0]["HostPort"]
         except ImageNotFound as exc:
-            raise LaunchError(f"image {image} is not available here ({exc.explanation})") from exc
+            raise LaunchError(
+                f"image {image} is not available here ({exc.explanation})", code="image_unavailable"
+            ) from exc
         except (APIError, KeyError, IndexError, TypeError) as exc:
             raise LaunchError(f"docker could not start {image}: {exc}") from exc
         return container, f"http://127.0.0.1:{host_port}"

@@ -59,6 +59,7 @@ OPENENV_BASE = "openenv-base"  # the name of OpenEnv's base image (ghcr.io/huggi
 _SERVED = ("openenv", "uvicorn")  # what envhub's Dockerfile installs first, at envhub's own versions
 SERVED_REPOSITORY = "envhub-served"  # the images of openenv and uvicorn on a base image, which envhub's build on
 _SERVED_LOCK = threading.Lock()  # one build of the shared image at a time: the others find it built
+BUILD_FAILED = "build_failed"  # the code of a launch whose image could not be built
 
 
 class BuildFailed(Exception):
@@ -322,7 +323,7 @@ def build_image(
             try:
                 served_image(client, plan.served, base_image, report)
             except BuildFailed as exc:
-                raise LaunchError(str(exc)) from exc
+                raise LaunchError(str(exc), code=BUILD_FAILED) from exc
             written = Path(scratch) / "Dockerfile"
             written.write_text(plan.written)
             dockerfile = str(written)
@@ -337,9 +338,9 @@ def build_image(
             with log_path.open("a") as log:
                 log.write("".join(lines))
             tail = " ".join(line.strip() for line in lines if line.strip())[-600:]
-            raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}") from exc
+            raise LaunchError(f"building image {tag} failed: {exc.msg}; {tail}", code=BUILD_FAILED) from exc
         except APIError as exc:
-            raise LaunchError(f"building image {tag} failed: {exc.explanation}") from exc
+            raise LaunchError(f"building image {tag} failed: {exc.explanation}", code=BUILD_FAILED) from exc
     with log_path.open("a") as log:
         log.write("".join(str(chunk.get("stream", "")) for chunk in output))
     return Image(tag, plan.note)

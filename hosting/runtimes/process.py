@@ -176,12 +176,14 @@ class ProcessRuntime:
         if environment.source != Source.HUB:
             raise InvalidInputError(
                 f"the process backend runs templates and Hub Spaces, and {environment.id} is neither; "
-                "launch it with the docker or space backend"
+                "launch it with the docker or space backend",
+                code="not_a_hub_space",
             )
         if environment.sdk not in (None, "docker"):
             raise InvalidInputError(
                 f"{environment.id} is a {environment.sdk} Space, and the process backend runs Docker Spaces that "
-                "serve an OpenEnv app; launch it with the space backend"
+                "serve an OpenEnv app; launch it with the space backend",
+                code="not_a_docker_space",
             )
         if environment.sha is None:
             raise InvalidInputError(
@@ -199,7 +201,8 @@ class ProcessRuntime:
         if reason is not None:
             raise InvalidInputError(
                 f"{environment.id}@{environment.sha[:12]} cannot run as a local process: {reason}; "
-                "launch it with the docker or space backend"
+                "launch it with the docker or space backend",
+                code="needs_docker_backend",
             )
 
     def start(self, spec: LaunchSpec[ProcessOptions], report: Report) -> Launched[ProcessHandle]:

@@ -170,7 +170,8 @@ class SpaceRuntime:
                 report(f"duplicating {environment.id} to {space_id}")
                 api.duplicate_repo(environment.id, space_id, repo_type="space", exist_ok=True, **settings)
         except HfHubHTTPError as exc:
-            raise LaunchError(f"the Hub refused to create {space_id}: {_hub_message(exc)}") from exc
+            refused = f"the Hub refused to create {space_id}: {_hub_message(exc)}"
+            raise LaunchError(refused, code="hub_refused") from exc
 
     def follow(self, space_id: str, token: str | None, report: Report) -> str:
         """Follow the Space's build until the Hub says it runs; returns the URL its server answers on."""
@@ -193,12 +194,13 @@ class SpaceRuntime:
                 return
             if stage in _FAILED:
                 message = runtime.raw.get("errorMessage") or "no message from the Hub"
-                raise LaunchError(f"Space {space_id} stopped at {stage}: {message}")
+                raise LaunchError(f"Space {space_id} stopped at {stage}: {message}", code="space_failed")
             if stage != last:
                 report(f"Space {space_id} is {stage}")
                 last = stage
             if time.monotonic() > deadline:
-                raise LaunchError(f"Space {space_id} was still {stage} after {self.build_timeout_s:g} s")
+                late = f"Space {space_id} was still {stage} after {self.build_timeout_s:g} s"
+                raise LaunchError(late, code="space_build_timeout")
             time.sleep(self.poll_s)
 
     @staticmethod

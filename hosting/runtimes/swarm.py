@@ -44,10 +44,7 @@ from hosting.runtimes.snapshots import Snapshots
 
 __all__ = ["NOT_A_MANAGER", "SwarmRuntime"]
 
-NOT_A_MANAGER = (
-    "the swarm backend needs a Docker engine that is a swarm manager: "
-    "run `docker swarm init` (or set ENVHUB_SWARM_HOST)"
-)
+NOT_A_MANAGER = "not_a_swarm_manager"  # the code when the engine is not a swarm manager
 ENVIRONMENT_LABEL = "envhub.environment"
 
 log = logging.getLogger(__name__)
@@ -202,7 +199,7 @@ class SwarmRuntime:
         except (DockerException, requests.RequestException) as exc:
             raise BackendUnavailableError(f"the swarm backend cannot reach its Docker engine ({exc})") from exc
         if swarm.get("LocalNodeState") != "active" or not swarm.get("ControlAvailable"):
-            raise BackendUnavailableError(NOT_A_MANAGER)
+            raise _not_a_manager()
         return swarm
 
     def start(self, spec: LaunchSpec[SwarmOptions], report: Report) -> Launched[ServiceHandle]:
@@ -271,11 +268,13 @@ class SwarmRuntime:
                     # It ended before it answered: the swarm replaces it, and its failure counts below.
             ended = [t for t in history if (t.get("Status") or {}).get("State") in _ENDED]
             if len(ended) >= _GIVE_UP_AFTER and not running:
-                raise LaunchError(f"{what} keeps failing: {_reason(ended)}" + tail_note(spec.log_path))
+                failing = f"{what} keeps failing: {_reason(ended)}"
+                raise LaunchError(failing + tail_note(spec.log_path), code="tasks_keep_failing")
             if time.monotonic() >= deadline:
                 raise LaunchError(
                     f"no task of {what} was running within {self.ready_timeout_s:g} s: {_reason(history)}"
-                    + tail_note(spec.log_path)
+                    + tail_note(spec.log_path),
+                    code="task_start_timeout",
                 )
             time.sleep(0.25)
 
@@ -390,7 +389,7 @@ class SwarmRuntime:
             services: list[Service] = self.client.services.list(filters=filters)
         except APIError as exc:
             if exc.status_code == 503:  # "This node is not a swarm manager."
-                raise BackendUnavailableError(NOT_A_MANAGER) from exc
+                raise _not_a_manager() from exc
             raise
         return services
 
@@ -414,3 +413,11 @@ class SwarmRuntime:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _not_a_manager() -> BackendUnavailableError:
+    return BackendUnavailableError(
+        "the swarm backend needs a Docker engine that is a swarm manager: run `docker swarm init` "
+        "(or set ENVHUB_SWARM_HOST)",
+        code=NOT_A_MANAGER,
+    )

@@ -143,8 +143,10 @@ class Virtualenvs:
                 argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.install_timeout_s, env=_install_environment()
             )
         except subprocess.TimeoutExpired as exc:
-            raise LaunchError(f"installing requirements took over {self.install_timeout_s:g} s") from exc
+            late = f"installing requirements took over {self.install_timeout_s:g} s"
+            raise LaunchError(late, code="requirements_timeout") from exc
         if done.returncode != 0:
             log.flush()
             errors = [line for line in log_tail(log_path, 30) if "ERROR" in line] or log_tail(log_path, 8)
-            raise LaunchError("installing the environment's requirements failed: " + " ".join(errors))
+            failed = "installing the environment's requirements failed: " + " ".join(errors)
+            raise LaunchError(failed, code="requirements_failed")
