@@ -11,8 +11,10 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
+from mcp.types import ErrorData
 
 from app.settings import Settings
+from protocol.frames import RPC_SERVER_ERROR
 from tests.conftest import wait_until
 from tests.fakehub import FakeHub
 from tests.mcpclients import mcp, refusal
@@ -55,7 +57,7 @@ def test_a_pool_of_four_holds_sixteen_mcp_sessions_at_once_and_refuses_the_seven
     wait_until(lambda: len(pools.ready_replicas(endpoint["id"])) == 4, timeout_s=60)
     url = endpoint["url"]
 
-    async def load() -> tuple[list[float | None], dict[str, int], str]:
+    async def load() -> tuple[list[float | None], dict[str, int], ErrorData]:
         played, release = asyncio.Semaphore(0), asyncio.Event()
 
         async def agent() -> float | None:  # holds its session mid-episode until every agent has played
@@ -82,7 +84,14 @@ def test_a_pool_of_four_holds_sixteen_mcp_sessions_at_once_and_refuses_the_seven
     assert sorted(held.values()) == [4, 4, 4, 4]
     replicas = pools.endpoint(endpoint["id"])["pool"]["replicas"]
     assert {(r["capacity"], r["capacity_said"]) for r in replicas} == {(4, True)}  # learned from their refusals
-    assert full.startswith("the pool is full: 16/16 sessions on 4 replicas") and "no slot freed in 3 s" in full
+    assert full.code == RPC_SERVER_ERROR and full.data is not None
+    assert {k: full.data[k] for k in ("limit", "active_sessions", "max_sessions", "replicas", "waited_s")} == {
+        "limit": "queue_s",
+        "active_sessions": 16,
+        "max_sessions": 16,
+        "replicas": 4,
+        "waited_s": 3,
+    }
     wait_until(lambda: pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0, timeout_s=20)
     listed = pools.http.get(f"/api/endpoints/{endpoint['id']}/sessions").json()["data"]
     assert len(listed) == 16 and {s["reward"] for s in listed} == {1.0} and {s["status"] for s in listed} == {"ended"}

@@ -261,9 +261,7 @@ class Door:
                 placement, gone, params.clientInfo, version, request.user, arguments, joined
             )
         except PoolFull as full:
-            data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | (
-                {"limit": full.limit} if full.limit else {}
-            )
+            data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | full.facts
             return rpc_error(request_id, RPC_SERVER_ERROR, full.message, data), None
         except Unavailable as exc:
             return rpc_error(request_id, RPC_SERVER_ERROR, str(exc)), None
