@@ -183,19 +183,23 @@ def test_cancel_keeps_finished_episodes(evaluating: Envhub) -> None:
 
 
 def test_bad_requests_say_what_to_fix(evaluating: Envhub) -> None:
-    cases = [
-        ({"policy": "random", "episodes": 1}, "name either an environment"),
-        ({"environment": "template:wordle", "episodes": 1, "seeds": [1]}, "give one of episodes, seeds"),
-        ({"environment": "template:wordle", "indices": [0]}, "need the split they come from"),
-        ({"environment": "template:wordle", "split": "test", "seeds": [1]}, "not seeds"),
-        ({"environment": "nobody/nothing", "episodes": 1}, "nobody/nothing"),
-        ({"endpoint": "e-none", "episodes": 1}, "no endpoint 'e-none'"),
-        ({"environment": "template:wordle", "policy": {"model": {"base_url": "file:///etc", "model": "m"}}}, "http"),
+    invalid = [
+        ({"policy": "random", "episodes": 1}, ([], "environment_or_endpoint")),
+        ({"environment": "template:wordle", "episodes": 1, "seeds": [1]}, ([], "episodes_seeds_or_indices")),
+        ({"environment": "template:wordle", "indices": [0]}, ([], "split_required")),
+        ({"environment": "template:wordle", "split": "test", "seeds": [1]}, ([], "seeds_with_split")),
+        (
+            {"environment": "template:wordle", "policy": {"model": {"base_url": "file:///etc", "model": "m"}}},
+            (["base_url"], "value_error"),
+        ),
     ]
-    for body, message in cases:
+    for body, error in invalid:
         response = evaluating.http.post("/api/evaluations", json=body)
-        assert response.status_code in (404, 409, 422), (body, response.text)
-        assert message in response.json()["detail"], (body, response.text)
+        assert (response.status_code, response.json()["code"]) == (422, "invalid_request"), (body, response.text)
+        assert error in [(e["loc"][-1:], e["type"]) for e in response.json()["errors"]], (body, response.text)
+    for body in ({"environment": "nobody/nothing", "episodes": 1}, {"endpoint": "e-none", "episodes": 1}):
+        response = evaluating.http.post("/api/evaluations", json=body)
+        assert (response.status_code, response.json()["code"]) == (404, "not_found"), (body, response.text)
     started = time.monotonic()
     assert evaluating.http.get("/api/evaluations/ev-none").status_code == 404
     assert time.monotonic() - started < 5

@@ -352,23 +352,23 @@ def test_replicas_count_against_the_server_limits(settings: Settings, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("replicas", "detail"),
+    ("replicas", "error"),
     [
-        ({"min": 3, "max": 2}, "max (2) is below min (3)"),
-        (0, "greater than or equal to 1"),
-        (True, "must be a count"),
+        ({"min": 3, "max": 2}, (["options", "process", "replicas"], "replicas_max_below_min")),
+        (0, (["options", "process", "replicas", "min"], "greater_than_equal")),
+        (True, (["options", "process", "replicas"], "replicas_not_count")),
     ],
 )
-def test_bad_replicas_are_422(pools: Envhub, replicas: Any, detail: str) -> None:
+def test_bad_replicas_are_422(pools: Envhub, replicas: Any, error: tuple[list[str], str]) -> None:
     response = pools.http.post(
         "/api/endpoints", json={"environment": "template:count", "options": {"replicas": replicas}}
     )
-    assert response.status_code == 422
-    assert detail in response.json()["detail"]
+    assert (response.status_code, response.json()["code"]) == (422, "invalid_request")
+    assert error in [(e["loc"], e["type"]) for e in response.json()["errors"]]
     space = pools.http.post(
         "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": {"replicas": 2}}
     )
-    assert "a Space is one server" in space.json()["detail"]
+    assert [e["type"] for e in space.json()["errors"]] == ["space_one_server"]
 
 
 def test_stateless_http_is_spread_over_the_replicas(settings: Settings, tmp_path: Path, templates_dir: Path) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
@@ -92,14 +93,23 @@ class EvaluationRequest(BaseModel):
     @model_validator(mode="after")
     def _one_of_each(self) -> Self:
         if (self.environment is None) == (self.endpoint is None):
-            raise ValueError("name either an environment (launched for the run) or a running endpoint")
+            raise PydanticCustomError(
+                "environment_or_endpoint", "name either an environment (launched for the run) or a running endpoint"
+            )
         chosen = [name for name in ("episodes", "seeds", "indices") if getattr(self, name) is not None]
         if len(chosen) > 1:
-            raise ValueError(f"give one of episodes, seeds or indices, not {' and '.join(chosen)}")
+            raise PydanticCustomError(
+                "episodes_seeds_or_indices",
+                "give one of episodes, seeds or indices, not {chosen}",
+                {"chosen": " and ".join(chosen)},
+            )
         if self.split is None and (self.indices is not None or self.dataset is not None):
-            raise ValueError("indices and a dataset need the split they come from")
+            raise PydanticCustomError("split_required", "indices and a dataset need the split they come from")
         if self.split is not None and self.seeds is not None:
-            raise ValueError("a split's tasks choose the episodes: give episodes (its first N) or indices, not seeds")
+            raise PydanticCustomError(
+                "seeds_with_split",
+                "a split's tasks choose the episodes: give episodes (its first N) or indices, not seeds",
+            )
         return self
 
     def task_indices(self) -> list[int]:
