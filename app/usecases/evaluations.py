@@ -260,9 +260,11 @@ class Evaluator:
             if endpoint.status == EndpointStatus.RUNNING and self.endpoints.resolve(endpoint_id) is not None:
                 return
             if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
-                raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
+                raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}", "endpoint_failed")
             if asyncio.get_running_loop().time() > deadline:
-                raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
+                raise PrepareError(
+                    f"endpoint {endpoint_id} did not start in time: {endpoint.message}", "endpoint_start_timeout"
+                )
             await asyncio.sleep(0.5)
 
     async def _start(
@@ -355,7 +357,8 @@ class Evaluator:
                 interface = await read_interface(url, outbound)
                 if interface.action_schema is None and not interface.tools:
                     raise PrepareError(
-                        f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
+                        f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}",
+                        "no_action",
                     )
                 if (
                     body.dataset is None
@@ -365,7 +368,8 @@ class Evaluator:
                     named = ", ".join(s.name for s in interface.splits)
                     raise PrepareError(
                         f"{environment.id} has no task split {body.split!r}; "
-                        + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)")
+                        + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)"),
+                        "split_unknown" if named else "no_task_api",
                     )
             except BaseException:
                 await outbound.aclose()
