@@ -82,6 +82,7 @@ class AgentRecorder:
             task=episode.task,
             status=episode.status,
             error=episode.error,
+            code=episode.code,
             reward=episode.reward,
             final_reward=episode.final_reward,
             success=episode.success,
@@ -93,5 +94,5 @@ class AgentRecorder:
         )
         await asyncio.to_thread(self.store.write_episode, row)
 
-    async def closed(self, session_id: str, reason: str) -> None:
-        await asyncio.to_thread(self.store.end, session_id, reason)
+    async def closed(self, session_id: str, reason: str, code: str) -> None:
+        await asyncio.to_thread(self.store.end, session_id, reason, code)

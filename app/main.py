@@ -5,6 +5,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -55,6 +56,14 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Each failure as programs tell them apart: where it is, and pydantic's type of it (or envhub's own code)."""
+    return [
+        {"loc": [p for p in error.get("loc", ()) if p != "body"], "type": error.get("type", "")}
+        for error in exc.errors()
+    ]
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -98,7 +107,8 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _describe_validation(exc), "code": "invalid_request"}, status_code=422)
+        answer = {"detail": _describe_validation(exc), "code": "invalid_request", "errors": _validation_errors(exc)}
+        return JSONResponse(answer, status_code=422)
 
     # Every state-changing API call that rides on a session cookie must carry its CSRF token.
     modules = (

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 
@@ -362,7 +363,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _no_dev_login_on_a_space(self) -> Self:
         if self.dev_login and self.space_id:
-            raise ValueError("ENVHUB_DEV_LOGIN is for local development; a Space signs in with OAuth (hf_oauth: true)")
+            raise PydanticCustomError(
+                "dev_login_on_space",
+                "ENVHUB_DEV_LOGIN is for local development; a Space signs in with OAuth (hf_oauth: true)",
+            )
         return self
 
     @property

@@ -81,7 +81,9 @@ class DatasetTaskset:
             if split.name == name:
                 return split
         named = ", ".join(s.name for s in self.splits) or "none"
-        raise InvalidInputError(f"dataset {self.dataset} has no split {name!r}; its splits are {named}")
+        raise InvalidInputError(
+            f"dataset {self.dataset} has no split {name!r}; its splits are {named}", code="split_unknown"
+        )
 
 
 def reset_options(row: dict[str, Any], reset_key: str | None, max_depth: int = 64) -> dict[str, Any] | None:
@@ -179,7 +181,9 @@ class Tasksets:
             )
         last = max(indices)
         if last >= chosen.rows or min(indices) < 0:
-            raise InvalidInputError(f"{taskset.dataset} split {split} has rows 0 to {chosen.rows - 1}; not {last}")
+            raise InvalidInputError(
+                f"{taskset.dataset} split {split} has rows 0 to {chosen.rows - 1}; not {last}", code="row_out_of_range"
+            )
         found: dict[int, dict[str, Any]] = {}
         wanted = set(indices)
         held = 0
@@ -338,7 +342,10 @@ def read_linked(
     """One of the environment's linked datasets, at the revision the catalog last synced."""
     if dataset_id not in environment.datasets:
         linked = ", ".join(environment.datasets) or "none"
-        raise InvalidInputError(f"{environment.id} is not linked to dataset {dataset_id}; its datasets are {linked}")
+        raise InvalidInputError(
+            f"{environment.id} is not linked to dataset {dataset_id}; its datasets are {linked}",
+            code="dataset_not_linked",
+        )
     row = session.get(Dataset, dataset_id)
     revision, card = (row.sha, row.card) if row is not None else (None, {})
     return tasksets.read(dataset_id, revision, card, reset_key_of(environment), allowance)
@@ -384,7 +391,9 @@ def dataset_resets(
     allowance = tasksets.downloads.allowance(client)
     taskset = read_linked(session, tasksets, environment, dataset_id, allowance)
     if taskset.resets_by is None:
-        raise InvalidInputError(f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}")
+        raise InvalidInputError(
+            f"dataset {dataset_id} cannot reset {environment.id}: {taskset.problem}", code="dataset_cannot_reset"
+        )
     resets = []
     for index, row in zip(indices, tasksets.rows(taskset, split, indices, allowance), strict=True):
         try:

@@ -19,6 +19,7 @@ from evals.models import AgentSession, AgentSessionBase, Episode
 __all__ = ["AgentSessions", "agent_episode_id"]
 
 ENDED = "ended"
+STOPPED = "envhub stopped while it was open"
 READ_BYTES = 4 * 1024 * 1024  # episodes read at once, by their size (one at least, however large)
 READ_ROWS = 64  # sizes of the next episodes looked at to choose them
 LET_GO_ROWS = 256  # episodes looked at at a time when letting the oldest go
@@ -61,12 +62,12 @@ class AgentSessions:
                 _figure(session, session_id, dropped[session_id])
             session.commit()
 
-    def end(self, session_id: str, reason: str) -> None:
+    def end(self, session_id: str, reason: str, code: str) -> None:
         with Session(self.engine) as session:
             session.execute(
                 update(AgentSession)
                 .where(col(AgentSession.id) == session_id, col(AgentSession.status) != ENDED)
-                .values(status=ENDED, message=reason, ended_at=utcnow())
+                .values(status=ENDED, message=reason, code=code, ended_at=utcnow())
             )
             session.commit()
 
@@ -81,7 +82,7 @@ class AgentSessions:
                 session.execute(
                     update(AgentSession)
                     .where(col(AgentSession.id).in_(orphans))
-                    .values(status=ENDED, message="envhub stopped while it was open", ended_at=utcnow())
+                    .values(status=ENDED, message=STOPPED, code="shutting_down", ended_at=utcnow())
                 )
                 session.commit()
         return len(orphans)

@@ -40,6 +40,7 @@ class EvaluationBase(SQLModel):
     limits: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     status: EvaluationStatus = Field(default=EvaluationStatus.QUEUED, index=True)
     message: str = ""
+    code: str = Field(default="", description="why it failed, when it did: a code beside the message")
     owner: str | None = Field(default=None, index=True)
     summary: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     created_at: datetime = Field(default_factory=utcnow)
@@ -66,6 +67,7 @@ class EpisodeBase(SQLModel):
         description="done, invalid (the environment ended it on an action it refused), cut (a limit) or failed"
     )
     error: str | None = None
+    code: str = Field(default="", description="why it ended before done, beside the error: max_steps, idle ...")
     reward: float
     final_reward: float | None = None
     success: bool | None = None
@@ -146,6 +148,7 @@ class AgentSessionBase(SQLModel):
     tools: list[str] = Field(default_factory=list, sa_type=JSON)
     status: str = Field(default="open", description="open, or ended")
     message: str = Field(default="", description="why it ended")
+    code: str = Field(default="", description="why it ended, as a code: idle, client_ended, run_ended ...")
     episode_count: int = 0
     reward: float = Field(default=0.0, description="the reward of its episodes, summed")
     steps: int = 0

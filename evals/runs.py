@@ -56,7 +56,11 @@ class Play:
 
 
 class PrepareError(Exception):
-    """A run could not start: its endpoint did not start, or its environment did not answer."""
+    """A run could not start: its endpoint did not start, or its environment did not answer; the code says which."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Runner:
@@ -100,7 +104,7 @@ class Runner:
         self, evaluation: Evaluation, prepare: Callable[[], Awaitable[Play]], progress: Progress | None = None
     ) -> asyncio.Task[None]:
         """Run in the background: `prepare` readies what it plays with (it may launch an endpoint and wait
-        for it); a PrepareError from it fails the run with its message."""
+        for it); a PrepareError from it fails the run with its message and code."""
         task = asyncio.create_task(self._run(evaluation, prepare, progress), name=f"evaluation {evaluation.id}")
         self._tasks[evaluation.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(evaluation.id, None))
@@ -115,7 +119,7 @@ class Runner:
             await self._ended(evaluation.id, EvaluationStatus.CANCELLED, "cancelled before it started")
             raise
         except PrepareError as exc:
-            await self._ended(evaluation.id, EvaluationStatus.FAILED, str(exc))
+            await self._ended(evaluation.id, EvaluationStatus.FAILED, str(exc), exc.code)
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -152,7 +156,7 @@ class Runner:
             if progress is not None:
                 progress(evaluation, result)
 
-        status, message = EvaluationStatus.FINISHED, ""
+        status, message, code = EvaluationStatus.FINISHED, "", ""
         try:
             await asyncio.gather(*(one(spec) for spec in play.specs))
         except asyncio.CancelledError:
@@ -162,19 +166,19 @@ class Runner:
             raise
         except Exception as exc:
             log.exception("evaluation %s failed", evaluation.id)
-            status, message = EvaluationStatus.FAILED, f"the run failed: {type(exc).__name__}: {exc}"
+            status, code = EvaluationStatus.FAILED, "run_failed"
+            message = f"the run failed: {type(exc).__name__}: {exc}"
         finally:
-            await self._ended(evaluation.id, status, message)
+            await self._ended(evaluation.id, status, message, code)
             if unfinished:
                 await asyncio.shield(asyncio.to_thread(self.store.steps.drop, unfinished))
             await asyncio.shield(self._close(play))
 
-    async def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str) -> None:
-        """On record, off the event loop, whether or not the run was cancelled."""
+    async def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str, code: str = "") -> None:
+        """On record, off the event loop, whether or not the run was cancelled (`code`: why it failed, if it did)."""
         now = utcnow()
-        await asyncio.shield(
-            asyncio.to_thread(self.store.update, evaluation_id, status=status, message=message, finished_at=now)
-        )
+        ended = {"status": status, "message": message, "code": code, "finished_at": now}
+        await asyncio.shield(asyncio.to_thread(self.store.update, evaluation_id, **ended))
 
     async def _close(self, play: Play) -> None:
         try:

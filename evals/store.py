@@ -35,6 +35,7 @@ def _episode_row(evaluation_id: str, result: EpisodeResult) -> Episode:
         task=result.spec.task,
         status=result.status,
         error=result.error,
+        code=result.code,
         reward=result.reward,
         final_reward=result.final_reward,
         success=result.success,

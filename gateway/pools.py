@@ -151,17 +151,17 @@ class Pool:
         with self._lock:
             mine = sum(1 for w, _, _ in self._waiters if w.client == waiter.client) if waiter.client else 0
             if len(self._waiters) >= self.queue:
-                why = f"{len(self._waiters)} sessions wait already, the most its queue holds"
+                limit, waiting = "queue_max", len(self._waiters)
             elif waiter.client and mine >= self.queue_per_client:
-                why = f"{mine} of your sessions wait already, the most one client may have waiting"
+                limit, waiting = "queue_per_client", mine
             else:
                 self._waiters.append((waiter, loop, event))
-                why = ""
-        if not why:
+                limit, waiting = "", 0
+        if not limit:
             self.lender.recall()
             return
         sessions, capacity, replicas = self.load()
-        raise QueueFull(sessions, capacity, replicas, self.most, why)
+        raise QueueFull(sessions, capacity, replicas, self.most, limit, waiting)
 
     def _take(self, avoid: frozenset[str], client: str) -> Slot | None:
         """A slot, counted against the client; HeldFull when it holds all one client may."""

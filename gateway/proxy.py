@@ -388,7 +388,7 @@ async def _create_mcp_session(
         try:
             placed = await placement.place(left, attempt)
         except PoolFull as full:
-            refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity, full.limit)
+            refusal = rpc_capacity_error(call.get("id"), full.message, full.sessions, full.capacity, full.facts)
             return Response(json.dumps(refusal), media_type="application/json")
         if placed is None:
             return Response(status_code=499)  # nobody is there to read it

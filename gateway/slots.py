@@ -3,6 +3,7 @@
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["HeldFull", "PoolFull", "QueueFull", "Slot", "Upstream", "Waiter", "user_client"]
 
@@ -54,7 +55,7 @@ class Slot:
 class PoolFull(Exception):
     """Every slot stayed taken while the session waited."""
 
-    limit: str | None = None  # which limit refused it, for clients to tell (None: the pool's slots)
+    limit = "queue_s"  # which limit refused it, named as its setting ENVHUB_POOL_<LIMIT>, for clients to tell
 
     def __init__(self, sessions: int, capacity: int, replicas: int, most: int, waited_s: float) -> None:
         self.sessions, self.capacity, self.replicas, self.most, self.waited_s = (
@@ -74,13 +75,24 @@ class PoolFull(Exception):
             f"and no slot freed in {self.waited_s:g} s; {grow}, or open fewer sessions at once"
         )
 
+    @property
+    def facts(self) -> dict[str, Any]:
+        """What a refusal's data says beside the sessions it counts: the limit, and the numbers behind it."""
+        return {"limit": self.limit, "replicas": self.replicas, "max_replicas": self.most, "waited_s": self.waited_s}
+
 
 class QueueFull(PoolFull):
     """The session may not even wait: the pool's queue, or the client's share of it, is full."""
 
-    def __init__(self, sessions: int, capacity: int, replicas: int, most: int, why: str) -> None:
-        self.why = why
+    def __init__(self, sessions: int, capacity: int, replicas: int, most: int, limit: str, waiting: int) -> None:
+        self.limit, self.waiting = limit, waiting  # queue_max or queue_per_client; the sessions that wait for it
         super().__init__(sessions, capacity, replicas, most, 0)
+
+    @property
+    def why(self) -> str:
+        if self.limit == "queue_per_client":
+            return f"{self.waiting} of your sessions wait already, the most one client may have waiting"
+        return f"{self.waiting} sessions wait already, the most its queue holds"
 
     @property
     def message(self) -> str:
@@ -88,6 +100,10 @@ class QueueFull(PoolFull):
             f"the pool is full: {self.sessions}/{self.capacity} sessions on {self.replicas} replicas, and {self.why}; "
             "open fewer sessions at once, or launch the endpoint with a larger replicas max"
         )
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return {"limit": self.limit, "replicas": self.replicas, "max_replicas": self.most, "waiting": self.waiting}
 
 
 class HeldFull(PoolFull):
@@ -105,6 +121,10 @@ class HeldFull(PoolFull):
             f"you hold {self.sessions} sessions on endpoint {self.endpoint_id}, the most one client may hold on a "
             "public endpoint (ENVHUB_POOL_SESSIONS_PER_CLIENT); close one first, or launch an endpoint of your own"
         )
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return {"limit": self.limit}
 
 
 def user_client(name: str) -> str:

@@ -166,8 +166,8 @@ async def _relay(
 def _refuse(client: Leg, path: str, full: PoolFull) -> None:
     """Every slot stayed taken: refuse as a server at capacity does, with the pool's numbers."""
     if path == "mcp":
-        refusal = rpc_capacity_error(None, full.message, full.sessions, full.capacity, full.limit)
+        refusal = rpc_capacity_error(None, full.message, full.sessions, full.capacity, full.facts)
     else:
-        refusal = capacity_frame(full.message, full.sessions, full.capacity, full.limit)
+        refusal = capacity_frame(full.message, full.sessions, full.capacity, full.facts)
     client.write(frame(TEXT, json.dumps(refusal).encode(), masked=False))
     client.close(1000, "")

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from hosting.models import Backend
 
@@ -68,7 +69,7 @@ class ReplicaRange(BaseModel):
     def _count(cls, data: Any) -> Any:
         """A bare count N is a fixed pool of N."""
         if isinstance(data, bool):
-            raise ValueError("option replicas must be a count or {'min': A, 'max': B}")
+            raise PydanticCustomError("replicas_not_count", "option replicas must be a count or {'min': A, 'max': B}")
         if isinstance(data, int):
             return {"min": data, "max": data}
         if isinstance(data, dict) and "min" in data and "max" not in data:
@@ -78,7 +79,11 @@ class ReplicaRange(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         if self.max < self.min:
-            raise ValueError(f"option replicas: max ({self.max}) is below min ({self.min})")
+            raise PydanticCustomError(
+                "replicas_max_below_min",
+                "option replicas: max ({max}) is below min ({min})",
+                {"max": self.max, "min": self.min},
+            )
         return self
 
 
@@ -270,7 +275,9 @@ class SpaceOptions(BackendOptions):
     @classmethod
     def _one_space(cls, value: ReplicaRange) -> ReplicaRange:
         if value.max > 1:
-            raise ValueError("a Space is one server; run replicas with the process, docker or swarm backend")
+            raise PydanticCustomError(
+                "space_one_server", "a Space is one server; run replicas with the process, docker or swarm backend"
+            )
         return value
 
     @property

@@ -81,11 +81,13 @@ def capacity(frame: Any) -> dict[str, Any] | None:
     return data
 
 
-def capacity_frame(message: str, active_sessions: int, max_sessions: int, limit: str | None = None) -> dict[str, Any]:
-    """A CAPACITY_REACHED error frame, as a server sends it before it closes (`limit`: envhub's limit that refused
-    it, when not the pool's slots)."""
+def capacity_frame(
+    message: str, active_sessions: int, max_sessions: int, facts: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A CAPACITY_REACHED error frame, as a server sends it before it closes (`facts`: what envhub adds, the limit
+    that refused it and the numbers behind it)."""
     data: dict[str, Any] = {"message": message, "code": ErrorCode.CAPACITY_REACHED.value}
-    data |= {"active_sessions": active_sessions, "max_sessions": max_sessions} | ({"limit": limit} if limit else {})
+    data |= {"active_sessions": active_sessions, "max_sessions": max_sessions} | (facts or {})
     return {"type": "error", "data": data}
 
 
@@ -106,11 +108,10 @@ def rpc_capacity(response: Any) -> dict[str, Any] | None:
 
 
 def rpc_capacity_error(
-    request_id: Any, message: str, active_sessions: int, max_sessions: int, limit: str | None = None
+    request_id: Any, message: str, active_sessions: int, max_sessions: int, facts: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A JSON-RPC capacity error, as a server answers /mcp at capacity (`limit`: as capacity_frame's)."""
-    data: dict[str, Any] = {"active_sessions": active_sessions, "max_sessions": max_sessions}
-    data |= {"limit": limit} if limit else {}
+    """A JSON-RPC capacity error, as a server answers /mcp at capacity (`facts`: as capacity_frame's)."""
+    data: dict[str, Any] = {"active_sessions": active_sessions, "max_sessions": max_sessions} | (facts or {})
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": RPC_SERVER_ERROR, "message": message, "data": data}}
 
 

@@ -61,6 +61,7 @@ class EpisodeResult:
     tokens: int = 0
     wall_s: float = 0.0
     error: str | None = None  # why it ended before done: a failure, or a limit when cut
+    code: str = ""  # the error's code: max_steps, max_tokens, episode_s, no_valid_action, reset_refused ...
     cut: bool = False  # it reached a limit (steps, tokens, time)
     ended_refused: bool = False  # the environment ended it on an action it refused (a budget of refusals spent)
 
@@ -72,7 +73,11 @@ class EpisodeResult:
 
 
 class _End(Exception):
-    """The episode fails here, for the reason given."""
+    """The episode fails here, for the reason given, and its code."""
+
+    def __init__(self, reason: str, code: str) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class _Cut(_End):
@@ -98,10 +103,10 @@ class _Env:
             outcome = await send
         except (RuntimeError, ValueError) as exc:
             if self.client.last_error is None:
-                raise _End(f"the environment's connection failed: {exc}") from exc
+                raise _End(f"the environment's connection failed: {exc}", "connection_failed") from exc
             return Turn(error=str(self.client.last_error.get("message") or self.client.last_error))
         except (SessionError, ConnectionError, OSError) as exc:
-            raise _End(f"the environment's connection failed: {exc}") from exc
+            raise _End(f"the environment's connection failed: {exc}", "connection_failed") from exc
         elapsed = (time.perf_counter() - started) * 1000
         return Turn(outcome.observation, outcome.reward, bool(outcome.done), env_ms=elapsed)
 
@@ -149,11 +154,11 @@ class _Episode:
                     await self._stepped(event)
                     if not event.turn.done and self._over_tokens():
                         raise _Cut(f"the episode used {self.result.tokens:,} tokens, "
-                                   f"its limit is {self.limits.max_tokens:,}")  # fmt: skip
+                                   f"its limit is {self.limits.max_tokens:,}", "max_tokens")  # fmt: skip
                 else:
-                    raise (_Cut if event.cut else _End)(event.reason)
+                    raise (_Cut if event.cut else _End)(event.reason, event.code)
         except RefusedReset as exc:
-            raise _End(f"the environment refused the reset: {exc}") from exc
+            raise _End(f"the environment refused the reset: {exc}", "reset_refused") from exc
         finally:
             await events.aclose()
 
@@ -170,6 +175,7 @@ class _Episode:
             self.result.invalid += 1
             if event.turn.done:
                 self.result.ended_refused = True
+                self.result.code = "ended_refused"
                 self.result.error = (
                     f"the environment ended the episode on a refused action, after {self.result.invalid} "
                     f"invalid tries and {self.result.steps} steps it took; the last refusal: {refused}"
@@ -220,8 +226,9 @@ async def play_episode(
             await played.play(spec)
     except TimeoutError:
         result.error, result.cut = f"the episode passed its wall-clock limit of {limits.episode_s:g} s", True
+        result.code = "episode_s"
     except (_End, ModelError) as exc:
-        result.error, result.cut = str(exc), isinstance(exc, _Cut)
+        result.error, result.code, result.cut = str(exc), exc.code, isinstance(exc, _Cut)
     finally:
         result.wall_s = time.perf_counter() - started
         with contextlib.suppress(Exception):  # a broken socket's close must not hide the episode's result

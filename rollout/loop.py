@@ -67,9 +67,11 @@ class Stepped:
 
 @dataclass(frozen=True)
 class End:
-    """The episode stopped before done: why, and whether it was its step budget (a cut, not a failure)."""
+    """The episode stopped before done: why (and its code, max_steps or no_valid_action), and whether it was its step
+    budget (a cut, not a failure)."""
 
     reason: str
+    code: str
     cut: bool = False
 
 
@@ -102,7 +104,7 @@ async def episode(
     observation, done, steps = start.observation, start.done, 0
     while not done:
         if steps >= max_steps:
-            yield End(f"the episode reached its limit of {max_steps} steps", cut=True)
+            yield End(f"the episode reached its limit of {max_steps} steps", "max_steps", cut=True)
             return
         move = await player.act(observation, reward)
         tries: list[Tried] = []
@@ -115,7 +117,7 @@ async def episode(
             tries.append(tried)
             yield tried
             if len(tries) > retries:
-                yield End(f"no valid action in {len(tries)} tries; the last problem: {problem}")
+                yield End(f"no valid action in {len(tries)} tries; the last problem: {problem}", "no_valid_action")
                 return
             move = await player.retry(problem)
         steps += 1

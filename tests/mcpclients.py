@@ -9,7 +9,7 @@ import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ErrorData, TextContent
 
 
 @asynccontextmanager
@@ -42,8 +42,8 @@ def _leaves(group: BaseExceptionGroup[McpError]) -> list[McpError]:
     return found
 
 
-async def refusal(url: str) -> str:
-    """Why a session could not be opened (the SDK's client raises it from its task group)."""
+async def refusal(url: str) -> ErrorData:
+    """Why a session could not be opened (the SDK's client raises it from its task group): its JSON-RPC error."""
     refused: list[McpError] = []
     try:
         async with mcp(url):
@@ -51,4 +51,4 @@ async def refusal(url: str) -> str:
     except* McpError as group:
         refused += _leaves(group)
     assert refused, "the session was opened"
-    return refused[0].error.message
+    return refused[0].error

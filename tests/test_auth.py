@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from app.settings import Settings
 from tests.conftest import ADMIN_TOKEN
@@ -204,8 +204,9 @@ def test_the_space_variables_configure_sign_in(monkeypatch: pytest.MonkeyPatch) 
     )
     assert settings.openid_provider_url == "https://huggingface.co"
     assert settings.anonymous_may_launch() is False
-    with pytest.raises(ValueError, match="ENVHUB_DEV_LOGIN is for local development"):
+    with pytest.raises(ValidationError) as refused:
         Settings(dev_login=True)
+    assert [e["type"] for e in refused.value.errors()] == ["dev_login_on_space"]
 
 
 def test_on_a_space_cookies_work_in_its_iframe_and_the_callback_is_on_its_host(

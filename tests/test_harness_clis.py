@@ -247,7 +247,7 @@ def test_a_harness_that_hangs_in_a_job_fails_its_episode_harness_timeout_and_kee
     assert run["status"] == "finished", run["message"]
     [episode] = run["episodes"]
     assert (episode["status"], episode["steps"]) == ("failed", 1)
-    assert episode["error"].split(":")[0] == "harness_timeout"
+    assert episode["code"] == "harness_timeout"
     records = records_of(envhub, episode["id"])
     assert [(r["tool"], r["arguments"]) for r in records if r["kind"] == "step"] == [(TOOL, {"add": 3})]
     [pointer] = [r for r in records if r["kind"] == "agent_run"]

@@ -119,10 +119,13 @@ def test_the_urls_seed_and_options_begin_the_episode(urls: dict[str, str]) -> No
     assert structured(won)["done"] is True and structured(won)["reward"] == 1.0
 
     with httpx.Client(timeout=30) as http:
-        for query, said in (("seed=seven", "seed is a whole number"), ("index=2", "name the split too")):
+        for query, data in (
+            ("seed=seven", {"code": "reset_argument_invalid", "argument": "seed"}),
+            ("index=2", {"code": "split_required", "argument": "index"}),
+        ):
             refused = http.post(f"{urls['wordle']}/mcp?{query}", json=INITIALIZE, headers=ACCEPT)
             assert refused.status_code == 200 and "mcp-session-id" not in refused.headers
-            assert said in refused.json()["error"]["message"], refused.json()
+            assert (refused.json()["error"]["code"], refused.json()["error"]["data"]) == (-32602, data), refused.json()
 
 
 def test_a_task_of_a_split_resets_the_episode_by_tool_and_by_url(urls: dict[str, str]) -> None:
@@ -340,7 +343,7 @@ def test_a_recorded_agent_session_is_read_back_with_its_rewards_and_exported_as_
         assert (first["status"], first["reward"], first["steps"], first["invalid"]) == ("done", 1.0, 2, 1)
         assert [r["kind"] for r in first["records"]] == ["reset", "step", "step", "step"]
         assert first["records"][-1]["done"] is True and first["records"][-1]["action"] == {"guess": "crane"}
-        assert (second["status"], second["reward"]) == ("cut", 0.0) and "session ended" in second["error"]
+        assert (second["status"], second["reward"], second["code"]) == ("cut", 0.0, "client_ended")
 
         viewed = http.get(f"/api/evaluations/episodes/{first['id']}").json()  # what the episode viewer opens
         assert viewed["records"] == first["records"]

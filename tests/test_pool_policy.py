@@ -61,12 +61,12 @@ def test_a_released_slot_wakes_a_waiting_session() -> None:
 def test_the_queue_is_bounded_in_all_and_per_client() -> None:
     pool = pool_of(1, queue=3, per_client=2)
 
-    async def refusal(who: str) -> str:
+    async def refusal(who: str) -> tuple[str, int]:
         with pytest.raises(QueueFull) as full:
             await pool.acquire(5, waiter=Waiter(who))
-        return full.value.why
+        return full.value.limit, full.value.waiting
 
-    async def full_queue() -> list[str]:
+    async def full_queue() -> list[tuple[str, int]]:
         await pool.acquire(0)
         waiting = [asyncio.ensure_future(pool.acquire(5, waiter=Waiter(w))) for w in ("mallory", "mallory", "victim")]
         await asyncio.sleep(0)
@@ -76,10 +76,10 @@ def test_the_queue_is_bounded_in_all_and_per_client() -> None:
             future.cancel()
         return refused
 
-    assert asyncio.run(full_queue()) == ["3 sessions wait already, the most its queue holds"] * 2
+    assert asyncio.run(full_queue()) == [("queue_max", 3)] * 2
     pool = pool_of(1, queue=3, per_client=2)
 
-    async def one_client() -> str:
+    async def one_client() -> tuple[str, int]:
         await pool.acquire(0)
         waiting = [asyncio.ensure_future(pool.acquire(5, waiter=Waiter("mallory"))) for _ in range(2)]
         await asyncio.sleep(0)
@@ -91,7 +91,7 @@ def test_the_queue_is_bounded_in_all_and_per_client() -> None:
             future.cancel()
         return refused
 
-    assert asyncio.run(one_client()) == "2 of your sessions wait already, the most one client may have waiting"
+    assert asyncio.run(one_client()) == ("queue_per_client", 2)
 
 
 def test_idle_sessions_take_slots_but_never_grow_the_pool() -> None:

@@ -156,8 +156,8 @@ def test_a_full_pool_queues_a_session_until_a_slot_frees_then_refuses_with_its_n
     assert frame["type"] == "error"
     assert frame["data"]["code"] == "CAPACITY_REACHED"
     assert (frame["data"]["active_sessions"], frame["data"]["max_sessions"]) == (2, 2)
-    assert frame["data"]["message"].startswith("the pool is full: 2/2 sessions on 1 replicas")
-    assert "launch it with a larger replicas max" in frame["data"]["message"]
+    limit = {k: frame["data"][k] for k in ("limit", "replicas", "max_replicas", "waited_s")}
+    assert limit == {"limit": "queue_s", "replicas": 1, "max_replicas": 1, "waited_s": 3}  # at its most replicas
     with pytest.raises(ConnectionClosed) as closed:
         refused.recv(timeout=5)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
@@ -211,7 +211,7 @@ def test_mcp_sessions_stay_on_the_replica_that_made_them(pools: Envhub, opened: 
         assert closed["result"]["closed"] is True
     assert pools.endpoint(endpoint["id"])["pool"]["sessions"] == 0
     unknown_call = rpc(pools, endpoint, "openenv/session/close", {"session_id": "nope"})
-    assert "Unknown session_id" in unknown_call["error"]["message"]
+    assert unknown_call["error"]["code"] == -32602  # the server's own answer: no such session, as invalid params
 
 
 def _sessions_on(stack: ExitStack, endpoint: dict[str, Any], count: int) -> list[ClientConnection]:
@@ -352,23 +352,23 @@ def test_replicas_count_against_the_server_limits(settings: Settings, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("replicas", "detail"),
+    ("replicas", "error"),
     [
-        ({"min": 3, "max": 2}, "max (2) is below min (3)"),
-        (0, "greater than or equal to 1"),
-        (True, "must be a count"),
+        ({"min": 3, "max": 2}, (["options", "process", "replicas"], "replicas_max_below_min")),
+        (0, (["options", "process", "replicas", "min"], "greater_than_equal")),
+        (True, (["options", "process", "replicas"], "replicas_not_count")),
     ],
 )
-def test_bad_replicas_are_422(pools: Envhub, replicas: Any, detail: str) -> None:
+def test_bad_replicas_are_422(pools: Envhub, replicas: Any, error: tuple[list[str], str]) -> None:
     response = pools.http.post(
         "/api/endpoints", json={"environment": "template:count", "options": {"replicas": replicas}}
     )
-    assert response.status_code == 422
-    assert detail in response.json()["detail"]
+    assert (response.status_code, response.json()["code"]) == (422, "invalid_request")
+    assert error in [(e["loc"], e["type"]) for e in response.json()["errors"]]
     space = pools.http.post(
         "/api/endpoints", json={"environment": "template:count", "backend": "space", "options": {"replicas": 2}}
     )
-    assert "a Space is one server" in space.json()["detail"]
+    assert [e["type"] for e in space.json()["errors"]] == ["space_one_server"]
 
 
 def test_stateless_http_is_spread_over_the_replicas(settings: Settings, tmp_path: Path, templates_dir: Path) -> None:
@@ -397,8 +397,14 @@ def test_mcp_over_websocket_is_placed_like_any_session(pools: Envhub, opened: Ex
     refused = open_ws(opened, mcp)  # both servers refuse it; after the queue, the pool says so as MCP does
     answer = json.loads(refused.recv(timeout=10))
     assert answer["error"]["code"] == -32000
-    assert answer["error"]["data"] == {"active_sessions": 2, "max_sessions": 2}
-    assert answer["error"]["message"].startswith("the pool is full: 2/2 sessions on 2 replicas")
+    assert answer["error"]["data"] == {
+        "active_sessions": 2,
+        "max_sessions": 2,
+        "limit": "queue_s",
+        "replicas": 2,
+        "max_replicas": 2,
+        "waited_s": 3,
+    }
 
 
 def test_a_client_that_sends_after_the_pool_refused_it_still_reads_the_refusal(

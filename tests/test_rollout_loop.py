@@ -87,14 +87,14 @@ def test_an_episode_ends_after_its_tries_with_the_last_problem() -> None:
     played = events(env, player, retries=2)
     assert [type(e) for e in played] == [Reset, Tried, Tried, Tried, End]
     assert played[-1] == End(
-        "no valid action in 3 tries; the last problem: INVALID_ACTION: {'add': 2} is not an action"
+        "no valid action in 3 tries; the last problem: INVALID_ACTION: {'add': 2} is not an action", "no_valid_action"
     )
 
 
 def test_the_step_budget_cuts_an_episode_that_has_not_ended() -> None:
     played = events(Counter(goal=5), Scripted([ADD] * 5), max_steps=2)
     assert [type(e) for e in played] == [Reset, Stepped, Stepped, End]
-    assert played[-1] == End("the episode reached its limit of 2 steps", cut=True)
+    assert played[-1] == End("the episode reached its limit of 2 steps", "max_steps", cut=True)
 
 
 def test_a_loop_goes_on_from_a_turn_the_episode_reached_without_a_reset() -> None:

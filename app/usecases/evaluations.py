@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
@@ -92,14 +93,23 @@ class EvaluationRequest(BaseModel):
     @model_validator(mode="after")
     def _one_of_each(self) -> Self:
         if (self.environment is None) == (self.endpoint is None):
-            raise ValueError("name either an environment (launched for the run) or a running endpoint")
+            raise PydanticCustomError(
+                "environment_or_endpoint", "name either an environment (launched for the run) or a running endpoint"
+            )
         chosen = [name for name in ("episodes", "seeds", "indices") if getattr(self, name) is not None]
         if len(chosen) > 1:
-            raise ValueError(f"give one of episodes, seeds or indices, not {' and '.join(chosen)}")
+            raise PydanticCustomError(
+                "episodes_seeds_or_indices",
+                "give one of episodes, seeds or indices, not {chosen}",
+                {"chosen": " and ".join(chosen)},
+            )
         if self.split is None and (self.indices is not None or self.dataset is not None):
-            raise ValueError("indices and a dataset need the split they come from")
+            raise PydanticCustomError("split_required", "indices and a dataset need the split they come from")
         if self.split is not None and self.seeds is not None:
-            raise ValueError("a split's tasks choose the episodes: give episodes (its first N) or indices, not seeds")
+            raise PydanticCustomError(
+                "seeds_with_split",
+                "a split's tasks choose the episodes: give episodes (its first N) or indices, not seeds",
+            )
         return self
 
     def task_indices(self) -> list[int]:
@@ -250,9 +260,11 @@ class Evaluator:
             if endpoint.status == EndpointStatus.RUNNING and self.endpoints.resolve(endpoint_id) is not None:
                 return
             if endpoint.status not in (EndpointStatus.STARTING, EndpointStatus.RUNNING):
-                raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}")
+                raise PrepareError(f"endpoint {endpoint_id} did not start: {endpoint.message}", "endpoint_failed")
             if asyncio.get_running_loop().time() > deadline:
-                raise PrepareError(f"endpoint {endpoint_id} did not start in time: {endpoint.message}")
+                raise PrepareError(
+                    f"endpoint {endpoint_id} did not start in time: {endpoint.message}", "endpoint_start_timeout"
+                )
             await asyncio.sleep(0.5)
 
     async def _start(
@@ -345,7 +357,8 @@ class Evaluator:
                 interface = await read_interface(url, outbound)
                 if interface.action_schema is None and not interface.tools:
                     raise PrepareError(
-                        f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}"
+                        f"{environment.id} describes no action (no /schema, no MCP tools): {interface.problems}",
+                        "no_action",
                     )
                 if (
                     body.dataset is None
@@ -355,7 +368,8 @@ class Evaluator:
                     named = ", ".join(s.name for s in interface.splits)
                     raise PrepareError(
                         f"{environment.id} has no task split {body.split!r}; "
-                        + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)")
+                        + (f"its splits are {named}" if named else "it takes no tasks (it serves no Task API)"),
+                        "split_unknown" if named else "no_task_api",
                     )
             except BaseException:
                 await outbound.aclose()

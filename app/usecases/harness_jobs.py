@@ -222,10 +222,11 @@ def _result(
     last = played[-1] if played else None
     done = last is not None and last.status == "done"
     cut = not done and run.code == "run_limit"
-    error = None
+    error, code = None, ""
     if not done:
         why = run.message or (last.error if last is not None and last.error else "")
-        error = f"{run.code or 'episode_not_done'}: " + (why or "the harness ended before the episode was done")
+        code = run.code or "episode_not_done"
+        error = f"{code}: " + (why or "the harness ended before the episode was done")
     return EpisodeResult(
         spec,
         records=records,
@@ -238,5 +239,6 @@ def _result(
         tokens=run.input_tokens + run.output_tokens,
         wall_s=outcome.duration_s,
         error=error,
+        code=code,
         cut=cut,
     )

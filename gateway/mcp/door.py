@@ -126,7 +126,7 @@ class Door:
                 return json_reply(400, rpc_error(None, INVALID_REQUEST, why))
             if session is None:
                 return self._unknown(session_id, None)
-            await self.close(session, "the client ended it (DELETE)")
+            await self.close(session, "the client ended it (DELETE)", "client_ended")
             return HttpReply(204)
         if request.method != "POST":
             return json_reply(
@@ -232,7 +232,7 @@ class Door:
         try:
             result = await session.call(name, arguments)
         except Closed as exc:
-            await self.close(session, str(exc))
+            await self.close(session, str(exc), "session_ended")
             ended = f"the session ended: {exc}; initialize a new one"
             return rpc_error(request_id, RPC_SERVER_ERROR, ended, {"code": "session_ended"})
         except Exception as exc:
@@ -253,7 +253,7 @@ class Door:
         version = asked if asked in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
         arguments, problem = reset_arguments(request.query)
         if problem is not None:
-            return rpc_error(request_id, INVALID_PARAMS, problem), None
+            return rpc_error(request_id, INVALID_PARAMS, problem.message, problem.data), None
         try:
             run = run_of(request.headers.get(RUN_HEADER, ""))  # the run id only: the credential is kept nowhere
             joined = (run, client_session(request.headers))
@@ -261,9 +261,7 @@ class Door:
                 placement, gone, params.clientInfo, version, request.user, arguments, joined
             )
         except PoolFull as full:
-            data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | (
-                {"limit": full.limit} if full.limit else {}
-            )
+            data = {"active_sessions": full.sessions, "max_sessions": full.capacity} | full.facts
             return rpc_error(request_id, RPC_SERVER_ERROR, full.message, data), None
         except Unavailable as exc:
             return rpc_error(request_id, RPC_SERVER_ERROR, str(exc)), None
@@ -346,23 +344,23 @@ class Door:
         try:
             opening = await session.begin(reset)
         except Closed as exc:
-            await self.close(session, str(exc))
+            await self.close(session, str(exc), "session_ended")
             raise Unavailable(f"the environment's session ended as it began: {exc}") from exc
         if opening is not None and opening.isError:
             why = text_of(opening)
-            await self.close(session, why)
+            await self.close(session, why, "reset_failed")
             raise Unavailable(f"the session's first reset failed: {why}")
         return session, opening
 
-    async def close(self, session: EnvironmentSession, reason: str) -> None:
+    async def close(self, session: EnvironmentSession, reason: str, code: str) -> None:
         self.sessions.pop(session.id, None)
-        await session.close(reason)
+        await session.close(reason, code)
 
     async def end_run(self, run_id: str) -> int:
         """The agent run ended: every session playing for it ends (its slot back at once, its episodes kept); how
         many did."""
         bound = [s for s in self.sessions.values() if s.record.run == run_id and s.ended is None]
-        await asyncio.gather(*(self.close(s, f"its agent run {run_id} ended") for s in bound))
+        await asyncio.gather(*(self.close(s, f"its agent run {run_id} ended", "run_ended") for s in bound))
         return len(bound)
 
     async def reap(self, idle_s: float) -> None:
@@ -372,12 +370,13 @@ class Door:
             self.sessions.pop(ended.id, None)
         stale = [s for s in self.sessions.values() if not s.busy and now - s.last_used > idle_s]
         for session in stale:
-            await self.close(session, f"nobody called it for {idle_s:g} s")
+            await self.close(session, f"nobody called it for {idle_s:g} s", "idle")
 
     async def aclose(self) -> None:
         """envhub stops: every session ends, and is recorded as ended."""
         await asyncio.gather(
-            *(self.close(s, "envhub stopped") for s in list(self.sessions.values())), return_exceptions=True
+            *(self.close(s, "envhub stopped", "shutting_down") for s in list(self.sessions.values())),
+            return_exceptions=True,
         )
         await self._interfaces.aclose()
 

@@ -108,7 +108,7 @@ class EnvironmentSession:
         loop = asyncio.get_running_loop()
 
         def lost(reason: str) -> None:
-            self._closing = asyncio.ensure_future(self.close(f"its replica was lost: {reason}"))
+            self._closing = asyncio.ensure_future(self.close(f"its replica was lost: {reason}", "replica_lost"))
 
         def tell(reason: str) -> None:
             loop.call_soon_threadsafe(lost, reason)
@@ -172,7 +172,7 @@ class EnvironmentSession:
     async def _reset(self, arguments: dict[str, Any]) -> CallToolResult:
         options, problem = reset_options(arguments)
         if problem is not None:
-            return error_result(problem)
+            return error_result(problem.message, observation={"error": problem.message, **problem.data})
         task: dict[str, Any] | None = None
         dataset, split, index = arguments.get("dataset"), arguments.get("split"), arguments.get("index")
         if isinstance(dataset, str):
@@ -189,7 +189,7 @@ class EnvironmentSession:
             options |= task
         seed = arguments.get("seed")
         self._final = None
-        self._end_episode("the agent reset before the episode was done")
+        self._end_episode("the agent reset before the episode was done", "reset_before_done")
         episode = EpisodeLog(self.record.id, self.episodes, seed=seed if isinstance(seed, int) else None, task=task)
         answer, elapsed = await self._ask(reset_frame(options))
         if answer.get("type") != "observation":
@@ -320,7 +320,7 @@ class EnvironmentSession:
             self.seated = False
             self._forget()
             under_way = self.episode is not None and not self.episode.done
-            self._end_episode(f"the session gave its slot back after {idle_s:g} s without a call")
+            self._end_episode(f"the session gave its slot back after {idle_s:g} s without a call", "slot_given_back")
             if under_way:
                 self._lost = (
                     f"the episode is lost: nobody called this session for {idle_s:g} s, so it gave its environment "
@@ -376,7 +376,7 @@ class EnvironmentSession:
 
     # -- recording
 
-    def _save(self, *, ended: str | None = None, force: bool = False) -> None:
+    def _save(self, *, ended: str | None = None, code: str = "", force: bool = False) -> None:
         """Write the episode as it stands: at once when it ends, else at most every FLUSH_S."""
         episode = self.episode
         if episode is None:
@@ -384,7 +384,7 @@ class EnvironmentSession:
         if not (force or ended is not None or episode.done or time.monotonic() - self._flushed >= FLUSH_S):
             return
         self._flushed = time.monotonic()
-        snapshot = episode.record(ended=ended)
+        snapshot = episode.record(ended=ended, code=code)
         previous = self._writing
 
         async def write() -> None:
@@ -398,18 +398,19 @@ class EnvironmentSession:
 
         self._writing = asyncio.ensure_future(write())
 
-    def _end_episode(self, why: str) -> None:
+    def _end_episode(self, why: str, code: str) -> None:
         if self.episode is not None:
-            self._save(ended=None if self.episode.done else why, force=True)
+            self._save(ended=None if self.episode.done else why, code=code, force=True)
             self.episode = None
 
-    async def close(self, reason: str) -> None:
-        """End the session: its episode written, its socket closed (the server ends its session), its slot freed."""
+    async def close(self, reason: str, code: str) -> None:
+        """End the session (`code`: why, as one): its episode written, its socket closed (the server ends its
+        session), its slot freed."""
         if self.ended is not None:
             return
         self.ended = reason
         self._forget()
-        self._end_episode(f"the session ended before the episode was done: {reason}")
+        self._end_episode(f"the session ended before the episode was done: {reason}", code)
         if self.seated:
             self.seated = False
             await self._let_go()
@@ -417,7 +418,7 @@ class EnvironmentSession:
             with contextlib.suppress(Exception):
                 await self._writing
         try:
-            await self.recorder.closed(self.record.id, reason)
+            await self.recorder.closed(self.record.id, reason, code)
         except Exception:
             log.exception("recording the end of agent session %s failed", self.record.id)
 

@@ -81,11 +81,11 @@ class EpisodeLog:
         self.size += len(json.dumps(record, ensure_ascii=False, default=str))
         self.records.append(record)
 
-    def record(self, *, ended: str | None = None) -> EpisodeRecord:
-        """The episode as the store keeps it; `ended` says why it stopped before done, when it did."""
+    def record(self, *, ended: str | None = None, code: str = "") -> EpisodeRecord:
+        """The episode as the store keeps it; `ended` says why it stopped before done, when it did, and `code` so."""
         status = "done" if self.done else ("cut" if ended is not None else "running")
-        error = self.error
-        if ended is not None and not self.done:
+        error, cut = self.error, ended is not None and not self.done
+        if cut:
             error = error or ended
         if self.dropped:
             note = f"{self.dropped} records past the first {len(self.records)} were not kept"
@@ -97,6 +97,7 @@ class EpisodeLog:
             task=kept(self.task, MAX_KEPT),  # a split's name is the client's
             status=status,
             error=error,
+            code=code if cut else "",
             reward=self.reward,
             final_reward=self.final_reward,
             success=self.success,

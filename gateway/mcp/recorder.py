@@ -46,6 +46,7 @@ class EpisodeRecord:
     task: dict[str, Any] | None
     status: str  # done, cut (the session ended or reset first) or running
     error: str | None
+    code: str  # why it was cut, beside the error: the session's end code, reset_before_done or slot_given_back
     reward: float
     final_reward: float | None
     success: bool | None
@@ -68,4 +69,4 @@ class Recorder(Protocol):
     async def episode(self, episode: EpisodeRecord) -> None:
         """Keep the episode as it is now (written again as it goes on)."""
 
-    async def closed(self, session_id: str, reason: str) -> None: ...
+    async def closed(self, session_id: str, reason: str, code: str) -> None: ...

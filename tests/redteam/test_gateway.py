@@ -277,7 +277,7 @@ def test_one_client_may_have_only_so_many_sessions_waiting(gateway: Envhub) -> N
         with connect(ws_url(gateway, endpoint)) as third:
             refusal = json.loads(third.recv(timeout=10))  # at once: the wait would be 30 s
         assert refusal["type"] == "error" and refusal["data"]["code"] == "CAPACITY_REACHED"
-        assert "2 of your sessions wait already" in refusal["data"]["message"]
+        assert (refusal["data"]["limit"], refusal["data"]["waiting"]) == ("queue_per_client", 2)
 
 
 def test_a_waiting_session_cannot_park_megabytes_in_envhub(gateway: Envhub) -> None:

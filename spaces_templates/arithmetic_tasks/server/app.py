@@ -19,12 +19,13 @@ def max_concurrent_envs() -> int:
 
 async def unknown_split(request: Request, error: Exception) -> JSONResponse:
     # openenv's Task API routes only map IndexError (400) and NotImplementedError (501); anything else would be a 500.
-    return JSONResponse({"detail": str(error)}, status_code=404)
+    return JSONResponse({"detail": str(error), "code": "split_unknown"}, status_code=404)
 
 
 async def invalid_reset_option(request: Request, error: Exception) -> JSONResponse:
     # openenv's HTTP /reset lets an exception from reset() escape as a bare 500; a bad option is the caller's error.
-    return JSONResponse({"detail": str(error)}, status_code=422)
+    code = error.code if isinstance(error, InvalidResetOption) else "reset_option_invalid"
+    return JSONResponse({"detail": str(error), "code": code}, status_code=422)
 
 
 app = create_app(

@@ -9,7 +9,11 @@ MAX_SEED = 2**63 - 1
 
 
 class InvalidResetOption(ValueError):
-    """A reset option that is unknown, of the wrong type or out of range."""
+    """A reset option that is unknown, of the wrong type or out of range; `code` says which, for programs."""
+
+    def __init__(self, message: str, code: str = "reset_option_invalid") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def bounded_int(name: str, value: object, low: int, high: int) -> int:
@@ -35,4 +39,6 @@ def reject_unknown(unknown: dict[str, Any], known: Iterable[str]) -> None:
     """openenv forwards every key to a reset() that takes **kwargs, so a misspelt option would otherwise pass."""
     if unknown:
         names = ", ".join(sorted(unknown))
-        raise InvalidResetOption(f"unknown reset option(s) {names}; the options are {', '.join(known)}")
+        raise InvalidResetOption(
+            f"unknown reset option(s) {names}; the options are {', '.join(known)}", "reset_option_unknown"
+        )

@@ -18,7 +18,8 @@ def max_concurrent_envs() -> int:
 
 async def invalid_reset_option(request: Request, error: Exception) -> JSONResponse:
     # openenv's HTTP /reset lets an exception from reset() escape as a bare 500; a bad option is the caller's error.
-    return JSONResponse({"detail": str(error)}, status_code=422)
+    code = error.code if isinstance(error, InvalidResetOption) else "reset_option_invalid"
+    return JSONResponse({"detail": str(error), "code": code}, status_code=422)
 
 
 app = create_app(
