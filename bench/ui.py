@@ -19,6 +19,8 @@ import itertools
 import random
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -256,17 +258,22 @@ def step_rows(name: str, timed: list[tuple[float, float]]) -> list[list[object]]
 
 def side_by_side(checkout: Path, rounds: int, steps: int, loads: int, environments: int) -> None:
     """Browse page loads and steps of this checkout and another, rounds alternating, each on a fresh envhub with a
-    copy of one generated catalog."""
+    copy of the same generated catalog, written by that checkout's own code."""
     timed: dict[str, list[tuple[float, float]]] = {"after": [], "before": []}
     browsed: dict[str, list[float]] = {"after": [], "before": []}
     load = load_average()
-    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as catalog, chromium() as browser:
-        populate(Path(catalog) / "envhub.db", environments)
+    trees = {"before": checkout.resolve(), "after": REPO_ROOT}
+    with tempfile.TemporaryDirectory(prefix="envhub-bench-") as catalogs, chromium() as browser:
+        for name, tree in trees.items():  # each by its own code: the two may differ in their schema
+            (Path(catalogs) / name).mkdir()
+            database = str(Path(catalogs) / name / "envhub.db")
+            write = f"from bench.ui import populate; populate({database!r}, {environments})"
+            subprocess.run([sys.executable, "-c", write], cwd=tree, check=True)
         for _ in range(rounds):
-            for name, tree in (("before", checkout), ("after", None)):
+            for name, tree in trees.items():
                 with tempfile.TemporaryDirectory(prefix="envhub-bench-") as scratch:
-                    shutil.copy(Path(catalog) / "envhub.db", Path(scratch) / "envhub.db")
-                    with envhub_process(Path(scratch), REPO_ROOT / "spaces_templates", checkout=tree) as url:
+                    shutil.copy(Path(catalogs) / name / "envhub.db", Path(scratch) / "envhub.db")
+                    with envhub_process(Path(scratch), tree / "spaces_templates", checkout=tree) as url:
                         browsed[name] += usable_browse_page(browser, url, loads)
                         timed[name] += step_round_trips(browser, url, steps)
     print(machine_line())
