@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.settings import REPO_ROOT
+from app.settings import REPO_ROOT, Settings
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -43,6 +43,19 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def offline_settings(scratch: Path, **changed: Any) -> Settings:
+    """A browser test's envhub: its catalog and data in scratch, the built-in templates, a Hub address nothing answers
+    at, no background sync or health checks; what `changed` names on top."""
+    return Settings(
+        database_url=f"sqlite:///{scratch / 'envhub.db'}",
+        data_dir=scratch / "data",
+        templates_dir=REPO_ROOT / "spaces_templates",
+        hf_endpoint="http://127.0.0.1:9",
+        sync_interval_s=0,
+        health_interval_s=0,
+    ).model_copy(update=changed)
 
 
 @contextmanager

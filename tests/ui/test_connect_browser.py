@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import LAUNCH_S, chromium_available, expect, field, open_page, screenshot
+from tests.ui.browser import LAUNCH_S, chromium_available, expect, field, offline_settings, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,16 +21,7 @@ pytestmark = [
 
 
 def serve(scratch: Path, **settings: Any) -> Envhub:
-    base = Settings(
-        database_url=f"sqlite:///{scratch / 'envhub.db'}",
-        data_dir=scratch / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        launch_timeout_s=LAUNCH_S / 1000,
-    )
-    return Envhub(base.model_copy(update=settings), ui=True)
+    return Envhub(offline_settings(scratch, **({"launch_timeout_s": LAUNCH_S / 1000} | settings)), ui=True)
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,18 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
+from app.settings import Settings
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import LAUNCH_S, chromium_available, expect, launch_and_connect, open_page, screenshot
+from tests.ui.browser import (
+    LAUNCH_S,
+    chromium_available,
+    expect,
+    launch_and_connect,
+    offline_settings,
+    open_page,
+    screenshot,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,16 +35,7 @@ def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
 
 
 def settings_in(scratch: Path, **changed: Any) -> Settings:
-    return Settings(
-        database_url=f"sqlite:///{scratch / 'envhub.db'}",
-        data_dir=scratch / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        launch_timeout_s=LAUNCH_S / 1000,
-        max_endpoints_per_owner=1,
-    ).model_copy(update=changed)
+    return offline_settings(scratch, **({"launch_timeout_s": LAUNCH_S / 1000, "max_endpoints_per_owner": 1} | changed))
 
 
 def active(envhub: Envhub) -> list[dict[str, Any]]:

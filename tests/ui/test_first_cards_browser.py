@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
 from catalog.models import Verdict
 from tests.conftest import file_summary, needs
 from tests.serving import Envhub
-from tests.ui.browser import browser_page, chromium_available, expect, open_page
+from tests.ui.browser import browser_page, chromium_available, expect, offline_settings, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,15 +21,7 @@ QUALITY = '.env-card[data-env="template:lights_out"] .badge'
 
 @pytest.fixture
 def envhub(tmp_path: Path) -> Iterator[Envhub]:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'envhub.db'}",
-        data_dir=tmp_path / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-    )
-    server = Envhub(settings, ui=True)
+    server = Envhub(offline_settings(tmp_path), ui=True)
     yield server
     server.stop()
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
 from tests.conftest import needs
 from tests.serving import Envhub
 from tests.ui.browser import (
@@ -15,6 +14,7 @@ from tests.ui.browser import (
     chromium_available,
     expect,
     field,
+    offline_settings,
     open_page,
     reset,
     steps_become,
@@ -29,16 +29,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
     scratch = tmp_path_factory.mktemp("off-the-loop-ui")
-    settings = Settings(
-        database_url=f"sqlite:///{scratch / 'envhub.db'}",
-        data_dir=scratch / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        launch_timeout_s=LAUNCH_S / 1000,
-        max_endpoints_per_owner=10,
-    )
+    settings = offline_settings(scratch, launch_timeout_s=LAUNCH_S / 1000, max_endpoints_per_owner=10)
     server = Envhub(settings, ui=True)
     yield server
     server.end_endpoints()

@@ -9,10 +9,20 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
+from app.settings import REPO_ROOT
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import chromium_available, expect, field, launch_and_connect, open_page, reset, stat, steps_become
+from tests.ui.browser import (
+    chromium_available,
+    expect,
+    field,
+    launch_and_connect,
+    offline_settings,
+    open_page,
+    reset,
+    stat,
+    steps_become,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -26,16 +36,7 @@ MOVES = {(-1, 0): "ArrowUp", (1, 0): "ArrowDown", (0, -1): "ArrowLeft", (0, 1): 
 @pytest.fixture(scope="module")
 def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
     scratch = tmp_path_factory.mktemp("boards-ui")
-    settings = Settings(
-        database_url=f"sqlite:///{scratch / 'envhub.db'}",
-        data_dir=scratch / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        max_endpoints_per_owner=10,
-    )
-    server = Envhub(settings, ui=True)
+    server = Envhub(offline_settings(scratch, max_endpoints_per_owner=10), ui=True)
     yield server
     server.stop()
 

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
 from catalog.models import Verdict
 from tests.conftest import file_summary, needs
 from tests.serving import Envhub
-from tests.ui.browser import browser_page, chromium_available, expect, open_page, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, offline_settings, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,16 +23,7 @@ LAUNCH_S = 90
 @pytest.fixture(scope="module")
 def envhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envhub]:
     scratch: Path = tmp_path_factory.mktemp("quality-ui")
-    settings = Settings(
-        database_url=f"sqlite:///{scratch / 'envhub.db'}",
-        data_dir=scratch / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        launch_timeout_s=LAUNCH_S,
-    )
-    server = Envhub(settings, ui=True)
+    server = Envhub(offline_settings(scratch, launch_timeout_s=LAUNCH_S), ui=True)
     yield server
     server.stop()
 

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import REPO_ROOT, Settings
 from tests.conftest import needs
 from tests.serving import Envhub
-from tests.ui.browser import browser_page, chromium_available, expect, open_page, screenshot
+from tests.ui.browser import browser_page, chromium_available, expect, offline_settings, open_page, screenshot
 
 pytestmark = [
     pytest.mark.browser,
@@ -19,17 +18,7 @@ pytestmark = [
 
 @pytest.fixture
 def envhub(tmp_path: Path) -> Iterator[Envhub]:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'envhub.db'}",
-        data_dir=tmp_path / "data",
-        templates_dir=REPO_ROOT / "spaces_templates",
-        hf_endpoint="http://127.0.0.1:9",
-        sync_interval_s=0,
-        health_interval_s=0,
-        quality_interval_s=0,
-        validator_interval_s=0,
-    )
-    server = Envhub(settings, ui=True)
+    server = Envhub(offline_settings(tmp_path, quality_interval_s=0, validator_interval_s=0), ui=True)
     yield server
     server.stop()
 
