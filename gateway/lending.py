@@ -13,17 +13,29 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.errors import SlotsInUseError
 from gateway.slots import Slot
 
-if TYPE_CHECKING:  # the pool makes its lender
-    from gateway.pools import Pool
-
-__all__ = ["Lender"]
+__all__ = ["Lender", "LendingPool"]
 
 SPARE_WAIT_S = 5.0  # how long envhub's own work waits for a free slot before it gives way
+
+
+class LendingPool(Protocol):
+    """What a lender asks of the pool that makes it (gateway.pools.Pool)."""
+
+    endpoint_id: str
+
+    @property
+    def waiting(self) -> int: ...
+
+    def take_spare(self, replica_id: str, own: int) -> Slot | None: ...
+
+    def accepted(self, slot: Slot) -> None: ...
+
+    def release(self, slot: Slot) -> None: ...
 
 
 @dataclass(eq=False)
@@ -37,13 +49,13 @@ class _Seat:
 class Lender:
     """An endpoint's pool as envhub's own work takes slots from it."""
 
-    def __init__(self, pool: "Pool") -> None:
+    def __init__(self, pool: LendingPool) -> None:
         self._pool = weakref.ref(pool)  # the pool owns its lender, not the other way round
         self.endpoint_id = pool.endpoint_id
         self._seats: set[_Seat] = set()
 
     @property
-    def pool(self) -> "Pool | None":
+    def pool(self) -> LendingPool | None:
         return self._pool()
 
     @asynccontextmanager
@@ -94,7 +106,7 @@ class Lender:
         )
 
 
-async def _spare(pool: "Pool", replica_id: str, own: int) -> Slot | None:
+async def _spare(pool: LendingPool, replica_id: str, own: int) -> Slot | None:
     """A free slot on the replica, waiting a few seconds for one: a session that just closed gives its slot back a
     moment later (its server's close is answered first). Never while a client's session waits."""
     deadline = time.monotonic() + SPARE_WAIT_S
