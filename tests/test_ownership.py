@@ -74,7 +74,7 @@ def test_with_sign_in_on_only_the_admin_runs_a_spaces_code_as_a_process(
     # The admin's launch gets past that door, to the Space's own files (which hold no app to serve).
     by_admin = httpx.post(f"{oauth_envhub.url}/api/endpoints", json={"environment": "alice/count"}, headers=ADMIN)
     assert by_admin.status_code == 422, by_admin.text
-    assert by_admin.json()["code"] == "invalid_input"
+    assert by_admin.json()["code"] == "needs_docker_backend"
 
 
 def test_each_user_has_their_own_limit(oauth_envhub: Envhub, hub: FakeHub, browsers: Browsers) -> None:

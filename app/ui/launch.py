@@ -220,6 +220,8 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
         values = watch(endpoints, visitors, launch, endpoint_id, request)
+        # What the last click said stays: a tick sent before it may answer after it, and would blank a refusal.
+        del values[launch.message]
         followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:

@@ -2,6 +2,7 @@
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -17,13 +18,34 @@ __all__ = ["STOP_GRACE_S", "Gate", "end_group", "environ_names", "free_port", "r
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 5  # how long a server has to exit after SIGTERM, before SIGKILL
+_LOWEST_PORT = 20000  # free_port draws from here up to the ephemeral range
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A loopback port nothing listens on, for a server to bind a moment later. It is drawn below the range the
+    kernel hands to outgoing connections: a port from that range may be taken as a connection's own in between
+    (on a busy machine it was, and the server failed with "address already in use")."""
+    band = range(_LOWEST_PORT, _ephemeral_ports()[0])
+    for _ in range(50 if len(band) >= 1000 else 0):
+        port = random.choice(band)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # that band is full: any port the kernel gives
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        given: int = sock.getsockname()[1]
+        return given
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
 
 
 def started_at(pid: int) -> str | None:
