@@ -123,9 +123,6 @@ class Runner:
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
-        await asyncio.to_thread(
-            self.store.update, evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message=""
-        )
         slots = asyncio.Semaphore(play.concurrency)
         budget = Budget(self.budget_bytes)
         unfinished: set[str] = set()  # episodes begun and not yet recorded: a cancel leaves no steps of theirs behind
@@ -158,6 +155,7 @@ class Runner:
 
         status, message, code = EvaluationStatus.FINISHED, "", ""
         try:
+            await self._write(evaluation.id, status=EvaluationStatus.RUNNING, started_at=utcnow(), message="")
             await asyncio.gather(*(one(spec) for spec in play.specs))
         except asyncio.CancelledError:
             status, message = EvaluationStatus.CANCELLED, "cancelled; the episodes that finished are kept"
@@ -176,9 +174,17 @@ class Runner:
 
     async def _ended(self, evaluation_id: str, status: EvaluationStatus, message: str, code: str = "") -> None:
         """On record, off the event loop, whether or not the run was cancelled (`code`: why it failed, if it did)."""
-        now = utcnow()
-        ended = {"status": status, "message": message, "code": code, "finished_at": now}
-        await asyncio.shield(asyncio.to_thread(self.store.update, evaluation_id, **ended))
+        await self._write(evaluation_id, status=status, message=message, code=code, finished_at=utcnow())
+
+    async def _write(self, evaluation_id: str, **fields: Any) -> None:
+        """Update the run's row off the event loop. A cancel does not cut the write short: it waits until the
+        write has landed, so that no later write (a cancel's end) lands before it."""
+        write = asyncio.ensure_future(asyncio.to_thread(self.store.update, evaluation_id, **fields))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            await write
+            raise
 
     async def _close(self, play: Play) -> None:
         try:
