@@ -61,7 +61,7 @@ class Launch:
 
     @property
     def watched(self) -> list[Any]:
-        return [self.message, self.status, self.url, self.stop, self.log]
+        return [self.status, self.url, self.stop, self.log]
 
 
 def build(backends: list[Backend]) -> Launch:
@@ -157,17 +157,17 @@ def pool_html(pool: PoolPublic, chart: str = "") -> str:
 def watch(
     endpoints: EndpointManager, visitors: Visitors, launch: Launch, endpoint_id: str, request: gr.Request
 ) -> dict[Any, Any]:
-    """The followed endpoint's status, URL and log tail; what the status says replaces the launch's message."""
-    values: dict[Any, Any] = {launch.message: ""}
+    """The followed endpoint's status, URL and log tail. The launch's message is what the last click said: only a click
+    sets it, since a tick sent before the click may answer after it."""
     if not endpoint_id:
-        return values | {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
+        return {launch.status: "", launch.url: "", launch.stop: gr.Button(visible=False), launch.log: ""}
     try:
         endpoint = endpoints.get(endpoint_id)
     except EnvhubError as exc:
-        return values | {launch.status: html.escape(exc.message)}
+        return {launch.status: html.escape(exc.message)}
     running = endpoint.status == EndpointStatus.RUNNING
     active = endpoint.status in (EndpointStatus.STARTING, EndpointStatus.RUNNING)
-    return values | {
+    return {
         launch.status: status_html(
             endpoint,
             endpoints.pool_of(endpoint),
@@ -205,9 +205,8 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
             return not_launched(_reason(exc))
         except EnvhubError as exc:
             return not_launched(launch_refusal(endpoints, caller, exc))
-        return {launch.endpoint: endpoint.id, launch.timer: gr.Timer(active=True)} | watch(
-            endpoints, visitors, launch, endpoint.id, request
-        )
+        followed = {launch.endpoint: endpoint.id, launch.timer: gr.Timer(active=True), launch.message: ""}
+        return followed | watch(endpoints, visitors, launch, endpoint.id, request)
 
     def not_launched(reason: str) -> dict[Any, Any]:
         """A refusal, in place of the endpoint followed before (whose status is in My endpoints)."""
@@ -219,9 +218,6 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
         } | stopped_following
 
     def tick(request: gr.Request, endpoint_id: str) -> Any:
-        values = watch(endpoints, visitors, launch, endpoint_id, request)
-        # What the last click said stays: a tick sent before it may answer after it, and would blank a refusal.
-        del values[launch.message]
         followed = False  # while it starts, runs (its pool over time) or stops
         if endpoint_id:
             try:
@@ -232,7 +228,7 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
                 )
             except EnvhubError:
                 followed = False
-        return values | {launch.timer: gr.Timer(active=followed)}
+        return watch(endpoints, visitors, launch, endpoint_id, request) | {launch.timer: gr.Timer(active=followed)}
 
     def stop(request: gr.Request, endpoint_id: str) -> Any:
         try:
@@ -246,11 +242,11 @@ def wire(endpoints: EndpointManager, visitors: Visitors, launch: Launch, selecte
         )
         return watch(endpoints, visitors, launch, endpoint_id, request) | {launch.message: said}
 
-    outputs = [launch.endpoint, launch.timer, *launch.watched]
+    outputs = [launch.endpoint, launch.timer, launch.message, *launch.watched]
     launch.backend.change(lambda b: backend_help(Backend(b)) if b else "", [launch.backend], [launch.backend_help])
     launch.start.click(start, [selected, launch.backend, launch.variables, launch.secrets, launch.options], outputs)
     launch.timer.tick(tick, [launch.endpoint], [launch.timer, *launch.watched], show_progress="hidden")
-    launch.stop.click(stop, [launch.endpoint], launch.watched)
+    launch.stop.click(stop, [launch.endpoint], [launch.message, *launch.watched])
 
 
 def parse_options(text: str) -> dict[str, Any]:
