@@ -31,6 +31,8 @@ async def app(scope, receive, send):  # every request and handshake is noted, wh
     if MODE == "huge_frame" and scope["type"] == "websocket":
         await huge_frame(receive, send)
         return
+    if MODE == "chatty" and scope["type"] == "websocket":
+        scope["transport"] = send.__self__.transport  # uvicorn's protocol's: how much waits in its buffer
     if MODE == "fail_then_close" and scope["type"] == "http" and scope["path"].endswith("/step"):
         await fail_then_close(send)
         return
@@ -71,13 +73,21 @@ async def ws(websocket: WebSocket):
         await websocket.receive()
         heard = asyncio.ensure_future(websocket.receive())  # the close envhub sends, if it does
         await websocket.send_text(json.dumps({{"type": "observation", "data": {{"observation": {{}}}}}}))
+        # As fast as they are read: no more than a MiB waits in the server's own buffer (uvicorn's send does not
+        # wait for it to drain), and the loop lets the server read between messages, so that it hears envhub's
+        # close when it comes: what it sent is then what envhub read, however slow the machine.
+        transport = websocket.scope["transport"]
         sent, text = 0, json.dumps({{"type": "observation", "data": {{"observation": {{"pad": "x" * 65536}}}}}})
-        while sent < 256 * 1024 * 1024 and not heard.done():
+        while sent < 256 * 1024 * 1024 and not heard.done() and not transport.is_closing():
+            if transport.get_write_buffer_size() > 1024 * 1024:
+                await asyncio.wait([heard], timeout=0.01)
+                continue
             try:
                 await websocket.send_text(text)
             except Exception:
                 break
             sent += len(text)
+            await asyncio.sleep(0)
         print("CLOSED " + json.dumps({{"sent": sent, "code": (await heard).get("code")}}), flush=True)
         return
     while True:
