@@ -24,11 +24,11 @@ START_S = 60  # for the app to import and listen
 def main(app: str, cwd: str, paths: list[str]) -> int:
     os.chdir(cwd)
     sys.path[:0] = [cwd, *paths]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    listener = socket.socket()  # handed to uvicorn bound: no other socket can take its port in between
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + START_S
     while not server.started:
